@@ -1,0 +1,45 @@
+# dra-constructs: every task sets up what it needs. The two commands a newcomer runs:
+#   make synth   - create .venv, install, synthesize examples/ into dist/
+#   make test    - create .venv, install, lint, type-check and run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup synth check-dist test lint unit imports check-imports bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+synth: setup
+	$(PY) scripts/synth_examples.py --out dist
+
+check-dist: setup
+	$(PY) scripts/synth_examples.py --check dist
+
+lint: setup
+	$(VENV)/bin/ruff check src tests examples benchmarks scripts
+	$(VENV)/bin/mypy
+
+unit: setup
+	$(VENV)/bin/pytest -n 2
+
+test: lint unit check-dist
+
+imports: setup
+	$(PY) scripts/generate_imports.py
+
+check-imports: imports
+	git diff --exit-code -- imports
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .tools build

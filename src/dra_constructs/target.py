@@ -1,0 +1,156 @@
+"""The target Kubernetes version and everything derived from it.
+
+This is the only module that branches on Kubernetes versions. Every other module asks a
+:class:`Target` a question (which API version, which CEL variables, which labels) instead of
+comparing version strings. Facts: ``shared/reference/dra-api.md`` sections 1, 3, 4, 5, 7, 8.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from .errors import DraConstructsError
+
+__all__ = [
+    "DEFAULT_KUBERNETES_VERSION",
+    "SUPPORTED_MINORS",
+    "Target",
+]
+
+#: Oldest and newest Kubernetes minor the library can emit for (1.32 brought v1beta1; the
+#: newest is the newest schema ``kubernetes-validate`` ships).
+SUPPORTED_MINORS = range(32, 38)
+DEFAULT_KUBERNETES_VERSION = "1.32"
+
+_VERSION_RE = re.compile(r"^v?1\.(\d+)(?:\.(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A Kubernetes version the emitted manifests must be valid for.
+
+    ``patch`` is ``None`` for "the latest patch release of that minor".
+    """
+
+    minor: int = 32
+    patch: int | None = None
+
+    @classmethod
+    def parse(cls, version: str | Target | None, where: str = "target") -> Target:
+        """Parse ``"1.32"``, ``"v1.33"`` or ``"1.32.3"``; ``None`` gives the default (1.32)."""
+        if isinstance(version, Target):
+            return version
+        if version is None:
+            version = DEFAULT_KUBERNETES_VERSION
+        match = _VERSION_RE.match(str(version).strip())
+        if not match:
+            raise DraConstructsError(
+                where, "kubernetesVersion", version, "not a Kubernetes version",
+                'write "1.MINOR" or "1.MINOR.PATCH", for example "1.32" or "1.34"',
+            )
+        minor = int(match.group(1))
+        patch = int(match.group(2)) if match.group(2) is not None else None
+        if minor not in SUPPORTED_MINORS:
+            raise DraConstructsError(
+                where, "kubernetesVersion", version,
+                f"dra-constructs supports Kubernetes 1.{SUPPORTED_MINORS.start} to "
+                f"1.{SUPPORTED_MINORS.stop - 1} (resource.k8s.io/v1beta1 appeared in 1.32)",
+                f"pick a version between 1.{SUPPORTED_MINORS.start} and 1.{SUPPORTED_MINORS.stop - 1}",
+            )
+        return cls(minor=minor, patch=patch)
+
+    def __str__(self) -> str:
+        return f"1.{self.minor}" if self.patch is None else f"1.{self.minor}.{self.patch}"
+
+    # --- resource.k8s.io -------------------------------------------------------------------
+
+    @cached_property
+    def resource_version(self) -> str:
+        """The ``resource.k8s.io`` version emitted: v1beta1 (1.32), v1beta2 (1.33), v1 (1.34+)."""
+        if self.minor == 32:
+            return "v1beta1"
+        if self.minor == 33:
+            return "v1beta2"
+        return "v1"
+
+    @cached_property
+    def resource_api_version(self) -> str:
+        """``apiVersion`` of ResourceClaimTemplates and other DRA objects we emit."""
+        return f"resource.k8s.io/{self.resource_version}"
+
+    @property
+    def wraps_requests_in_exactly(self) -> bool:
+        """v1beta2 and v1 put a request's class, selectors and count under ``exactly``."""
+        return self.resource_version != "v1beta1"
+
+    @property
+    def has_first_available(self) -> bool:
+        """``firstAvailable`` prioritized lists (DRAPrioritizedList) exist from 1.33."""
+        return self.minor >= 33
+
+    @property
+    def has_request_tolerations(self) -> bool:
+        """Device tolerations on requests (DRADeviceTaints) exist from 1.33."""
+        return self.minor >= 33
+
+    @property
+    def reserved_for_max(self) -> int:
+        """``status.reservedFor`` limit: 32 in 1.32, 256 from 1.33."""
+        return 32 if self.minor == 32 else 256
+
+    # --- CEL environment -------------------------------------------------------------------
+
+    @property
+    def cel_has_allow_multiple_allocations(self) -> bool:
+        """``device.allowMultipleAllocations`` is declared from 1.34 (DRAConsumableCapacity)."""
+        return self.minor >= 34
+
+    @property
+    def cel_cost_estimator_bug(self) -> bool:
+        """1.32.0-1.32.2 had no size estimator: attribute strings count as unbounded."""
+        return self.minor == 32 and self.patch is not None and self.patch < 3
+
+    # --- admin access ----------------------------------------------------------------------
+
+    @property
+    def admin_access_namespace_labels(self) -> tuple[str, ...]:
+        """Namespace labels that allow ``adminAccess`` claims (value ``"true"``).
+
+        1.33 checks ``resource.k8s.io/admin-access``, 1.34+ ``resource.kubernetes.io/admin-access``;
+        both are set through 1.34 so an upgrade across the rename never breaks the namespace.
+        """
+        if self.minor <= 34:
+            return ("resource.k8s.io/admin-access", "resource.kubernetes.io/admin-access")
+        return ("resource.kubernetes.io/admin-access",)
+
+    # --- device taints ---------------------------------------------------------------------
+
+    @property
+    def device_taint_rule_api_version(self) -> str | None:
+        """``apiVersion`` of DeviceTaintRule, or ``None`` where the kind does not exist (1.32)."""
+        if self.minor == 32:
+            return None
+        if self.minor <= 35:
+            return "resource.k8s.io/v1alpha3"
+        if self.minor == 36:
+            return "resource.k8s.io/v1beta2"
+        return "resource.k8s.io/v1"
+
+    @property
+    def device_taint_rule_has_cel_selectors(self) -> bool:
+        """1.35 removed ``deviceClassName`` and ``selectors`` from the rule's deviceSelector."""
+        return self.minor in (33, 34)
+
+    @property
+    def device_taint_effects(self) -> tuple[str, ...]:
+        """Valid device taint effects (``None`` is informational, added in 1.35)."""
+        return ("NoSchedule", "NoExecute") if self.minor < 35 else ("None", "NoSchedule", "NoExecute")
+
+    # --- schema ----------------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> str:
+        """The ``kubernetes-validate`` schema folder for this target, e.g. ``"1.32.0"``."""
+        return f"1.{self.minor}.0"
