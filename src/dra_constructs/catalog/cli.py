@@ -1,0 +1,47 @@
+"""``dra-constructs catalog``: list GPU models and MIG profiles, or dump synthetic ResourceSlices."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from . import GPU_SPECS, catalog_resource_slices, gpu_spec
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``catalog`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "catalog", help="list the GPU catalog, or print its synthetic ResourceSlices",
+        description="List NVIDIA GPU models and MIG profiles known to dra-constructs.",
+    )
+    parser.add_argument("--gpu", action="append", metavar="MODEL", help="only this model (repeatable)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--resource-slices", choices=("v1beta1", "v1beta2", "v1"), metavar="VERSION",
+        help="print the synthetic ResourceSlices (YAML) of the models instead of the table",
+    )
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    specs = [gpu_spec(m, "dra-constructs catalog", "--gpu") for m in args.gpu] if args.gpu else list(GPU_SPECS)
+    if args.resource_slices:
+        slices = catalog_resource_slices([s.key for s in specs], resource_version=args.resource_slices)
+        yaml.safe_dump_all(slices, sys.stdout, sort_keys=False)
+        return 0
+    if args.format == "json":
+        json.dump([s.model_dump(mode="json") for s in specs], sys.stdout, indent=2)
+        print()
+        return 0
+    for spec in specs:
+        print(f"{spec.key:15} {spec.architecture:10} cc {spec.compute_capability:7} "
+              f"{spec.memory_mib:>7} MiB  {spec.product_names[0]}")
+        for p in spec.mig_profiles:
+            print(f"  {p.name:12} x{p.max_count}  {p.multiprocessors:>3} SMs  ~{p.memory_mib} MiB")
+    return 0
