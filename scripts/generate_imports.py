@@ -4,7 +4,8 @@
     python scripts/generate_imports.py
 
 Steps: take the Kubernetes JSON schema that the pinned ``kubernetes-validate`` wheel ships,
-convert it to the format cdk8s-cli expects (rename ``$defs``, rewrite refs, drop ``null`` types and apiVersion enums), install the pinned cdk8s-cli
+convert it to the format cdk8s-cli expects (rename ``$defs``, rewrite refs,
+drop ``null`` types and apiVersion enums), install the pinned cdk8s-cli
 from the npm registry into ``.tools/``, and run ``cdk8s import`` with a Node preload that serves
 the local schema instead of downloading it from GitHub. The output is byte-identical between runs.
 The assembly is prefixed (``dra_constructs_l1_k8s``) so it never clashes with a user's ``k8s``.

@@ -1,18 +1,70 @@
-"""dra-constructs: cdk8s constructs for GPU workloads on Kubernetes DRA, compliant by construction."""
+"""dra-constructs: cdk8s constructs for GPU workloads on Kubernetes DRA, compliant by construction.
+
+The pure-Python core (target, catalog, requests, CEL, guardrail rules, sanitizer runtime) imports
+without Node.js. The construct layer (``GpuClaimTemplate``, ``GpuPod``, ...) needs cdk8s and is
+imported lazily on first access, so ``import dra_constructs`` never starts the jsii kernel.
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
 from .errors import DraConstructsError
+from .podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
+from .requests import CustomRequest, GpuRequest, MatchAttribute, MigRequest, render_claim_spec
 from .target import Target
 
+if TYPE_CHECKING:
+    from ._scope import KUBERNETES_VERSION_CONTEXT, set_kubernetes_version
+    from .claims import CATALOG, GpuClaimTemplate
+    from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
+
+__version__ = "0.1.0"
+
+# Construct-layer names -> module, imported on first attribute access (PEP 562).
+_LAZY = {
+    "CATALOG": ".claims",
+    "GpuClaimTemplate": ".claims",
+    "GpuDeployment": ".workloads",
+    "GpuJob": ".workloads",
+    "GpuPod": ".workloads",
+    "GpuStatefulSet": ".workloads",
+    "KUBERNETES_VERSION_CONTEXT": "._scope",
+    "set_kubernetes_version": "._scope",
+}
+
 __all__ = [
+    "CATALOG",
     "DEVICE_CLASS_GPU",
     "DEVICE_CLASS_MIG",
+    "KUBERNETES_VERSION_CONTEXT",
+    "ClaimUse",
+    "Container",
+    "CustomRequest",
     "DraConstructsError",
+    "GpuClaimTemplate",
+    "GpuDeployment",
+    "GpuJob",
     "GpuModel",
+    "GpuPod",
+    "GpuRequest",
+    "GpuStatefulSet",
+    "MatchAttribute",
+    "MigRequest",
+    "PodClaim",
+    "PreStop",
     "Target",
     "__version__",
+    "render_claim_spec",
+    "render_pod_spec",
+    "set_kubernetes_version",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dra_constructs' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -6,7 +6,7 @@ Pure Python: no cdk8s import, usable from the audit command and the node agent.
 from __future__ import annotations
 
 import difflib
-from enum import Enum
+from enum import StrEnum
 
 from ..errors import DraConstructsError
 from .data import GPU_SPECS
@@ -46,7 +46,7 @@ __all__ = [
 _SPECS_BY_KEY = {spec.key: spec for spec in GPU_SPECS}
 
 
-class GpuModel(str, Enum):
+class GpuModel(StrEnum):
     """The GPU models in the catalog. ``GpuModel.H100_80GB.spec`` gives the typed entry."""
 
     A30 = "A30"

@@ -1,0 +1,296 @@
+"""Typed device requests and their rendering into a ``ResourceClaimSpec`` for a target version.
+
+Pure Python (no cdk8s): the claim-template construct, tests and tools all render through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel, GpuSpec, gpu_spec, mig_profile
+from .cel import builder
+from .errors import DraConstructsError
+from .target import Target
+from .validation import (
+    Where,
+    _where,
+    check_dns_label,
+    check_dns_subdomain,
+    check_max_items,
+    check_quantity,
+    check_unique,
+)
+
+__all__ = [
+    "MAX_CONSTRAINTS",
+    "MAX_EXPRESSION_LENGTH",
+    "MAX_REQUESTS",
+    "MAX_SELECTORS",
+    "CustomRequest",
+    "DeviceRequest",
+    "GpuRequest",
+    "MatchAttribute",
+    "MigRequest",
+    "render_claim_spec",
+]
+
+MAX_REQUESTS = 32  # DeviceRequestsMaxSize
+MAX_SELECTORS = 32  # DeviceSelectorsMaxSize
+MAX_CONSTRAINTS = 32  # DeviceConstraintsMaxSize
+MAX_EXPRESSION_LENGTH = 10 * 1024  # CELSelectorExpressionMaxLength
+
+
+class _Model(BaseModel):
+    """Frozen, strict models whose validation errors become :class:`DraConstructsError`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=False)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(model)"
+            raise DraConstructsError(
+                type(self).__name__, field, first.get("input"), first["msg"],
+                f"see help({type(self).__name__}) for the accepted values",
+            ) from None
+
+
+class _RequestBase(_Model):
+    name: str = Field(description="Request name (DNS label); containers may reference it.")
+    count: int = Field(default=1, description="Exact number of devices (allocationMode ExactCount).")
+    selectors: tuple[str, ...] = Field(
+        default=(), description="Extra CEL selectors, ANDed with the generated ones; checked at synth."
+    )
+
+    kind: ClassVar[str] = "request"
+
+    def device_class_name(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def generated_selectors(self, where: Where) -> list[str]:
+        """Selectors derived from the typed fields (catalog pins)."""
+        return []
+
+    def validate_for(self, where: Where) -> None:
+        """Checks that need no target; raise DraConstructsError on bad input."""
+        check_dns_label(where, f"requests[{self.name!r}].name", self.name)
+        if self.count < 1:
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}].count", self.count,
+                "must be greater than zero (allocationMode ExactCount)", "request at least 1 device",
+            )
+
+
+class MigRequest(_RequestBase):
+    """``count`` MIG slices of one profile on one GPU model, e.g. A100 80GB ``3g.40gb``.
+
+    Emits DeviceClass ``mig.nvidia.com`` with selectors pinning the profile and the parent's
+    architecture.
+    """
+
+    name: str = "mig"
+    gpu: GpuModel = Field(description="GPU model the slices come from.")
+    profile: str = Field(description="MIG profile name, e.g. '3g.40gb' (see the catalog).")
+
+    def device_class_name(self) -> str:
+        return DEVICE_CLASS_MIG
+
+    def generated_selectors(self, where: Where) -> list[str]:
+        spec = gpu_spec(self.gpu, _where(where))
+        try:
+            profile = mig_profile(spec.key, self.profile)
+        except DraConstructsError as error:
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}].profile", self.profile, error.problem, error.fix
+            ) from None
+        return builder.mig_profile_selectors(spec, profile)
+
+
+class GpuRequest(_RequestBase):
+    """``count`` whole GPUs, chosen by model, memory, architecture and/or compute capability.
+
+    At least one of ``models`` or ``min_memory`` is required so the hardware is pinned. Memory is
+    compared with ``compareTo`` against NVML totals: an H100 80GB reports 79.65 GiB, so
+    ``min_memory='80Gi'`` excludes it (the satisfiability check at synth says so).
+    """
+
+    name: str = "gpu"
+    models: tuple[GpuModel, ...] = Field(default=(), description="Any of these catalog models.")
+    min_memory: str | None = Field(default=None, description="Quantity, e.g. '79Gi'.")
+    architecture: str | None = Field(default=None, description="e.g. 'Hopper'.")
+    min_compute_capability: str | None = Field(default=None, description="e.g. '8.0'.")
+
+    def device_class_name(self) -> str:
+        return DEVICE_CLASS_GPU
+
+    def validate_for(self, where: Where) -> None:
+        super().validate_for(where)
+        if not self.models and self.min_memory is None:
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}]", "no models and no min_memory",
+                "a workload GPU request must pin the hardware",
+                "pass models=[GpuModel.H100_80GB, ...] or min_memory='40Gi'",
+            )
+
+    def generated_selectors(self, where: Where) -> list[str]:
+        specs: list[GpuSpec] = [gpu_spec(m, _where(where)) for m in self.models]
+        selectors = builder.gpu_model_selectors(specs) if specs else []
+        if self.architecture is not None:
+            selectors.append(builder.string_equals(builder.attribute("architecture"), self.architecture))
+        if self.min_memory is not None:
+            check_quantity(where, f"requests[{self.name!r}].min_memory", self.min_memory)
+            selectors.append(builder.quantity_at_least(builder.capacity("memory"), self.min_memory))
+        if self.min_compute_capability is not None:
+            version = _semver(where, f"requests[{self.name!r}].min_compute_capability",
+                              self.min_compute_capability)
+            selectors.append(builder.version_at_least(builder.attribute("cudaComputeCapability"), version))
+        return selectors
+
+
+class CustomRequest(_RequestBase):
+    """A request for any DeviceClass with hand-written CEL selectors (checked at synth).
+
+    ``admin_access`` is for node agents only (monitoring, sanitizing); it needs the admin-access
+    namespace label and ``allocation_mode='All'`` is allowed only with it.
+    """
+
+    device_class_name_: str = Field(alias="device_class_name", description="DeviceClass (DNS subdomain).")
+    admin_access: bool = False
+    allocation_mode: str = Field(default="ExactCount", description="'ExactCount' or 'All' (admin only).")
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def device_class_name(self) -> str:
+        return self.device_class_name_
+
+    def validate_for(self, where: Where) -> None:
+        if self.allocation_mode == "All":
+            check_dns_label(where, f"requests[{self.name!r}].name", self.name)
+            if not self.admin_access:
+                raise DraConstructsError(
+                    _where(where), f"requests[{self.name!r}].allocation_mode", "All",
+                    "workload requests must use ExactCount with an explicit count",
+                    "use allocation_mode='ExactCount' and count=N (All is for admin-access node agents)",
+                )
+        elif self.allocation_mode == "ExactCount":
+            super().validate_for(where)
+        else:
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}].allocation_mode", self.allocation_mode,
+                "not an allocation mode", "use 'ExactCount' (or 'All' for admin-access node agents)",
+            )
+        check_dns_subdomain(where, f"requests[{self.name!r}].device_class_name", self.device_class_name_)
+        if self.device_class_name_ == DEVICE_CLASS_GPU and any(_mentions_profile(s) for s in self.selectors):
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}].device_class_name", DEVICE_CLASS_GPU,
+                "MIG profiles are selected under DeviceClass gpu.nvidia.com, whose whole GPUs have no "
+                "'profile' attribute (a run-time error that blocks scheduling)",
+                f"use device_class_name='{DEVICE_CLASS_MIG}' or MigRequest(gpu=..., profile=...)",
+            )
+
+
+DeviceRequest = MigRequest | GpuRequest | CustomRequest
+
+
+class MatchAttribute(_Model):
+    """All devices of the listed requests (or of all requests) share this attribute's value.
+
+    E.g. ``MatchAttribute(attribute='gpu.nvidia.com/parentUUID')``: MIG slices of one physical GPU.
+    """
+
+    attribute: str
+    requests: tuple[str, ...] = ()
+
+
+def _mentions_profile(expression: str) -> bool:
+    return ".profile" in expression or "['profile']" in expression or '["profile"]' in expression
+
+
+def _semver(where: Where, field: str, value: str) -> str:
+    parts = value.strip().split(".")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise DraConstructsError(
+            _where(where), field, value, "not a version", "write MAJOR.MINOR, e.g. '8.0' or '9.0'"
+        )
+    return ".".join(str(int(p)) for p in [*parts, "0", "0"][:3])
+
+
+def _render_request(request: DeviceRequest, selectors: list[str], target: Target) -> dict[str, Any]:
+    body: dict[str, Any] = {"deviceClassName": request.device_class_name()}
+    if selectors:
+        body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    if isinstance(request, CustomRequest) and request.allocation_mode == "All":
+        body["allocationMode"] = "All"
+    else:
+        body["allocationMode"] = "ExactCount"
+        body["count"] = request.count
+    if isinstance(request, CustomRequest) and request.admin_access:
+        body["adminAccess"] = True
+    if target.wraps_requests_in_exactly:
+        return {"name": request.name, "exactly": body}
+    return {"name": request.name, **body}
+
+
+def request_selectors(request: DeviceRequest, where: Where) -> list[str]:
+    """The request's full selector list: generated pins first, then the user's own."""
+    request.validate_for(where)
+    selectors = [*request.generated_selectors(where), *request.selectors]
+    field = f"requests[{request.name!r}].selectors"
+    check_max_items(where, field, selectors, MAX_SELECTORS, "selectors per request")
+    for expression in selectors:
+        if not isinstance(expression, str) or not expression.strip():
+            raise DraConstructsError(_where(where), field, expression, "empty CEL expression",
+                                     "remove it or write a boolean CEL expression")
+        if len(expression) > MAX_EXPRESSION_LENGTH:
+            raise DraConstructsError(
+                _where(where), field, expression[:60] + "...",
+                f"CEL expression is {len(expression)} characters; the API allows {MAX_EXPRESSION_LENGTH}",
+                "shorten it, or split it into several selectors (they are ANDed)",
+            )
+    return selectors
+
+
+def render_claim_spec(
+    requests: Sequence[DeviceRequest],
+    constraints: Sequence[MatchAttribute],
+    target: Target,
+    where: Where,
+) -> tuple[dict[str, Any], list[tuple[DeviceRequest, list[str]]]]:
+    """The ``ResourceClaimSpec`` for ``target`` plus each request with its selectors (for checks)."""
+    if not requests:
+        raise DraConstructsError(_where(where), "requests", [], "a claim needs at least one request",
+                                 "pass requests=[MigRequest(...)] or [GpuRequest(...)]")
+    check_max_items(where, "requests", list(requests), MAX_REQUESTS, "requests per claim")
+    check_unique(where, "requests[].name", (r.name for r in requests),
+                 "give every request in the claim its own name")
+    resolved = [(r, request_selectors(r, where)) for r in requests]
+    devices: dict[str, Any] = {"requests": [_render_request(r, s, target) for r, s in resolved]}
+    if constraints:
+        check_max_items(where, "constraints", list(constraints), MAX_CONSTRAINTS, "constraints")
+        names = {r.name for r in requests}
+        rendered = []
+        for constraint in constraints:
+            domain, _, attr = constraint.attribute.partition("/")
+            if not attr or not domain:
+                raise DraConstructsError(
+                    _where(where), "constraints[].attribute", constraint.attribute,
+                    "matchAttribute must be fully qualified (domain/name)",
+                    "write e.g. 'gpu.nvidia.com/parentUUID'",
+                )
+            for name in constraint.requests:
+                if name not in names:
+                    raise DraConstructsError(
+                        _where(where), "constraints[].requests", name, "must be the name of a request in the claim",
+                        f"use one of {sorted(names)}",
+                    )
+            entry: dict[str, Any] = {"matchAttribute": constraint.attribute}
+            if constraint.requests:
+                entry["requests"] = list(constraint.requests)
+            rendered.append(entry)
+        devices["constraints"] = rendered
+    return {"devices": devices}, resolved

@@ -1,0 +1,110 @@
+"""The hook where claim requests meet the CEL checker and evaluator (``dra_constructs.cel``).
+
+For every request of a claim: each selector must pass the API server's checks for the target
+version, and - with an inventory (the catalog's synthetic devices by default) - at least ``count``
+devices on one node must match the DeviceClass selector and all request selectors.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from .catalog import DEVICE_CLASS_SELECTORS, catalog_resource_slices
+from .errors import DraConstructsError
+from .target import Target
+from .validation import Where, _where
+
+if TYPE_CHECKING:
+    from .cel import Device
+    from .requests import DeviceRequest
+
+__all__ = ["Inventory", "catalog_inventory", "check_requests"]
+
+Inventory = Sequence["Device"]
+
+
+@lru_cache(maxsize=1)
+def catalog_inventory() -> tuple[Device, ...]:
+    """Devices of every catalog GPU model, whole and partitioned into each MIG profile."""
+    from .cel import devices_from_slices
+
+    return tuple(devices_from_slices(catalog_resource_slices()))
+
+
+def _check_expression(where: Where, request: str, expression: str, target: Target) -> None:
+    from .cel import check
+
+    result = check(expression, target)
+    if result.verdict != "OK":
+        raise DraConstructsError(
+            _where(where), f"requests[{request!r}].selectors", expression,
+            f"{result.verdict}: {result.error}",
+            result.fix or "rewrite the expression; `dra-constructs cel check` shows the API server's verdict",
+        )
+
+
+# (device class, selectors, target, inventory id) -> (best pool count, explanation or runtime error)
+_MATCH_CACHE: dict[tuple[Any, ...], tuple[int, str | None]] = {}
+
+
+def _best_pool(
+    device_class: str, selectors: tuple[str, ...], target: Target, inventory: Inventory
+) -> tuple[int, str | None]:
+    key = (device_class, selectors, target, id(inventory))
+    cached = _MATCH_CACHE.get(key)
+    if cached is not None:
+        return cached
+    from .cel import explain_no_match, match_devices
+
+    class_selectors = [DEVICE_CLASS_SELECTORS[device_class]]
+    results = match_devices(class_selectors, list(selectors), inventory, target)
+    errors = [f"{device}: {value}" for device, value in results.items() if isinstance(value, str)]
+    per_pool: Counter[str] = Counter(
+        device.rsplit("/", 1)[0] for device, value in results.items() if value is True
+    )
+    best = max(per_pool.values(), default=0)
+    detail: str | None = None
+    if errors:
+        detail = "run-time error (the scheduler fails the allocation, it does not skip the device): " + errors[0]
+    elif best == 0:
+        detail = explain_no_match(class_selectors, list(selectors), inventory, target)
+    _MATCH_CACHE[key] = (best, detail)
+    return best, detail
+
+
+def check_requests(
+    resolved: Sequence[tuple[DeviceRequest, list[str]]],
+    target: Target,
+    where: Where,
+    inventory: Inventory | None,
+) -> None:
+    """Check every selector; then, with an inventory, that every request can be satisfied."""
+    for request, selectors in resolved:
+        for expression in selectors:
+            _check_expression(where, request.name, expression, target)
+    if inventory is None:
+        return
+    for request, selectors in resolved:
+        device_class = request.device_class_name()
+        if device_class not in DEVICE_CLASS_SELECTORS:
+            continue  # not an NVIDIA class: the inventory cannot speak for it
+        best, detail = _best_pool(device_class, tuple(selectors), target, inventory)
+        need = 1 if getattr(request, "allocation_mode", "ExactCount") == "All" else request.count
+        if detail is not None and detail.startswith("run-time error"):
+            raise DraConstructsError(
+                _where(where), f"requests[{request.name!r}].selectors", selectors, detail,
+                "guard optional attributes with `'name' in device.attributes['domain']` and compare "
+                "versions with semver(...)",
+            )
+        if best < need:
+            why = detail or f"at most {best} matching devices are on any one node"
+            raise DraConstructsError(
+                _where(where), f"requests[{request.name!r}]", f"count={need}",
+                f"no node of the inventory has {need} devices of class {device_class} matching the "
+                f"selectors: {why}",
+                "relax the selectors (NVML reports memory below the marketed size, e.g. an H100 80GB "
+                "has 79.65Gi), lower count, or pass inventory= with your cluster's ResourceSlices",
+            )

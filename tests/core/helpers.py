@@ -1,0 +1,32 @@
+"""Helpers for construct tests: fresh charts, synthesis to dicts, schema validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cdk8s
+import kubernetes_validate
+
+from dra_constructs import Target, set_kubernetes_version
+
+
+def new_chart(kubernetes_version: str = "1.32", chart_id: str = "test") -> cdk8s.Chart:
+    """A chart in a fresh App whose target is ``kubernetes_version``."""
+    app = cdk8s.Testing.app()
+    set_kubernetes_version(app, kubernetes_version)
+    return cdk8s.Chart(app, chart_id)
+
+
+def synth(chart: cdk8s.Chart) -> list[dict[str, Any]]:
+    """The chart's manifests as plain dicts."""
+    return [dict(doc) for doc in cdk8s.Testing.synth(chart)]
+
+
+def validate_schema(doc: dict[str, Any], kubernetes_version: str) -> None:
+    """Strict validation against the official JSON schema of the target (kubernetes-validate)."""
+    kubernetes_validate.validate(doc, Target.parse(kubernetes_version).schema_version, strict=True)
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The documents of one kind."""
+    return [d for d in docs if d["kind"] == kind]
