@@ -144,7 +144,7 @@ def render_pod_spec(
     tolerations: Sequence[Mapping[str, Any]] = (),
     service_account_name: str | None = None,
     init_containers: Sequence[Container] = (),
-    extra: Mapping[str, Any] | None = None,
+    extra_spec: Mapping[str, Any] | None = None,
     where: Where = "pod",
 ) -> dict[str, Any]:
     """A Pod spec whose containers reference DRA claims, with a grace path for preemption."""
@@ -219,7 +219,7 @@ def render_pod_spec(
     if service_account_name is not None:
         check_dns_subdomain(where, "service_account_name", service_account_name)
         spec["serviceAccountName"] = service_account_name
-    for key, value in (extra or {}).items():
+    for key, value in (extra_spec or {}).items():
         if key in spec:
             raise DraConstructsError(_where(where), "extra_spec", key, "duplicates a typed field",
                                      f"set {key} through its typed argument")

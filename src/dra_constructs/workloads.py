@@ -71,7 +71,7 @@ def _pod_spec(where: Where, pod: Mapping[str, Any], restart_policy: str | None) 
         tolerations=pod.get("tolerations", ()),
         service_account_name=pod.get("service_account_name"),
         init_containers=pod.get("init_containers", ()),
-        extra=pod.get("extra_spec"),
+        extra_spec=pod.get("extra_spec"),
         where=where,
     )
 
@@ -104,7 +104,7 @@ class GpuPod(cdk8s.ApiObject):
             containers, claims=claims, termination_grace_period_seconds=termination_grace_period_seconds,
             pre_stop=pre_stop, restart_policy=restart_policy, node_selector=node_selector,
             tolerations=tolerations, service_account_name=service_account_name,
-            init_containers=init_containers, extra=extra_spec, where=where,
+            init_containers=init_containers, extra_spec=extra_spec, where=where,
         )
         metadata = _metadata(where, name, namespace, labels, annotations)
         super().__init__(scope, id, api_version="v1", kind="Pod", metadata=metadata)

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Synthesis cost of the library vs plain cdk8s ApiObjects, for 100 / 1,000 / 5,000 GPU workloads.
+
+Each workload is one ResourceClaimTemplate (a MIG slice) plus one Pod that uses it. Two routes
+build the same manifests:
+
+- ``plain``: ``cdk8s.ApiObject`` + one ``JsonPatch.add("/spec", ...)`` per object, dicts written by hand;
+- ``library``: ``GpuClaimTemplate.mig`` + ``GpuPod``, including all validation (names, limits, CEL
+  check of every selector, satisfiability against the catalog inventory).
+
+Every measurement runs in a fresh Python process (jsii kernel state never leaks between routes);
+the routes alternate, each (route, N) is repeated and the median is kept. Times cover building the
+objects and ``app.synth_yaml()``; process start and imports are excluded. Output: a table and JSON.
+
+    python benchmarks/synth_bench.py [--sizes 100 1000 5000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+WORKER = r"""
+import json, sys, time
+import cdk8s
+route, n = sys.argv[1], int(sys.argv[2])
+if route == "library":
+    from dra_constructs import Container, GpuClaimTemplate, GpuPod
+app = cdk8s.App()
+chart = cdk8s.Chart(app, "bench")
+start = time.perf_counter()
+for i in range(n):
+    if route == "plain":
+        tmpl = cdk8s.ApiObject(chart, f"slice{i}", api_version="resource.k8s.io/v1beta1", kind="ResourceClaimTemplate")
+        tmpl.add_json_patch(cdk8s.JsonPatch.add("/spec", {"spec": {"devices": {"requests": [{
+            "name": "mig", "deviceClassName": "mig.nvidia.com",
+            "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"}},
+                          {"cel": {"expression": "device.attributes['gpu.nvidia.com'].architecture == 'Ampere'"}}],
+            "allocationMode": "ExactCount", "count": 1}]}}}))
+        pod = cdk8s.ApiObject(chart, f"pod{i}", api_version="v1", kind="Pod")
+        pod.add_json_patch(cdk8s.JsonPatch.add("/spec", {
+            "containers": [{"name": "app", "image": "registry.example/infer:1",
+                            "resources": {"claims": [{"name": f"slice{i}"}]},
+                            "lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}],
+            "resourceClaims": [{"name": f"slice{i}", "resourceClaimTemplateName": tmpl.name}],
+            "terminationGracePeriodSeconds": 60}))
+    else:
+        tmpl = GpuClaimTemplate.mig(chart, f"slice{i}", gpu="A100_80GB", profile="3g.40gb")
+        GpuPod(chart, f"pod{i}", containers=[Container(name="app", image="registry.example/infer:1",
+                                                       claims=(tmpl.use(),))])
+built = time.perf_counter()
+yaml_text = app.synth_yaml()
+done = time.perf_counter()
+print(json.dumps({"build": built - start, "synth": done - built, "total": done - start,
+                  "documents": yaml_text.count("\nkind: ") + 1}))
+"""
+
+
+def measure(route: str, n: int) -> dict[str, float]:
+    """One fresh process: build ``n`` workloads by ``route`` and synthesize them."""
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    out = subprocess.run([sys.executable, "-c", WORKER, route, str(n)], check=True, capture_output=True,
+                         text=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    results: dict[str, dict[int, float]] = {"plain": {}, "library": {}}
+    started = time.perf_counter()
+    for n in args.sizes:
+        samples: dict[str, list[float]] = {"plain": [], "library": []}
+        for _ in range(args.repeat):
+            for route in ("plain", "library"):
+                samples[route].append(measure(route, n)["total"])
+        for route in samples:
+            results[route][n] = statistics.median(samples[route])
+    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'lib ms/workload':>16}")
+    for n in args.sizes:
+        plain, library = results["plain"][n], results["library"][n]
+        print(f"{n:>6} {plain:>9.3f} {library:>10.3f} {library / plain:>6.2f} {1000 * library / n:>16.3f}")
+    summary = {
+        "sizes": args.sizes, "repeat": args.repeat, "median_seconds": results,
+        "ratio": {n: results["library"][n] / results["plain"][n] for n in args.sizes},
+        "wall_seconds": time.perf_counter() - started,
+    }
+    if len(args.sizes) >= 2:
+        small, large = args.sizes[-2], args.sizes[-1]
+        summary["growth_per_workload_ratio"] = (
+            (results["library"][large] / large) / (results["library"][small] / small)
+        )
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
