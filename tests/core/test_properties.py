@@ -72,6 +72,8 @@ def test_inputs_synthesize_valid_yaml_or_raise_our_error(
 @given(st.builds(lambda **kw: kw, name=names, gpu=models, profile=profiles, count=counts))
 def test_request_models_raise_only_our_error(kwargs: dict[str, Any]) -> None:
     try:
-        MigRequest(**kwargs)
-    except DraConstructsError:
-        pass
+        request = MigRequest(**kwargs)
+    except DraConstructsError as error:
+        assert error.field and "Fix:" in str(error)
+        return
+    assert (request.name, request.count) == (kwargs["name"], kwargs["count"])
