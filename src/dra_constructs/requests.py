@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel, GpuSpec, gpu_spec, mig_profile
+from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel, GpuSpec, mig_profile
 from .cel import builder
 from .errors import DraConstructsError
 from .target import Target
@@ -101,7 +101,7 @@ class MigRequest(_RequestBase):
         return DEVICE_CLASS_MIG
 
     def generated_selectors(self, where: Where) -> list[str]:
-        spec = gpu_spec(self.gpu, _where(where))
+        spec = self.gpu.spec  # a validated GpuModel: always in the catalog
         try:
             profile = mig_profile(spec.key, self.profile)
         except DraConstructsError as error:
@@ -138,7 +138,7 @@ class GpuRequest(_RequestBase):
             )
 
     def generated_selectors(self, where: Where) -> list[str]:
-        specs: list[GpuSpec] = [gpu_spec(m, _where(where)) for m in self.models]
+        specs: list[GpuSpec] = [m.spec for m in self.models]
         selectors = builder.gpu_model_selectors(specs) if specs else []
         if self.architecture is not None:
             selectors.append(builder.string_equals(builder.attribute("architecture"), self.architecture))

@@ -1,0 +1,51 @@
+"""Every example synthesizes to its YAML snapshot and validates against the target's schema."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import cdk8s
+import pytest
+import yaml
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from dra_constructs import set_kubernetes_version
+
+from .helpers import validate_schema
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+sys.path.insert(0, str(EXAMPLES_DIR))
+MAIN: Any = importlib.import_module("main")
+
+
+class YamlSnapshot(SingleFileSnapshotExtension):
+    """One readable YAML file per snapshot."""
+
+    file_extension = "yaml"
+    _write_mode = WriteMode.TEXT
+
+
+def synth_example(example: ModuleType, version: str) -> list[dict[str, Any]]:
+    app = cdk8s.Testing.app()
+    set_kubernetes_version(app, version)
+    example.build(app)
+    docs: list[dict[str, Any]] = []
+    for chart in app.charts:
+        docs.extend(dict(d) for d in cdk8s.Testing.synth(chart))
+    return docs
+
+
+@pytest.mark.parametrize("version", sorted(MAIN.TARGETS))
+@pytest.mark.parametrize("example", MAIN.EXAMPLES, ids=lambda m: m.__name__)
+def test_example_snapshot_and_schema(example: ModuleType, version: str, snapshot: SnapshotAssertion) -> None:
+    docs = synth_example(example, version)
+    assert docs, "an example must emit manifests"
+    for doc in docs:
+        validate_schema(doc, version)
+    text = yaml.safe_dump_all(docs, sort_keys=True)
+    assert text == snapshot.use_extension(YamlSnapshot)
