@@ -21,6 +21,7 @@ __all__ = ["main"]
 #: Modules that contribute subcommands, in help order.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "dra_constructs.catalog.cli",
+    "dra_constructs.guardrails.cli",
 )
 
 

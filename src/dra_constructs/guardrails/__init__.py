@@ -1,0 +1,60 @@
+"""Guardrails: the DRA compliance rules, enforced at synth, by ``dra-constructs audit`` and in the cluster.
+
+The rule logic is pure Python over plain manifest dicts (no cdk8s import): :func:`audit`,
+:func:`load_paths`, :data:`RULES`. The construct layer (``ensure_guardrails``,
+``validate_app``, ``suppress``, ``GuardrailsAdmissionPolicy``) needs cdk8s and is imported
+lazily on first attribute access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .context import SANITIZER_LABEL, TENANT_LABELS
+from .engine import AuditResult, audit
+from .loader import load_paths, load_text
+from .manifest import Manifest
+from .model import Finding, Rule, Severity, SuppressedFinding
+from .rules import RULES, RULES_BY_ID
+from .suppressions import SUPPRESSIONS_ANNOTATION, Suppression
+
+if TYPE_CHECKING:
+    from .admission_policy import GuardrailsAdmissionPolicy
+    from .app_validation import ensure_guardrails, suppress, validate_app
+
+_LAZY = {
+    "GuardrailsAdmissionPolicy": ".admission_policy",
+    "ensure_guardrails": ".app_validation",
+    "suppress": ".app_validation",
+    "validate_app": ".app_validation",
+}
+
+__all__ = [
+    "RULES",
+    "RULES_BY_ID",
+    "SANITIZER_LABEL",
+    "SUPPRESSIONS_ANNOTATION",
+    "TENANT_LABELS",
+    "AuditResult",
+    "Finding",
+    "GuardrailsAdmissionPolicy",
+    "Manifest",
+    "Rule",
+    "Severity",
+    "SuppressedFinding",
+    "Suppression",
+    "audit",
+    "ensure_guardrails",
+    "load_paths",
+    "load_text",
+    "suppress",
+    "validate_app",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dra_constructs.guardrails' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,0 +1,178 @@
+"""Synth-time guardrails: one validation on the cdk8s App runs the rule pack over every chart.
+
+Construct layer (imports cdk8s). The rules see every API object of the App, built by
+dra-constructs, by hand (``ApiObject``) or with cdk8s-plus, because they read each chart's
+synthesized JSON (one ``chart.to_json()`` per chart, no per-object jsii calls) and run the
+pure-Python rules on it. ``app.synth()``, ``app.synth_yaml()`` and ``cdk8s synth`` fail on an
+error-level finding; warnings go to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections import defaultdict
+from typing import Any, cast
+
+import cdk8s
+import constructs
+import jsii
+
+from .._scope import resolve_target
+from ..errors import DraConstructsError
+from ..target import Target
+from .engine import AuditResult, audit
+from .manifest import Manifest
+from .model import Finding, Severity
+from .rules import RULES_BY_ID
+from .suppressions import SUPPRESSIONS_ANNOTATION, Suppression, parse_suppressions, render_suppressions, require_valid
+
+__all__ = ["ensure_guardrails", "suppress", "validate_app"]
+
+_CHART_KEY = "chart"
+
+
+def _charts(root: constructs.Construct) -> list[cdk8s.Chart]:
+    if isinstance(root, cdk8s.App):
+        return list(root.charts)
+    return [cast(cdk8s.Chart, c) for c in root.node.find_all() if cdk8s.Chart.is_chart(c)]
+
+
+def _collect(root: constructs.Construct) -> list[Manifest]:
+    manifests: list[Manifest] = []
+    for chart in _charts(root):
+        for obj in chart.to_json():
+            manifests.append(Manifest(obj, position=len(manifests), extra={_CHART_KEY: chart}))
+    return manifests
+
+
+def _run(root: constructs.Construct, version: str | Target | None) -> tuple[AuditResult, list[Manifest]]:
+    target = resolve_target(root, version, f"{root.node.path or 'App'}: guardrails")
+    manifests = _collect(root)
+    return audit(manifests, kubernetes_version=target), manifests
+
+
+def _construct_paths(manifests: list[Manifest], findings: list[Finding]) -> dict[str, str]:
+    """``Kind/ns/name`` -> construct path, looked up only in charts that have findings."""
+    wanted = {f.object for f in findings}
+    charts = {id(m.extra[_CHART_KEY]): m.extra[_CHART_KEY] for m in manifests if m.object_id in wanted}
+    by_kind_name: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for chart in charts.values():
+        for child in chart.node.find_all():
+            if isinstance(child, cdk8s.ApiObject):
+                by_kind_name[(child.kind, child.name)].append(child.node.path)
+    return {
+        m.object_id: by_kind_name[(m.kind, m.name)][0]
+        for m in manifests if m.object_id in wanted and by_kind_name.get((m.kind, m.name))
+    }
+
+
+def _message(finding: Finding, paths: dict[str, str]) -> str:
+    where = paths.get(finding.object)
+    at = f" (construct {where})" if where else ""
+    return (f"[{finding.rule}] {finding.object}{at} {finding.path}: {finding.message}. "
+            f"Fix: {finding.fix}")
+
+
+@jsii.implements(constructs.IValidation)
+class _GuardrailsValidation:
+    """The one validation :func:`ensure_guardrails` attaches to the App root."""
+
+    def __init__(self, root: constructs.Construct, version: str | Target | None) -> None:
+        self._root = root
+        self.version = version
+        self._running = False
+
+    def validate(self) -> list[str]:
+        # chart.to_json() re-runs the App's validations: answer the nested call with nothing.
+        if self._running:
+            return []
+        self._running = True
+        try:
+            result, manifests = _run(self._root, self.version)
+        finally:
+            self._running = False
+        errors = [f for f in result.findings if f.severity is Severity.ERROR]
+        warnings = [f for f in result.findings if f.severity is Severity.WARNING]
+        paths = _construct_paths(manifests, errors + warnings) if result.findings else {}
+        for finding in warnings:
+            print(f"dra-constructs guardrails: warning {_message(finding, paths)}", file=sys.stderr)
+        return [_message(f, paths) for f in errors]
+
+
+def _root(scope: constructs.Construct) -> constructs.Construct:
+    return cast(constructs.Construct, scope.node.root)
+
+
+_VALIDATIONS: weakref.WeakKeyDictionary[constructs.Construct, _GuardrailsValidation] = weakref.WeakKeyDictionary()
+
+
+def ensure_guardrails(scope: constructs.Construct, *, kubernetes_version: str | Target | None = None) -> None:
+    """Attach the guardrail validation to ``scope``'s App (once; later calls reuse it).
+
+    The target version is ``kubernetes_version`` if given, else the App's
+    ``dra-constructs/kubernetes-version`` context (``set_kubernetes_version``), else 1.32.
+    Two different explicit versions for one App are an error.
+    """
+    root = _root(scope)
+    version = None if kubernetes_version is None else Target.parse(kubernetes_version, scope.node.path or "App")
+    existing = _VALIDATIONS.get(root)
+    if existing is None:
+        validation = _GuardrailsValidation(root, version)
+        root.node.add_validation(validation)
+        _VALIDATIONS[root] = validation
+        return
+    if version is None:
+        return
+    if existing.version is not None and existing.version != version:
+        raise DraConstructsError(
+            scope.node.path or "App", "kubernetes_version", str(version),
+            f"the App's guardrails already check against Kubernetes {existing.version}",
+            "use one target version per App (set_kubernetes_version(app, ...) once)",
+        )
+    existing.version = version
+
+
+def validate_app(app: constructs.Construct, *, kubernetes_version: str | Target | None = None) -> list[Finding]:
+    """Every open finding (errors and warnings) of the App, without synthesizing it."""
+    root = _root(app)
+    existing = _VALIDATIONS.get(root)
+    version = kubernetes_version if kubernetes_version is not None else (existing.version if existing else None)
+    if existing is not None:
+        existing._running = True  # the chart.to_json() calls must not re-enter the validation
+    try:
+        result, _ = _run(root, version)
+    finally:
+        if existing is not None:
+            existing._running = False
+    return list(result.findings)
+
+
+def _api_object(target: constructs.Construct) -> cdk8s.ApiObject:
+    if isinstance(target, cdk8s.ApiObject):
+        return target
+    try:
+        return cdk8s.ApiObject.of(target)
+    except RuntimeError as error:
+        raise DraConstructsError(target.node.path, "api_object", type(target).__name__,
+                                 "not an ApiObject and has no single ApiObject child",
+                                 "pass the ApiObject (or the construct that owns exactly one)") from error
+
+
+def suppress(target: constructs.Construct, rule: str, *, reason: str) -> None:
+    """Silence ``rule`` on one object, with a written ``reason`` (required, shown in the YAML).
+
+    The suppression is stored in the object's ``guardrails.dra-constructs.io/suppressions``
+    annotation, which the synth validation, ``dra-constructs audit`` and the admission policy
+    all honour. ``target`` is an ``ApiObject`` or a construct owning one (cdk8s-plus, ours).
+    """
+    where = target.node.path or "App"
+    checked = require_valid(rule, reason, RULES_BY_ID, where)
+    api_object = _api_object(target)
+    metadata: dict[str, Any] = api_object.metadata.to_json() or {}
+    current = (metadata.get("annotations") or {}).get(SUPPRESSIONS_ANNOTATION)
+    existing, _ = parse_suppressions(current, RULES_BY_ID) if current else ({}, [])
+    merged = [Suppression(r, text) for r, text in existing.items()] + [checked]
+    api_object.metadata.add_annotation(SUPPRESSIONS_ANNOTATION, render_suppressions(merged))
+
+

@@ -1,0 +1,180 @@
+"""Everything a rule may ask about the whole manifest set: indexes, the target, CEL checks."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ..target import Target
+from .manifest import Manifest, as_dict, as_list, mapping_get
+
+__all__ = [
+    "GPU_DEVICE_CLASSES",
+    "SANITIZER_LABEL",
+    "TENANT_LABELS",
+    "AuditContext",
+    "CelVerdict",
+]
+
+#: NVIDIA DeviceClasses whose devices are GPUs or slices of one.
+GPU_DEVICE_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"})
+
+#: The label the SanitizerDaemonSet construct puts on its DaemonSet (rule DRA009 looks for it).
+SANITIZER_LABEL = ("dra-constructs.io/component", "sanitizer")
+
+#: Labels that name a workload's tenant inside a namespace (first one present wins).
+TENANT_LABELS = ("dra-constructs.io/tenant", "tenant", "capsule.clastix.io/tenant", "team")
+
+
+@dataclass(frozen=True)
+class CelVerdict:
+    """The CEL checker's answer for one selector, reduced to what the rules print."""
+
+    verdict: str
+    error: str | None
+    fix: str | None
+
+
+@lru_cache(maxsize=4096)
+def _check_cel(expression: str, target: str) -> CelVerdict:
+    # The checker belongs to dra_constructs.cel (API-server rules per target version); imported
+    # lazily so the rest of the guardrails work while that package loads its CEL environment.
+    from ..cel import check
+
+    result = check(expression, target)
+    return CelVerdict(str(result.verdict), result.error, result.fix)
+
+
+class AuditContext:
+    """The manifest set being audited, indexed for cross-object rules."""
+
+    def __init__(self, manifests: Sequence[Manifest], target: Target) -> None:
+        self.manifests = manifests
+        self.target = target
+        self._templates: dict[tuple[str, str], Manifest] = {}
+        self._claims: dict[tuple[str, str], Manifest] = {}
+        self._by_name: dict[tuple[str, str], list[Manifest]] = defaultdict(list)
+        self._device_classes: dict[str, Manifest] = {}
+        self._env_sources: dict[tuple[str, str, str], Manifest] = {}
+        self.sanitizer_present = False
+        self._gpu_pod: dict[int, bool] = {}
+        for manifest in manifests:
+            self._index(manifest)
+
+    def _index(self, m: Manifest) -> None:
+        kind = m.kind
+        if m.is_resource_api and kind in ("ResourceClaimTemplate", "ResourceClaim"):
+            (self._templates if kind == "ResourceClaimTemplate" else self._claims)[(m.namespace, m.name)] = m
+            self._by_name[(kind, m.name)].append(m)
+        elif m.is_resource_api and kind == "DeviceClass":
+            self._device_classes[m.name] = m
+        elif kind in ("ConfigMap", "Secret") and m.api_version == "v1":
+            self._env_sources[(kind, m.namespace, m.name)] = m
+        elif kind == "DaemonSet":
+            key, value = SANITIZER_LABEL
+            template_labels = as_dict(m.pod_metadata.get("labels"))
+            if m.labels().get(key) == value or template_labels.get(key) == value:
+                self.sanitizer_present = True
+
+    # --- lookups -------------------------------------------------------------------------
+
+    def _lookup(self, kind: str, index: dict[tuple[str, str], Manifest], namespace: str,
+                name: str) -> Manifest | None:
+        found = index.get((namespace, name))
+        if found is not None:
+            return found
+        # A manifest without a namespace lands wherever it is applied: match it leniently.
+        candidates = [m for m in self._by_name.get((kind, name), []) if not m.namespace or not namespace]
+        return candidates[0] if len(candidates) == 1 else None
+
+    def template(self, namespace: str, name: str) -> Manifest | None:
+        """The ResourceClaimTemplate ``namespace/name`` in the set, if present."""
+        return self._lookup("ResourceClaimTemplate", self._templates, namespace, name)
+
+    def claim(self, namespace: str, name: str) -> Manifest | None:
+        """The ResourceClaim ``namespace/name`` in the set, if present."""
+        return self._lookup("ResourceClaim", self._claims, namespace, name)
+
+    def claims_named(self, name: str) -> list[Manifest]:
+        """Every ResourceClaim called ``name``, in any namespace."""
+        return list(self._by_name.get(("ResourceClaim", name), []))
+
+    def device_class(self, name: str) -> Manifest | None:
+        return self._device_classes.get(name)
+
+    def env_source(self, kind: str, namespace: str, name: str) -> Manifest | None:
+        """A ConfigMap or Secret an ``envFrom`` refers to, if it is in the set."""
+        return self._env_sources.get((kind, namespace, name)) or self._env_sources.get((kind, "", name))
+
+    def claim_source(self, pod: Manifest, entry: dict[str, Any]) -> Manifest | None:
+        """The template or claim a pod's ``resourceClaims`` entry points at, if in the set."""
+        template = entry.get("resourceClaimTemplateName")
+        if isinstance(template, str):
+            return self.template(pod.namespace, template)
+        claim = entry.get("resourceClaimName")
+        if isinstance(claim, str):
+            return self.claim(pod.namespace, claim)
+        return None
+
+    # --- derived facts -------------------------------------------------------------------
+
+    def is_gpu_class(self, class_name: str) -> bool:
+        """Whether a DeviceClass hands out GPUs (NVIDIA's classes, or a class in the set selecting them)."""
+        if class_name in GPU_DEVICE_CLASSES:
+            return True
+        device_class = self.device_class(class_name)
+        if device_class is not None:
+            selectors = as_list(mapping_get(device_class.obj, "spec", "selectors"))
+            text = repr(selectors)
+            return "gpu.nvidia.com" in text or "gpu" in class_name
+        return "gpu" in class_name or "nvidia" in class_name
+
+    def claim_is_gpu(self, claim: Manifest) -> bool:
+        return any(self.is_gpu_class(r.device_class_name) for r in claim.requests())
+
+    def claim_is_admin_only(self, claim: Manifest) -> bool:
+        requests = list(claim.requests())
+        return bool(requests) and all(r.admin_access for r in requests)
+
+    def is_gpu_pod(self, m: Manifest) -> bool:
+        """A pod (or template) that gets GPUs: legacy GPU resources, or a claim for a GPU class.
+
+        A claim whose template or ResourceClaim is not in the set counts as a GPU claim.
+        """
+        key = id(m)
+        cached = self._gpu_pod.get(key)
+        if cached is not None:
+            return cached
+        from .rules.extended_resources import legacy_gpu_resources
+
+        result = False
+        if m.pod_spec is not None:
+            result = any(legacy_gpu_resources(container) for _, container in m.containers())
+            for _, entry in m.pod_claims():
+                source = self.claim_source(m, entry)
+                if source is None or self.claim_is_gpu(source):
+                    result = True
+        self._gpu_pod[key] = result
+        return result
+
+    def uses_only_admin_claims(self, m: Manifest) -> bool:
+        """Every pod claim is an adminAccess claim in the set (a node agent, not a tenant)."""
+        sources = [self.claim_source(m, entry) for _, entry in m.pod_claims()]
+        return bool(sources) and all(s is not None and self.claim_is_admin_only(s) for s in sources)
+
+    def check_cel(self, expression: str) -> CelVerdict:
+        """The CEL checker's verdict for a selector under this audit's target version."""
+        return _check_cel(expression, str(self.target))
+
+
+def tenant_of(m: Manifest) -> tuple[str, str]:
+    """``(namespace, tenant label value)`` of a workload; the label may be on the pod template."""
+    labels = {**m.labels(), **as_dict(m.pod_metadata.get("labels"))}
+    for key in TENANT_LABELS:
+        value = labels.get(key)
+        if isinstance(value, str) and value:
+            return m.namespace, value
+    return m.namespace, ""

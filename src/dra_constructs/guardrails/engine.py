@@ -1,0 +1,125 @@
+"""Run the rule pack over a manifest set and apply suppressions (pure Python)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..target import Target
+from .context import AuditContext
+from .manifest import Manifest, as_dict
+from .model import Finding, Hit, Rule, Severity, SuppressedFinding
+from .rules import RULES, RULES_BY_ID
+from .suppressions import SUPPRESSIONS_ANNOTATION, UNSUPPRESSIBLE, parse_suppressions
+
+__all__ = ["AuditResult", "audit"]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """What an audit found: open findings (sorted) and the ones suppressions silenced."""
+
+    objects_scanned: int
+    findings: tuple[Finding, ...]
+    suppressed: tuple[SuppressedFinding, ...]
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity is Severity.ERROR)
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity is Severity.WARNING)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The audit's JSON document."""
+        return {
+            "objects_scanned": self.objects_scanned,
+            "findings": [f.to_dict() for f in self.findings],
+            "suppressed": [s.to_dict() for s in self.suppressed],
+        }
+
+
+def _suppressions(m: Manifest) -> dict[str, str]:
+    """Valid suppressions of an object (its own annotation, plus its pod template's)."""
+    merged: dict[str, str] = {}
+    places = [m.metadata, m.pod_metadata] if m.pod_spec is not None and m.kind != "Pod" else [m.metadata]
+    for metadata in places:
+        value = as_dict(metadata.get("annotations")).get(SUPPRESSIONS_ANNOTATION)
+        if value is not None:
+            merged.update(parse_suppressions(value, RULES_BY_ID)[0])
+    return merged
+
+
+def _finding(rule: Rule, m: Manifest, hit: Hit) -> Finding:
+    severity = hit.severity or rule.severity
+    return Finding(
+        sort_key=(m.file or "", m.line or 0, m.position, severity.rank, rule.id, hit.path),
+        rule=rule.id,
+        severity=severity,
+        object=m.object_id,
+        kind=m.kind,
+        namespace=m.display_namespace,
+        name=m.name,
+        file=m.file,
+        line=m.line,
+        path=hit.path,
+        message=hit.message,
+        fix=hit.fix or rule.fix,
+    )
+
+
+def _as_manifests(objects: Iterable[Manifest | dict[str, Any]]) -> list[Manifest]:
+    manifests = []
+    for position, obj in enumerate(objects):
+        if isinstance(obj, Manifest):
+            obj.position = obj.position or position
+            manifests.append(obj)
+        else:
+            manifests.append(Manifest(obj, position=position))
+    return manifests
+
+
+def audit(
+    objects: Iterable[Manifest | dict[str, Any]],
+    *,
+    kubernetes_version: str | Target | None = None,
+    rules: Sequence[Rule] = RULES,
+) -> AuditResult:
+    """Audit a manifest set (plain dicts or loaded :class:`Manifest`\\ s) against ``rules``.
+
+    Cross-object rules see the whole set. A finding is moved to ``suppressed`` when its object
+    carries a valid suppression of that rule; DRA000 (broken suppressions) is never suppressed.
+    """
+    target = Target.parse(kubernetes_version, "audit")
+    manifests = _as_manifests(objects)
+    ctx = AuditContext(manifests, target)
+    raw: list[tuple[Rule, Manifest, Hit]] = []
+    for m in manifests:
+        for rule in rules:
+            if rule.object_check is not None:
+                raw.extend((rule, m, hit) for hit in rule.object_check(m, ctx))
+    for rule in rules:
+        if rule.set_check is not None:
+            raw.extend((rule, m, hit) for m, hit in rule.set_check(ctx))
+    findings: list[Finding] = []
+    suppressed: list[SuppressedFinding] = []
+    cache: dict[int, dict[str, str]] = {}
+    seen: set[tuple[str, str, str, str]] = set()
+    for rule, m, hit in raw:
+        finding = _finding(rule, m, hit)
+        key = (finding.rule, finding.object, finding.path, finding.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        if id(m) not in cache:
+            cache[id(m)] = _suppressions(m)
+        reason = cache[id(m)].get(rule.id)
+        if reason is not None and rule.id not in UNSUPPRESSIBLE:
+            suppressed.append(SuppressedFinding(finding, reason))
+        else:
+            findings.append(finding)
+    findings.sort()
+    suppressed.sort(key=lambda s: s.finding)
+    return AuditResult(len(manifests), tuple(findings), tuple(suppressed))

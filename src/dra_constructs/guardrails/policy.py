@@ -1,0 +1,296 @@
+"""ValidatingAdmissionPolicy manifests for the per-object rules (pure Python, plain dicts).
+
+The cluster refuses what never went through dra-constructs: Pods and the pod templates of
+Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, ReplicationControllers and
+CronJobs (DRA001, DRA002, DRA005, DRA007, DRA008), and ResourceClaims / ResourceClaimTemplates
+of every resource.k8s.io version (DRA003, DRA006, DRA007). Cross-object rules (DRA004's CEL
+checks, DRA006's shared claims, DRA009) stay with the synth validation and the audit.
+
+The CEL uses only standard CEL (``has``, ``all``, ``exists``, ``filter``, ``map``, ``matches``,
+``startsWith``, ``contains``), so the tests evaluate it with a real CEL engine. Suppressions are
+honoured by rule id from the ``guardrails.dra-constructs.io/suppressions`` annotation of the
+object (for workloads also of its pod template); reasons are enforced at synth and by the audit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import DraConstructsError
+from .rules.env_selection import DEVICE_ENV_VARS, HIDING_VALUES, MPS_PREFIX
+from .suppressions import SUPPRESSIONS_ANNOTATION
+
+__all__ = ["POLICY_RULES", "PolicyKind", "admission_policy_manifests"]
+
+#: Rules the admission policy can enforce per object.
+POLICY_RULES = ("DRA001", "DRA002", "DRA003", "DRA005", "DRA006", "DRA007", "DRA008")
+
+_API = "admissionregistration.k8s.io/v1"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,198}[a-z0-9])?$")
+_OPS = ["CREATE", "UPDATE"]
+
+
+def _cel_str(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _cel_list(values: Sequence[str]) -> str:
+    return "[" + ", ".join(_cel_str(v) for v in sorted(values)) + "]"
+
+
+def _not_suppressed(rule: str) -> str:
+    """CEL: the object's suppression annotation names ``rule`` (RE2 over the JSON text)."""
+    pattern = '"rule"' + r"\s*:\s*" + f'"{rule}"'
+    return f"variables.suppressions.matches({_cel_str(pattern)})"
+
+
+# --- pod-shaped objects ----------------------------------------------------------------------
+
+_GPU_RESOURCE = (
+    "(k.contains('/') && (k.matches('(?i)gpu') || "
+    "k.matches('(?i)^nvidia[.]com/(mig-|(ga|gh|gb|gv|gk|gm|gp|tu|ad)[0-9]{2,3})')))"
+)
+_BAD_RESOURCES = (
+    "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, " + _GPU_RESOURCE + ")) || "
+    "(has(c.resources.requests) && c.resources.requests.exists(k, " + _GPU_RESOURCE + ")))"
+)
+_BAD_ENV = (
+    "has(c.env) && c.env.exists(e, e.name.startsWith(" + _cel_str(MPS_PREFIX) + ") || "
+    "(e.name in " + _cel_list(sorted(DEVICE_ENV_VARS)) + " && (has(e.valueFrom) || "
+    "(has(e.value) && !(e.value in " + _cel_list(sorted(HIDING_VALUES)) + ")))))"
+)
+_UNDECLARED_CLAIM = (
+    "has(c.resources) && has(c.resources.claims) && c.resources.claims.exists(r, !(r.name in variables.claimNames))"
+)
+_CLAIM_USED = (
+    "variables.containers.exists(c, has(c.resources) && has(c.resources.claims) && "
+    "c.resources.claims.exists(r, r.name == n))"
+)
+
+
+def _pod_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if "DRA001" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA001')} || size(variables.legacyGpuContainers) == 0",
+            "messageExpression": "'DRA001: container ' + variables.legacyGpuContainers[0] + ' requests a legacy GPU "
+                                 "extended resource (nvidia.com/gpu, nvidia.com/mig-*, ...); request GPUs through a "
+                                 "DRA ResourceClaim (spec.resourceClaims + resources.claims)'",
+            "reason": "Forbidden",
+        })
+    if "DRA002" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA002')} || size(variables.deviceEnvContainers) == 0",
+            "messageExpression": "'DRA002: container ' + variables.deviceEnvContainers[0] + ' selects or shares GPUs "
+                                 "through NVIDIA_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES / CUDA_MPS_*; remove the "
+                                 "variable, the DRA claim decides the devices'",
+            "reason": "Forbidden",
+        })
+    if "DRA005" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA005')} || size(variables.undeclaredClaimContainers) == 0",
+            "messageExpression": "'DRA005: container ' + variables.undeclaredClaimContainers[0] + ' references a "
+                                 "claim that is not in spec.resourceClaims'",
+            "reason": "Invalid",
+        })
+        out.append({
+            "expression": f"{_not_suppressed('DRA005')} || size(variables.unusedClaims) == 0",
+            "messageExpression": "'DRA005: pod claim ' + variables.unusedClaims[0] + ' is not listed in any "
+                                 "container resources.claims, so no container gets the device'",
+            "reason": "Invalid",
+        })
+    if "DRA007" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA007')} || !has(variables.spec.resourceClaims) || "
+                          "variables.spec.resourceClaims.all(rc, !has(rc.source))",
+            "message": "DRA007: the pod claim source: field was removed in 1.31; write resourceClaimTemplateName "
+                       "or resourceClaimName directly on the resourceClaims entry",
+            "reason": "Invalid",
+        })
+    if "DRA008" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA008')} || size(variables.claimNames) == 0 || "
+                          "!has(variables.spec.terminationGracePeriodSeconds) || "
+                          "variables.spec.terminationGracePeriodSeconds > 0",
+            "message": "DRA008: a pod with device claims needs terminationGracePeriodSeconds >= 1 so preemption "
+                       "can drain the device after SIGTERM",
+            "reason": "Forbidden",
+        })
+    return out
+
+
+def _pod_variables(spec: str, template_metadata: str | None) -> list[dict[str, str]]:
+    annotation = _cel_str(SUPPRESSIONS_ANNOTATION)
+    sources = ["object.metadata"] + ([template_metadata] if template_metadata else [])
+    suppressions = " + ".join(
+        f"((has({m}.annotations) && {annotation} in {m}.annotations) ? {m}.annotations[{annotation}] : '')"
+        for m in sources
+    )
+    return [
+        {"name": "spec", "expression": spec},
+        {"name": "containers", "expression": "variables.spec.containers + (has(variables.spec.initContainers) ? "
+                                             "variables.spec.initContainers : [])"},
+        {"name": "claimNames", "expression": "has(variables.spec.resourceClaims) ? "
+                                             "variables.spec.resourceClaims.map(rc, rc.name) : []"},
+        {"name": "suppressions", "expression": suppressions},
+        {"name": "legacyGpuContainers",
+         "expression": f"variables.containers.filter(c, {_BAD_RESOURCES}).map(c, c.name)"},
+        {"name": "deviceEnvContainers", "expression": f"variables.containers.filter(c, {_BAD_ENV}).map(c, c.name)"},
+        {"name": "undeclaredClaimContainers",
+         "expression": f"variables.containers.filter(c, {_UNDECLARED_CLAIM}).map(c, c.name)"},
+        {"name": "unusedClaims", "expression": f"variables.claimNames.filter(n, !({_CLAIM_USED}))"},
+    ]
+
+
+# --- claims ---------------------------------------------------------------------------------
+
+_REQUEST_ALL = (
+    "(has(r.exactly) ? (has(r.exactly.allocationMode) && r.exactly.allocationMode == 'All' && "
+    "!(has(r.exactly.adminAccess) && r.exactly.adminAccess)) : "
+    "(has(r.allocationMode) && r.allocationMode == 'All' && !(has(r.adminAccess) && r.adminAccess))) || "
+    "(has(r.firstAvailable) && r.firstAvailable.exists(s, has(s.allocationMode) && s.allocationMode == 'All'))"
+)
+_REMOVED_MODE = (
+    "(has(r.allocationMode) && r.allocationMode in ['Immediate', 'WaitForFirstConsumer']) || "
+    "(has(r.exactly) && has(r.exactly.allocationMode) && "
+    "r.exactly.allocationMode in ['Immediate', 'WaitForFirstConsumer'])"
+)
+_SHARING = (
+    "has(c.opaque) && has(c.opaque.parameters) && has(c.opaque.parameters.sharing) && "
+    "((has(c.opaque.parameters.sharing.strategy) && c.opaque.parameters.sharing.strategy in ['TimeSlicing', 'MPS']) || "
+    "has(c.opaque.parameters.sharing.timeSlicingConfig) || has(c.opaque.parameters.sharing.mpsConfig))"
+)
+
+
+def _claim_variables() -> list[dict[str, str]]:
+    annotation = _cel_str(SUPPRESSIONS_ANNOTATION)
+    return [
+        {"name": "claimSpec", "expression": "object.kind == 'ResourceClaimTemplate' ? object.spec.spec : object.spec"},
+        {"name": "devices", "expression": "has(variables.claimSpec.devices) ? variables.claimSpec.devices : {}"},
+        {"name": "requests", "expression": "has(variables.devices.requests) ? variables.devices.requests : []"},
+        {"name": "configs", "expression": "has(variables.devices.config) ? variables.devices.config : []"},
+        {"name": "suppressions", "expression": f"(has(object.metadata.annotations) && {annotation} in "
+                                               "object.metadata.annotations) ? "
+                                               f"object.metadata.annotations[{annotation}] : ''"},
+        {"name": "allRequests", "expression": f"variables.requests.filter(r, {_REQUEST_ALL}).map(r, r.name)"},
+    ]
+
+
+def _claim_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if "DRA007" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA007')} || !(object.apiVersion in ['resource.k8s.io/v1alpha1', "
+                          "'resource.k8s.io/v1alpha2', 'resource.k8s.io/v1alpha3'])",
+            "messageExpression": "'DRA007: ' + object.apiVersion + ' is a removed alpha API; use "
+                                 "resource.k8s.io/v1beta1 (1.32), v1beta2 (1.33) or v1 (1.34+)'",
+            "reason": "Invalid",
+        })
+        out.append({
+            "expression": f"{_not_suppressed('DRA007')} || !variables.requests.exists(r, {_REMOVED_MODE})",
+            "message": "DRA007: allocationMode WaitForFirstConsumer/Immediate does not exist since 1.31; use "
+                       "allocationMode: ExactCount with count",
+            "reason": "Invalid",
+        })
+    if "DRA003" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA003')} || size(variables.allRequests) == 0",
+            "messageExpression": "'DRA003: request ' + variables.allRequests[0] + ' uses allocationMode All without "
+                                 "adminAccess; use ExactCount with a count'",
+            "reason": "Forbidden",
+        })
+    if "DRA006" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA006')} || !variables.configs.exists(c, {_SHARING})",
+            "message": "DRA006: TimeSlicing / MPS sharing gives tenants one GPU without hardware isolation; use MIG "
+                       "slices (mig.nvidia.com) or suppress DRA006 with a reason",
+            "reason": "Forbidden",
+        })
+    return out
+
+
+# --- assembly -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PolicyKind:
+    """One policy: which resources it matches and where their pod spec (or claim spec) lives."""
+
+    suffix: str
+    resource_rules: tuple[dict[str, Any], ...]
+    variables: tuple[dict[str, str], ...]
+    claims: bool = False
+
+
+def _kinds() -> tuple[PolicyKind, ...]:
+    def rule(groups: list[str], resources: list[str]) -> dict[str, Any]:
+        return {"apiGroups": groups, "apiVersions": ["*"], "operations": list(_OPS), "resources": resources}
+
+    return (
+        PolicyKind("pods", (rule([""], ["pods"]),), tuple(_pod_variables("object.spec", None))),
+        PolicyKind(
+            "workloads",
+            (rule(["apps"], ["deployments", "replicasets", "statefulsets", "daemonsets"]),
+             rule(["batch"], ["jobs"]), rule([""], ["replicationcontrollers"])),
+            tuple(_pod_variables("object.spec.template.spec", "object.spec.template.metadata")),
+        ),
+        PolicyKind("cronjobs", (rule(["batch"], ["cronjobs"]),),
+                   tuple(_pod_variables("object.spec.jobTemplate.spec.template.spec",
+                                        "object.spec.jobTemplate.spec.template.metadata"))),
+        PolicyKind("claims", (rule(["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"]),),
+                   tuple(_claim_variables()), claims=True),
+    )
+
+
+def admission_policy_manifests(
+    name: str = "dra-guardrails",
+    *,
+    rules: Sequence[str] = POLICY_RULES,
+    validation_actions: Sequence[str] = ("Deny",),
+    excluded_namespaces: Sequence[str] = ("kube-system",),
+) -> list[dict[str, Any]]:
+    """ValidatingAdmissionPolicies and their bindings (``admissionregistration.k8s.io/v1``)."""
+    if not _NAME.match(name):
+        raise DraConstructsError("GuardrailsAdmissionPolicy", "name", name,
+                                 "not a DNS subdomain of at most 200 characters",
+                                 "use lower-case letters, digits, '-' and '.', e.g. dra-guardrails")
+    unknown = sorted(set(rules) - set(POLICY_RULES))
+    if unknown:
+        raise DraConstructsError(name, "rules", unknown, "not enforceable per object by an admission policy",
+                                 f"choose from {', '.join(POLICY_RULES)}")
+    bad_actions = sorted(set(validation_actions) - {"Deny", "Warn", "Audit"})
+    if bad_actions or not validation_actions or ("Deny" in validation_actions and "Warn" in validation_actions):
+        raise DraConstructsError(name, "validation_actions", list(validation_actions),
+                                 "must be a non-empty subset of Deny, Warn, Audit without both Deny and Warn",
+                                 'use ("Deny",) to refuse, or ("Warn", "Audit") to observe first')
+    manifests: list[dict[str, Any]] = []
+    for kind in _kinds():
+        validations = _claim_validations(rules) if kind.claims else _pod_validations(rules)
+        if not validations:
+            continue
+        policy_name = f"{name}-{kind.suffix}"
+        labels = {"app.kubernetes.io/managed-by": "dra-constructs", "app.kubernetes.io/component": "guardrails"}
+        manifests.append({
+            "apiVersion": _API,
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": policy_name, "labels": labels},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [dict(r) for r in kind.resource_rules]},
+                "variables": [dict(v) for v in kind.variables],
+                "validations": validations,
+            },
+        })
+        binding_spec: dict[str, Any] = {"policyName": policy_name, "validationActions": list(validation_actions)}
+        if excluded_namespaces:
+            binding_spec["matchResources"] = {"namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": sorted(excluded_namespaces)}]}}
+        manifests.append({
+            "apiVersion": _API,
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": policy_name, "labels": labels},
+            "spec": binding_spec,
+        })
+    return manifests

@@ -1,0 +1,35 @@
+"""The dra-constructs rule pack: one module per rule, each a small pure function over manifest dicts."""
+
+from __future__ import annotations
+
+from ..model import Rule
+from . import (
+    claim_references,
+    env_selection,
+    exact_count,
+    extended_resources,
+    grace_period,
+    removed_shapes,
+    selectors,
+    software_sharing,
+    suppression_syntax,
+    tenant_barrier,
+)
+
+__all__ = ["RULES", "RULES_BY_ID"]
+
+#: Every rule, in id order.
+RULES: tuple[Rule, ...] = (
+    suppression_syntax.RULE,
+    extended_resources.RULE,
+    env_selection.RULE,
+    exact_count.RULE,
+    selectors.RULE,
+    claim_references.RULE,
+    software_sharing.RULE,
+    removed_shapes.RULE,
+    grace_period.RULE,
+    tenant_barrier.RULE,
+)
+
+RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}

@@ -1,0 +1,71 @@
+"""DRA005: containers reference claims through ``resources.claims``; names resolve; no claim unused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..context import AuditContext
+from ..manifest import Manifest, as_dict, as_list, field_path
+from ..model import Hit, Rule, Severity
+
+__all__ = ["RULE"]
+
+
+def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
+    if m.pod_spec is None:
+        return
+    declared: dict[str, dict[str, object]] = {}
+    for path, entry in m.pod_claims():
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            yield Hit(field_path(path, "name"), "a pod resourceClaims entry has no name")
+            continue
+        if name in declared:
+            yield Hit(field_path(path, "name"), f"pod claim {name!r} is declared twice in resourceClaims")
+        declared[name] = entry
+        sources = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if entry.get(k)]
+        if len(sources) != 1 and "source" not in entry:  # ``source:`` is DRA007's finding
+            yield Hit(path, f"pod claim {name!r} must name exactly one of resourceClaimTemplateName and "
+                            f"resourceClaimName (it names {len(sources)})",
+                      fix="set resourceClaimTemplateName (one claim per pod) or resourceClaimName (a shared claim)")
+    used: set[str] = set()
+    for path, container in m.containers():
+        for i, ref in enumerate(as_list(as_dict(container.get("resources")).get("claims"))):
+            ref = as_dict(ref)
+            ref_path = field_path(path, "resources", "claims", i)
+            name = ref.get("name")
+            cname = container.get("name")
+            if name not in declared:
+                known = ", ".join(sorted(declared)) or "none"
+                yield Hit(field_path(ref_path, "name"),
+                          f"container {cname!r} references claim {name!r}, which is not in the pod's "
+                          f"resourceClaims (declared: {known})",
+                          fix="add the claim to spec.resourceClaims or fix the name in resources.claims")
+                continue
+            used.add(str(name))
+            request = ref.get("request")
+            if isinstance(request, str) and request:
+                source = ctx.claim_source(m, declared[str(name)])
+                if source is not None and request not in source.request_names():
+                    yield Hit(field_path(ref_path, "request"),
+                              f"container {cname!r} asks for request {request!r} of claim {name!r}, but "
+                              f"{source.kind} {source.name!r} has requests {sorted(source.request_names())}",
+                              fix="use one of the request names of the claim (or drop request: for all)")
+    for path, entry in m.pod_claims():
+        name = entry.get("name")
+        if isinstance(name, str) and name and name not in used:
+            yield Hit(path, f"pod claim {name!r} is allocated but no container lists it in resources.claims, "
+                            "so no container gets the device")
+            used.add(name)  # report a duplicated name once
+
+
+RULE = Rule(
+    id="DRA005",
+    name="container-claim-references",
+    severity=Severity.ERROR,
+    why="the kubelet exposes a claimed device only to containers listing the claim in resources.claims; "
+        "unknown names are rejected and unused claims hold devices nobody uses",
+    fix="for every spec.resourceClaims[].name add resources.claims: [{name: <claim>}] to the container "
+        "that uses the device, and reference only declared claims",
+    object_check=_check,
+)

@@ -1,0 +1,55 @@
+"""DRA009: several tenant namespaces with GPU workloads need the sanitizer DaemonSet."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..context import SANITIZER_LABEL, AuditContext
+from ..manifest import Manifest
+from ..model import Hit, Rule, Severity
+
+__all__ = ["RULE"]
+
+_SYSTEM_NAMESPACE_PREFIXES = ("kube-",)
+
+
+def _tenant_workloads(ctx: AuditContext) -> dict[str, list[Manifest]]:
+    """GPU workloads by explicit namespace; node agents (adminAccess only) are not tenants."""
+    by_namespace: dict[str, list[Manifest]] = {}
+    for m in ctx.manifests:
+        if m.pod_spec is None or not m.namespace or m.namespace.startswith(_SYSTEM_NAMESPACE_PREFIXES):
+            continue
+        if not ctx.is_gpu_pod(m) or ctx.uses_only_admin_claims(m):
+            continue
+        by_namespace.setdefault(m.namespace, []).append(m)
+    return by_namespace
+
+
+def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+    if ctx.sanitizer_present:
+        return
+    tenants = _tenant_workloads(ctx)
+    if len(tenants) < 2:
+        return
+    names = ", ".join(sorted(tenants))
+    key, value = SANITIZER_LABEL
+    for namespace, workloads in sorted(tenants.items()):
+        for m in workloads:
+            yield m, Hit(
+                "metadata.namespace",
+                f"GPU workloads of {len(tenants)} tenant namespaces ({names}) share the cluster's GPUs, but the "
+                f"manifest set has no sanitizer DaemonSet (label {key}: {value}): device memory passes from "
+                f"{namespace!r} to the next tenant without drain, zero-fill and verification",
+            )
+
+
+RULE = Rule(
+    id="DRA009",
+    name="tenant-barrier",
+    severity=Severity.ERROR,
+    why="when GPUs move between tenants, only the sanitizer's drain / zero-fill / verify barrier keeps one "
+        "tenant's data from the next",
+    fix="deploy dra-constructs' SanitizerDaemonSet in the same manifest set (its DaemonSet carries the label "
+        "dra-constructs.io/component: sanitizer), or suppress DRA009 with a reason where it runs elsewhere",
+    set_check=_check_set,
+)
