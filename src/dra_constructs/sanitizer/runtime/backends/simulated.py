@@ -1,0 +1,411 @@
+"""A simulated GPU node: devices whose memory really holds bytes, processes, contexts, faults.
+
+What it models (and what the barrier is tested against):
+- memory as a ``bytearray`` cut into allocation granules; a granule is owned by a process or
+  free; freed memory keeps its bytes (scrub-on-free off) unless ``scrub_on_free`` is set;
+- tenant processes that hold contexts and memory and obey SIGTERM (after a delay), ignore it,
+  or never exit (D state, SIGKILL does nothing);
+- compute modes: PROHIBITED refuses new contexts, EXCLUSIVE_PROCESS refuses a second one;
+- the sanitizer's context as a worker process with its own PID that NVML lists;
+- injectable faults at every call (:class:`FaultInjector`), including silent ones (a memset
+  that skips a granule, an allocator that cannot reach part of the free memory);
+- per-device virtual clocks, so grace periods cost no wall time.
+The hardware's own view (:meth:`SimulatedNode.audit`) decides whether a release was dirty.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..clock import VirtualClock
+from ..config import SimulatedBackendSettings
+from ..devices import DeviceInfo, gpu_device_name, mig_device_name
+from .base import BackendError, ComputeMode, FillResult, VerifyResult
+
+__all__ = [
+    "FAULT_OPS",
+    "AuditResult",
+    "FaultInjector",
+    "SimulatedCrash",
+    "SimulatedNode",
+]
+
+#: Every fault the simulated node can inject, by the call it hits.
+FAULT_OPS: tuple[str, ...] = (
+    "nvml.processes",        # transient NVML error while listing processes
+    "nvml.gpu_lost",         # NVML_ERROR_GPU_IS_LOST (fatal)
+    "nvml.set_compute_mode",  # NVML refuses the compute-mode change
+    "cuda.open",             # context creation fails
+    "cuda.alloc",            # hard allocation error (not OOM)
+    "cuda.shortfall",        # part of the free memory cannot be allocated (silent)
+    "cuda.memset",           # memset returns an error
+    "cuda.memset_silent",    # memset skips a granule without an error (verify must catch it)
+    "cuda.verify",           # the verify kernel fails
+)
+
+_MIG_PROFILE = ("1g.10gb", 19, 1)  # (name, GI profile id, memory slices): A100 80GB 1g slices
+_SIM_BANDWIDTH = 2.0e12  # bytes/s the virtual clock advances per byte filled or verified
+
+
+class SimulatedCrash(BaseException):
+    """The agent process dies at this instant (raised by crash hooks in fault tests)."""
+
+
+class FaultInjector:
+    """Decides, per call, whether to inject a fault: each op fails with probability ``rates[op]``."""
+
+    def __init__(self, rng: random.Random | None = None, rates: dict[str, float] | None = None) -> None:
+        self._rng = rng or random.Random(0)
+        self.rates = dict(rates or {})
+        self.injected: list[str] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def uniform(cls, rng: random.Random, rate: float, ops: Iterable[str] = FAULT_OPS) -> FaultInjector:
+        """The same rate for every op in ``ops``."""
+        return cls(rng, dict.fromkeys(ops, rate))
+
+    def hit(self, op: str) -> bool:
+        """True if ``op`` fails this time (recorded in ``injected``)."""
+        rate = self.rates.get(op, 0.0)
+        if rate <= 0.0:
+            return False
+        with self._lock:
+            if self._rng.random() < rate:
+                self.injected.append(op)
+                return True
+        return False
+
+    def uniform_draw(self) -> float:
+        """A random number from the same generator (for fault sizes)."""
+        with self._lock:
+            return self._rng.random()
+
+
+@dataclass
+class _Process:
+    pid: int
+    behaviour: str  # "obey" | "ignore-term" | "unkillable" | "worker"
+    term_delay: float = 0.0
+    exit_at: float | None = None
+    granules: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The hardware's view of a device: residue (non-zero bytes) and live contexts."""
+
+    nonzero_bytes: int
+    live_contexts: int
+
+    @property
+    def clean(self) -> bool:
+        """Nothing a next tenant could read and nobody else on the device."""
+        return self.nonzero_bytes == 0 and self.live_contexts == 0
+
+
+class _Device:
+    def __init__(self, info: DeviceInfo, settings: SimulatedBackendSettings) -> None:
+        self.info = info
+        self.clock = VirtualClock()
+        self.gran = settings.allocation_granularity
+        self.memory = bytearray(settings.memory_bytes)
+        self.owner: list[int | None] = [None] * (settings.memory_bytes // self.gran)
+        self.processes: dict[int, _Process] = {}
+        self.mode = ComputeMode.DEFAULT
+        self.lock = threading.RLock()
+        self.scrub_on_free = settings.scrub_on_free
+
+    def reap(self) -> None:
+        now = self.clock.monotonic()
+        for pid in [p.pid for p in self.processes.values() if p.exit_at is not None and p.exit_at <= now]:
+            self.remove(pid)
+
+    def remove(self, pid: int) -> None:
+        proc = self.processes.pop(pid, None)
+        if proc is None:
+            return
+        for g in proc.granules:
+            self.owner[g] = None
+            if self.scrub_on_free:
+                self.memory[g * self.gran:(g + 1) * self.gran] = bytes(self.gran)
+
+    def free_granules(self) -> list[int]:
+        return [g for g, o in enumerate(self.owner) if o is None]
+
+    def take(self, proc: _Process, granules: list[int]) -> None:
+        for g in granules:
+            self.owner[g] = proc.pid
+            proc.granules.add(g)
+
+
+class SimulatedNode:
+    """A node with ``gpus`` GPUs, each whole or cut into ``mig_slices_per_gpu`` 1g slices."""
+
+    def __init__(
+        self,
+        settings: SimulatedBackendSettings | None = None,
+        faults: FaultInjector | None = None,
+        on_compute_mode: Callable[[str, ComputeMode], None] | None = None,
+    ) -> None:
+        self.settings = settings or SimulatedBackendSettings()
+        self.faults = faults or FaultInjector()
+        self.on_compute_mode = on_compute_mode
+        self._next_pid = 10_000
+        self._pid_lock = threading.Lock()
+        self._devices: dict[str, _Device] = {}
+        for minor in range(self.settings.gpus):
+            gpu_uuid = f"GPU-sim-{minor:04d}"
+            if self.settings.mig_slices_per_gpu == 0:
+                info = DeviceInfo(gpu_device_name(minor), gpu_uuid, minor, self.settings.memory_bytes)
+                self._devices[info.name] = _Device(info, self.settings)
+                continue
+            name, profile_id, slices = _MIG_PROFILE
+            for index in range(self.settings.mig_slices_per_gpu):
+                info = DeviceInfo(
+                    mig_device_name(minor, name, profile_id, index * slices),
+                    f"MIG-sim-{minor:04d}-{index}", minor, self.settings.memory_bytes,
+                    parent_uuid=gpu_uuid, mig_profile=name,
+                )
+                self._devices[info.name] = _Device(info, self.settings)
+        self.nvml = _SimNvml(self)
+        self.signaller = _SimSignaller(self)
+        self.scrubber = _SimScrubber(self)
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _dev(self, name: str) -> _Device:
+        return self._devices[name]
+
+    def new_pid(self) -> int:
+        with self._pid_lock:
+            self._next_pid += 1
+            return self._next_pid
+
+    def clock(self, device: str) -> VirtualClock:
+        """The virtual clock of one device (each device's barrier runs on its own)."""
+        return self._dev(device).clock
+
+    @property
+    def device_infos(self) -> list[DeviceInfo]:
+        """Every simulated device."""
+        return [d.info for d in self._devices.values()]
+
+    # --- the tenant side --------------------------------------------------------------------
+
+    def start_tenant(self, device: str, behaviours: list[tuple[str, float]], rng: random.Random,
+                     exited_residue: bool = True) -> list[int]:
+        """Run a tenant: processes that hold contexts and write non-zero data into their memory.
+
+        ``behaviours``: ``(behaviour, term_delay)`` per process. With ``exited_residue`` an
+        already-exited process also leaves data behind in freed memory.
+        """
+        dev = self._dev(device)
+        pids = []
+        with dev.lock:
+            dev.reap()
+            for behaviour, delay in [*behaviours, *([("exited", 0.0)] if exited_residue else [])]:
+                free = dev.free_granules()
+                if not free:
+                    break
+                proc = _Process(self.new_pid(), behaviour, term_delay=delay)
+                count = rng.randint(1, max(1, len(free) // (len(behaviours) + 1)))
+                granules = rng.sample(free, count)
+                dev.take(proc, granules)
+                for g in granules:
+                    dev.memory[g * dev.gran:(g + 1) * dev.gran] = bytes(
+                        rng.randint(1, 255) for _ in range(dev.gran))
+                dev.processes[proc.pid] = proc
+                if behaviour == "exited":
+                    dev.remove(proc.pid)
+                else:
+                    pids.append(proc.pid)
+        return pids
+
+    def agent_died(self) -> None:
+        """The agent process died: the driver tears down the contexts of its workers."""
+        for dev in self._devices.values():
+            with dev.lock:
+                for pid in [p.pid for p in dev.processes.values() if p.behaviour == "worker"]:
+                    dev.remove(pid)
+
+    def repair(self, device: str) -> None:
+        """An operator fixed what kept processes alive (e.g. a hung filesystem): they are gone."""
+        dev = self._dev(device)
+        with dev.lock:
+            for pid in [p.pid for p in dev.processes.values() if p.behaviour != "worker"]:
+                dev.remove(pid)
+
+    def audit(self, device: str) -> AuditResult:
+        """The hardware's view: non-zero bytes anywhere in memory, and live contexts."""
+        dev = self._dev(device)
+        with dev.lock:
+            dev.reap()
+            nonzero = len(dev.memory) - dev.memory.count(0)
+            return AuditResult(nonzero, len(dev.processes))
+
+    def compute_mode(self, device: str) -> ComputeMode:
+        """Current compute mode of a device."""
+        return self._dev(device).mode
+
+
+class _SimNvml:
+    """NvmlBackend over the simulated node."""
+
+    def __init__(self, node: SimulatedNode) -> None:
+        self._node = node
+
+    def devices(self) -> list[DeviceInfo]:
+        return self._node.device_infos
+
+    def processes(self, device: DeviceInfo) -> list[int]:
+        faults = self._node.faults
+        if faults.hit("nvml.gpu_lost"):
+            raise BackendError("nvmlDeviceGetComputeRunningProcesses", "NVML_ERROR_GPU_IS_LOST", fatal=True)
+        if faults.hit("nvml.processes"):
+            raise BackendError("nvmlDeviceGetComputeRunningProcesses", "NVML_ERROR_UNKNOWN")
+        dev = self._node._dev(device.name)
+        with dev.lock:
+            dev.reap()
+            return sorted(dev.processes)
+
+    def set_compute_mode(self, device: DeviceInfo, mode: ComputeMode) -> None:
+        if self._node.faults.hit("nvml.set_compute_mode"):
+            raise BackendError("nvmlDeviceSetComputeMode", "NVML_ERROR_NO_PERMISSION")
+        dev = self._node._dev(device.name)
+        with dev.lock:
+            dev.mode = mode
+        if self._node.on_compute_mode is not None:
+            self._node.on_compute_mode(device.name, mode)
+
+    def scrub_on_free_disabled(self) -> bool | None:
+        return not self._node.settings.scrub_on_free
+
+
+class _SimSignaller:
+    """Signals simulated processes; their reaction follows their behaviour."""
+
+    def __init__(self, node: SimulatedNode) -> None:
+        self._node = node
+
+    def signal(self, pid: int, signum: int) -> bool:
+        for dev in self._node._devices.values():
+            with dev.lock:
+                dev.reap()
+                proc = dev.processes.get(pid)
+                if proc is None:
+                    continue
+                now = dev.clock.monotonic()
+                if signum == signal.SIGTERM and proc.behaviour in ("obey", "worker"):
+                    proc.exit_at = min(proc.exit_at or now + proc.term_delay, now + proc.term_delay)
+                elif signum == signal.SIGKILL and proc.behaviour != "unkillable":
+                    proc.exit_at = now
+                dev.reap()
+                return True
+        return False
+
+
+class _SimSession:
+    """One simulated context on one device, held by a worker process."""
+
+    def __init__(self, node: SimulatedNode, dev: _Device) -> None:
+        self._node = node
+        self._dev = dev
+        self._proc = _Process(node.new_pid(), "worker")
+        self._overhead: list[int] = []
+        self._filled: list[int] = []
+        self._free_at_open = 0
+        self._closed = False
+        gran = dev.gran
+        with dev.lock:
+            dev.reap()
+            live = [p for p in dev.processes.values()]
+            if dev.mode is ComputeMode.PROHIBITED:
+                raise BackendError("cuCtxCreate", "CUDA_ERROR_COMPUTE_MODE_PROHIBITED (compute mode)")
+            if dev.mode is ComputeMode.EXCLUSIVE_PROCESS and live:
+                raise BackendError("cuCtxCreate", "CUDA_ERROR_DEVICE_BUSY (exclusive-process, in use)")
+            free = dev.free_granules()
+            need = node.settings.context_overhead_bytes // gran
+            if len(free) < need:
+                raise BackendError("cuCtxCreate", "CUDA_ERROR_OUT_OF_MEMORY")
+            self._overhead = free[:need]
+            dev.take(self._proc, self._overhead)
+            for g in self._overhead:  # the driver initialises its own context memory
+                dev.memory[g * gran:(g + 1) * gran] = bytes(gran)
+            dev.processes[self._proc.pid] = self._proc
+            self._free_at_open = (len(free) - need) * gran
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def fill(self) -> FillResult:
+        _node, dev, faults = self._node, self._dev, self._node.faults
+        gran = dev.gran
+        start = dev.clock.monotonic()
+        if faults.hit("cuda.alloc"):
+            raise BackendError("cuMemAlloc", "CUDA_ERROR_UNKNOWN")
+        with dev.lock:
+            free = dev.free_granules()
+            if faults.hit("cuda.shortfall"):  # the allocator cannot reach 2-50% of the free memory
+                keep = max(1, int(len(free) * (0.02 + 0.48 * faults.uniform_draw())))
+                free = free[:len(free) - keep]
+            chunk = len(free)
+            while free and chunk >= 1:  # greedy: largest chunk first, halve on OOM (like cuMemAlloc)
+                if chunk <= len(free):
+                    taken, free = free[:chunk], free[chunk:]
+                    dev.take(self._proc, taken)
+                    self._filled.extend(taken)
+                else:
+                    chunk //= 2
+            if faults.hit("cuda.memset"):
+                raise BackendError("cuMemsetD32Async", "CUDA_ERROR_ILLEGAL_ADDRESS")
+            skip = self._filled[0] if self._filled and faults.hit("cuda.memset_silent") else None
+            for g in self._filled:
+                if g != skip:
+                    dev.memory[g * gran:(g + 1) * gran] = bytes(gran)
+        zeroed = len(self._filled) * gran
+        dev.clock.sleep(zeroed / _SIM_BANDWIDTH)
+        return FillResult(bytes_total=len(dev.memory), bytes_free=self._free_at_open,
+                          bytes_zeroed=zeroed, seconds=dev.clock.monotonic() - start)
+
+    def verify(self) -> VerifyResult:
+        dev = self._dev
+        gran = dev.gran
+        start = dev.clock.monotonic()
+        if self._node.faults.hit("cuda.verify"):
+            raise BackendError("cuLaunchKernel(verify)", "CUDA_ERROR_LAUNCH_FAILED")
+        nonzero = 0
+        zero_granule = bytes(gran)
+        with dev.lock:
+            for g in self._filled:
+                chunk = bytes(dev.memory[g * gran:(g + 1) * gran])
+                if chunk != zero_granule:
+                    nonzero += sum(1 for i in range(0, gran, 8) if any(chunk[i:i + 8]))
+        verified = len(self._filled) * gran
+        dev.clock.sleep(verified / _SIM_BANDWIDTH)
+        return VerifyResult(bytes_verified=verified, nonzero_words=nonzero,
+                            seconds=dev.clock.monotonic() - start)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._dev.lock:
+            self._dev.remove(self._proc.pid)
+
+
+class _SimScrubber:
+    """MemoryScrubber over the simulated node."""
+
+    def __init__(self, node: SimulatedNode) -> None:
+        self._node = node
+
+    def open(self, device: DeviceInfo, timeout_s: float) -> _SimSession:
+        if self._node.faults.hit("cuda.open"):
+            raise BackendError("cuCtxCreate", "CUDA_ERROR_NOT_INITIALIZED")
+        return _SimSession(self._node, self._node._dev(device.name))

@@ -1,0 +1,82 @@
+"""Evidence: one JSON record per barrier cycle, to the log and appended to a file.
+
+An operator proves what happened to a device from these records alone: who held it, which
+PIDs were signalled, how many contexts remained, how many bytes were zeroed and verified, how
+long each phase took, and why it was released or quarantined.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["EvidenceRecord", "EvidenceWriter"]
+
+_LOG = logging.getLogger("dra_sanitizer.evidence")
+
+
+class EvidenceRecord(BaseModel):
+    """What one barrier cycle did to one device."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["barrier", "operator-release"] = "barrier"
+    node: str
+    device: str
+    uuid: str
+    cycle: int
+    trigger: str = Field(description="Why the cycle ran: deallocated, startup-unknown, recovery, once, ...")
+    claim: str | None = None
+    tenant_namespace: str | None = None
+    started_at: float = 0.0
+    pids_sigterm: list[int] = Field(default_factory=list)
+    pids_sigkill: list[int] = Field(default_factory=list)
+    contexts_after_drain: int | None = None
+    bytes_total: int = 0
+    bytes_free: int = 0
+    bytes_zeroed: int = 0
+    bytes_verified: int = 0
+    nonzero_words: int | None = None
+    coverage: float = 0.0
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
+    fill_bytes_per_s: float | None = None
+    verify_bytes_per_s: float | None = None
+    compute_mode_guard: bool | None = Field(default=None, description="PROHIBITED/EXCLUSIVE set OK.")
+    taint: str | None = Field(default=None, description="The guard in place, or why there is none.")
+    scrub_on_free_disabled: bool | None = None
+    result: Literal["released", "quarantined", "interrupted", "operator-release"] = "interrupted"
+    reason: str | None = None
+    operator: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class EvidenceWriter:
+    """Appends records as JSON lines (flushed and fsynced) and logs each one."""
+
+    def __init__(self, path: str | Path | None, fsync: bool = True) -> None:
+        self.path = Path(path) if path else None
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: EvidenceRecord) -> None:
+        """Record one cycle; a failing disk is logged, never hides the record from the log."""
+        line = record.model_dump_json()
+        _LOG.info(line)
+        if self.path is None:
+            return
+        with self._lock:
+            try:
+                with open(self.path, "a", encoding="utf-8") as handle:
+                    handle.write(line + "\n")
+                    if self._fsync:
+                        handle.flush()
+                        os.fsync(handle.fileno())
+            except OSError as error:
+                _LOG.error("cannot append evidence to %s: %s", self.path, error)

@@ -1,0 +1,117 @@
+"""Wiring: build the backends, the guard and the barrier from an :class:`AgentConfig`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...errors import DraConstructsError
+from ...target import Target
+from .backends.base import BackendError, MemoryScrubber, NvmlBackend, OsSignaller, ProcessSignaller
+from .backends.simulated import SimulatedNode
+from .barrier import Barrier, BarrierDeps
+from .clock import Clock, RealClock
+from .config import AgentConfig
+from .devices import DeviceInfo
+from .evidence import EvidenceWriter
+from .guard import Guard
+from .kube import ApiError, KubeClient, KubeOps, retrying
+from .metrics import Metrics
+from .state import StateStore
+
+__all__ = ["Runtime", "build_runtime"]
+
+_LOG = logging.getLogger("dra_sanitizer")
+
+
+@dataclass
+class Runtime:
+    """A ready-to-use barrier and what it was built from."""
+
+    config: AgentConfig
+    target: Target
+    devices: list[DeviceInfo]
+    barrier: Barrier
+    guard: Guard
+    metrics: Metrics
+    kube: KubeClient | None = None
+    node: SimulatedNode | None = None
+
+    def device(self, name: str) -> DeviceInfo:
+        """A device by DRA name or UUID; a clear error naming the devices there are."""
+        for info in self.devices:
+            if name in (info.name, info.uuid):
+                return info
+        raise DraConstructsError(
+            f"node {self.config.node_name or '?'}", "--device", name, "no such device on this node",
+            f"use one of {', '.join(d.name for d in self.devices) or '(none found)'}",
+        )
+
+
+def build_runtime(
+    config: AgentConfig,
+    *,
+    kube_ops: KubeOps | None = None,
+    node: SimulatedNode | None = None,
+    crash_hook: Callable[[str, str], None] | None = None,
+    fsync: bool = True,
+) -> Runtime:
+    """Build everything for ``config``. ``kube_ops``/``node`` replace the real ones (tests, simulate)."""
+    if not config.node_name:
+        raise DraConstructsError("AgentConfig", "node_name", "", "the node name is required (it is the DRA pool)",
+                                 "set node_name (the DaemonSet passes spec.nodeName) or --node")
+    nvml: NvmlBackend
+    scrubber: MemoryScrubber
+    signaller: ProcessSignaller
+    clock_for: Callable[[str], Clock]
+    if config.backend == "simulated":
+        node = node or SimulatedNode(config.simulated)
+        nvml, scrubber, signaller, clock_for = node.nvml, node.scrubber, node.signaller, node.clock
+    else:
+        from .backends.cuda import CudaScrubber
+        from .backends.nvml import NvmlDevices, host_pid_namespace
+
+        try:
+            nvml = NvmlDevices()
+        except BackendError as error:
+            raise DraConstructsError("AgentConfig", "backend", "nvml", f"NVML unavailable: {error}",
+                                     "run on a GPU node with the NVIDIA driver, or use backend: simulated") from error
+        if not host_pid_namespace():
+            _LOG.error("not in the host PID namespace: NVML hides other containers' PIDs (set hostPID: true)")
+        scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"))
+        signaller = OsSignaller()
+        real = RealClock()
+        clock_for = lambda _name: real  # noqa: E731
+    kube: KubeClient | None = None
+    if kube_ops is None and config.kube.mode != "disabled":
+        kube = KubeClient(config.kube)
+        kube_ops = kube
+    version = config.kube.kubernetes_version
+    if version is None and kube is not None:
+        try:
+            version = retrying(kube.server_version, RealClock(), config.kube.retries, config.kube.retry_backoff_s)
+        except ApiError as error:
+            raise DraConstructsError("AgentConfig", "kube", config.kube.mode, f"cannot reach the API: {error}",
+                                     "check kube settings, or set kube.kubernetes_version") from error
+    target = Target.parse(version, where="AgentConfig.kube.kubernetes_version")
+    guard = Guard(kube_ops, target, config.node_name, key=config.taint_key, effect=config.taint_effect,
+                  retries=config.kube.retries, backoff_s=config.kube.retry_backoff_s,
+                  event_namespace=config.kube.event_namespace)
+    metrics = Metrics()
+    scrub_off = nvml.scrub_on_free_disabled()
+    metrics.scrub_on_free_disabled.set(-1 if scrub_off is None else int(scrub_off))
+    if scrub_off:
+        _LOG.warning("the driver's scrub-on-free is DISABLED on this node (RMDisableScrubOnFree): freed GPU "
+                     "memory is not zeroed by the driver; the barrier's fill is the only scrub")
+    deps = BarrierDeps(
+        config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
+        store=StateStore(config.state_dir, fsync=fsync), evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
+        clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
+    )
+    try:
+        devices = nvml.devices()
+    except BackendError as error:
+        raise DraConstructsError("node", "devices", config.backend, f"cannot enumerate devices: {error}",
+                                 "check the driver and that the agent sees /dev/nvidia*") from error
+    return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node)

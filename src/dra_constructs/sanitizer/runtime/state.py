@@ -1,0 +1,131 @@
+"""Crash-safe per-device state: one JSON file per device, replaced atomically.
+
+The barrier writes the phase it is *entering* before doing anything in it, so after a crash
+(SIGKILL, OOM, node agent restart) the file says where it stopped. Recovery rule: a device in
+any phase before ``releasing`` is sanitized again from the start; ``releasing`` is only written
+after a verify that passed in the same cycle, so finishing that release is safe. A per-device
+``flock`` keeps two barriers (agent and a hand-run ``once``/``release``) off the same device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+__all__ = ["DeviceState", "Phase", "StateStore", "dump_states"]
+
+
+class Phase(StrEnum):
+    """Where a device is. ``INTERMEDIATE`` phases mean "a barrier was cut off here"."""
+
+    UNKNOWN = "unknown"            # never seen, or its UUID changed: treat as dirty
+    ALLOCATED = "allocated"        # a tenant holds it; guarded
+    DIRTY = "dirty"                # the tenant left; barrier pending
+    GUARD = "guard"
+    DRAIN = "drain"
+    VERIFY_CONTEXTS = "verify-contexts"
+    FILL = "fill"
+    VERIFY = "verify"
+    RELEASING = "releasing"        # verify passed in this cycle; removing the guard
+    CLEAN = "clean"
+    QUARANTINED = "quarantined"
+
+    @property
+    def needs_barrier(self) -> bool:
+        """A device in this phase must be sanitized from the start before anyone gets it."""
+        return self in _NEEDS_BARRIER
+
+
+_NEEDS_BARRIER = frozenset(
+    {Phase.UNKNOWN, Phase.DIRTY, Phase.GUARD, Phase.DRAIN, Phase.VERIFY_CONTEXTS, Phase.FILL, Phase.VERIFY}
+)
+
+
+class DeviceState(BaseModel):
+    """The persisted state of one device."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    device: str
+    uuid: str = ""
+    phase: Phase = Phase.UNKNOWN
+    cycle: int = 0
+    verified_cycle: int = 0
+    claim: str | None = None
+    tenant_namespace: str | None = None
+    reason: str | None = None
+    updated: float = 0.0
+
+
+class StateStore:
+    """``<state_dir>/devices/<device>.json`` plus ``<state_dir>/locks/<device>.lock``."""
+
+    def __init__(self, state_dir: str | Path, fsync: bool = True) -> None:
+        self.root = Path(state_dir)
+        self._devices = self.root / "devices"
+        self._locks = self.root / "locks"
+        self._fsync = fsync
+        self._devices.mkdir(parents=True, exist_ok=True)
+        self._locks.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, device: str) -> Path:
+        return self._devices / f"{device}.json"
+
+    def load(self, device: str, uuid: str | None = None) -> DeviceState:
+        """The stored state; ``UNKNOWN`` if absent, unreadable, or recorded for another UUID."""
+        try:
+            state = DeviceState.model_validate_json(self._path(device).read_bytes())
+        except (OSError, ValidationError):
+            return DeviceState(device=device, uuid=uuid or "")
+        if uuid is not None and state.uuid and state.uuid != uuid:
+            # Another physical device or MIG instance now has this name: nothing is known of it.
+            return DeviceState(device=device, uuid=uuid, cycle=state.cycle)
+        return state
+
+    def save(self, state: DeviceState) -> None:
+        """Replace the file atomically (write, fsync, rename, fsync the directory)."""
+        path = self._path(state.device)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        data = state.model_dump_json().encode()
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            if self._fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        if self._fsync:
+            dir_fd = os.open(self._devices, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def all(self) -> list[DeviceState]:
+        """Every stored device state, sorted by device name."""
+        states = []
+        for path in sorted(self._devices.glob("*.json")):
+            with contextlib.suppress(OSError, ValidationError):
+                states.append(DeviceState.model_validate_json(path.read_bytes()))
+        return states
+
+    @contextlib.contextmanager
+    def lock(self, device: str) -> Iterator[None]:
+        """Exclusive per-device lock across processes; released by the kernel if we die."""
+        with open(self._locks / f"{device}.lock", "a+b") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def dump_states(states: list[DeviceState]) -> str:
+    """States as pretty JSON (for ``dra-sanitizer status``)."""
+    return json.dumps([s.model_dump(mode="json") for s in states], indent=2, sort_keys=True)
