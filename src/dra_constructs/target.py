@@ -112,6 +112,47 @@ class Target:
         """1.32.0-1.32.2 had no size estimator: attribute strings count as unbounded."""
         return self.minor == 32 and self.patch is not None and self.patch < 3
 
+    # The API server checks a *new* selector against the CEL environment of its compatibility
+    # version, one minor below its own (``environment.NewExpressions`` with
+    # ``DefaultCompatibilityVersion()``): a library "introduced" in 1.N is usable from 1.N+1.
+    # Sources: kubernetes/apiserver pkg/cel/environment/base.go, component-base compatibility,
+    # kubernetes/dynamic-resource-allocation cel/compile.go, go.mod (cel-go version).
+
+    @property
+    def cel_has_two_var_comprehensions(self) -> bool:
+        """``all(i, v, ...)``, ``transformList`` and friends (introduced 1.32, usable from 1.33)."""
+        return self.minor >= 33
+
+    @property
+    def cel_semver_normalize(self) -> bool:
+        """``semver(s, true)`` / ``isSemver(s, true)`` (semver library v1: introduced 1.33)."""
+        return self.minor >= 34
+
+    @property
+    def cel_has_ext_lists(self) -> bool:
+        """cel-go's lists extension v3 (``slice``, ``flatten``, ``sort``...; introduced 1.34)."""
+        return self.minor >= 35
+
+    @property
+    def cel_optional_library_version(self) -> int:
+        """cel-go optional library: v1 in cel-go 0.22 (1.32); v2 (``first``, ``unwrap``) from 0.23."""
+        return 1 if self.minor == 32 else 2
+
+    @property
+    def cel_cost_tracks_local_sizes(self) -> bool:
+        """cel-go >= 0.23 (1.33+) estimates sizes of bound and iteration variables."""
+        return self.minor >= 33
+
+    @property
+    def cel_cost_semver_functions(self) -> bool:
+        """Kubernetes' cost estimator prices ``semver()`` by length from 1.33 (cost.go)."""
+        return self.minor >= 33
+
+    @property
+    def cel_declares_ip_cidr_type_names(self) -> bool:
+        """1.32's IP and CIDR libraries also declare the identifiers ``net.IP`` and ``net.CIDR``."""
+        return self.minor == 32
+
     # --- admin access ----------------------------------------------------------------------
 
     @property

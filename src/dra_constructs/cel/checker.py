@@ -1,0 +1,215 @@
+"""``check()``: a DRA selector judged exactly as the API server validates it.
+
+Order and categories follow ``validateCELSelector`` (kubernetes ``pkg/apis/resource/validation``):
+``TooLong`` (more than 10,240 bytes, not compiled), ``Invalid`` (compile error), ``Forbidden``
+(estimated cost above 1,000,000), else ``OK``. Compilation and type checking are cel-cpp's
+(``cel_expr_python``) in the environment of ``_decls``/``_env``; the extra validators and the
+cost estimate are ``_validate`` and ``cost``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from ..errors import DraConstructsError
+from ..target import Target
+from . import _astpb
+from ._env import EnvKey, check_env, env_key
+from ._validate import format_type, validate
+from .cost import estimate_cost
+from .fixes import suggest_fix
+
+__all__ = [
+    "MAX_COST",
+    "MAX_LENGTH",
+    "CelCheck",
+    "Compiled",
+    "Verdict",
+    "check",
+    "compile_selector",
+    "parse_target",
+]
+
+Verdict = Literal["OK", "Invalid", "TooLong", "Forbidden"]
+
+#: ``resource.CELSelectorExpressionMaxLength`` (bytes).
+MAX_LENGTH = 10 * 1024
+#: ``resource.CELSelectorExpressionMaxCost``.
+MAX_COST = 1_000_000
+
+_CACHE_LIMIT = 1 << 16
+_HAS_DEVICE_MAP = re.compile(r"\bhas\s*\(\s*device\s*\.\s*(attributes|capacity)\s*\)")
+_STATUS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
+
+
+@dataclass(frozen=True)
+class CelCheck:
+    """The API server's verdict on one selector expression for one Kubernetes version."""
+
+    expression: str
+    target: str
+    verdict: Verdict
+    error: str | None = None
+    cost: int | None = None
+    fix: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "OK"
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled selector: its checked AST (serialized and decoded) and worst-case cost."""
+
+    expression: str
+    key: EnvKey
+    serialized: bytes
+    checked: Any
+    cost: int
+
+
+_lock = threading.Lock()
+_results: dict[tuple[str, EnvKey, bool], CelCheck] = {}
+_compiled: dict[tuple[str, EnvKey, bool], Compiled] = {}
+_targets: dict[str, Target] = {}
+
+
+def parse_target(target: Target | str | None) -> Target:
+    """``Target.parse`` with a small memo (``check`` is called for every selector)."""
+    if isinstance(target, Target):
+        return target
+    key = str(target)
+    found = _targets.get(key)
+    if found is None:
+        found = Target.parse(target, where="cel")
+        _targets[key] = found
+    return found
+
+
+def _rename_exists_one(expression: str) -> str:
+    """cel-go also accepts ``exists_one`` for the 3-argument (two-variable) macro; cel-cpp only
+    ``existsOne``. Rename 3-argument calls, keeping every column (``existsOne (``)."""
+    out, i = [], 0
+    while True:
+        j = expression.find(".exists_one(", i)
+        if j < 0:
+            out.append(expression[i:])
+            return "".join(out)
+        depth, commas, k, quote = 0, 0, j + len(".exists_one("), ""
+        while k < len(expression):
+            char = expression[k]
+            if quote:
+                if char == "\\":
+                    k += 1
+                elif char == quote:
+                    quote = ""
+            elif char in "'\"":
+                quote = char
+            elif char in "([{":
+                depth += 1
+            elif char in ")]}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif char == "," and depth == 0:
+                commas += 1
+            k += 1
+        out.append(expression[i:j])
+        out.append(".existsOne (" if commas == 2 else ".exists_one(")
+        i = j + len(".exists_one(")
+
+
+def _engine_error(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    if lines:
+        lines[0] = _STATUS.sub("", lines[0])
+        lines[-1] = _STATUS.sub("", lines[-1])
+    return "\n".join(lines)
+
+
+def _compile(expression: str, key: EnvKey) -> tuple[Any, str | None]:
+    """``(expression, None)`` or ``(None, error)`` from cel-cpp."""
+    env = check_env(key if not _HAS_DEVICE_MAP.search(expression) else replace(key, qualified=False))
+    try:
+        return env.compile(expression), None
+    except Exception as error:  # cel-cpp reports compile errors as RuntimeError
+        if key.target.cel_has_two_var_comprehensions and "exists_one" in expression:
+            renamed = _rename_exists_one(expression)
+            if renamed != expression:
+                try:
+                    return env.compile(renamed), None
+                except Exception:
+                    pass
+        return None, _engine_error(error)
+
+
+def compile_selector(expression: str, target: Target | str | None = None,
+                     allow_multiple_allocations: bool | None = None) -> Compiled | CelCheck:
+    """The compiled selector, or the failed :class:`CelCheck` when it is not ``OK``."""
+    result = check(expression, target, allow_multiple_allocations=allow_multiple_allocations)
+    if not result.ok:
+        return result
+    parsed = parse_target(target)
+    return _compiled[(expression, env_key(parsed, allow_multiple_allocations), parsed.cel_cost_estimator_bug)]
+
+
+def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Compiled | None]:
+    name = str(target)
+    if len(expression.encode("utf-8", "surrogatepass")) > MAX_LENGTH:
+        error = f"Too long: may not be more than {MAX_LENGTH} bytes"
+        return CelCheck(expression, name, "TooLong", error), None
+    program, error = _compile(expression, key)
+    if program is None:
+        message = f"compilation failed: {error}"
+        return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    serialized = program.serialize()
+    checked = _astpb.decode_checked(serialized)
+    issues = validate(checked, expression)
+    if issues:
+        message = "compilation failed: " + "\n".join(issues)
+        return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    output = checked.type_map[checked.expr.id] if checked.expr.id in checked.type_map else None
+    output_kind = None if output is None else output.WhichOneof("kind")
+    if not (output_kind == "dyn" or (output_kind == "primitive" and output.primitive == 1)):
+        message = f"must evaluate to bool or the unknown type, not {format_type(output)}"
+        return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    cost = estimate_cost(checked, target)
+    if cost > MAX_COST:
+        message = f"too complex, exceeds cost limit (estimated cost {cost} > {MAX_COST})"
+        return CelCheck(expression, name, "Forbidden", message, cost, suggest_fix(expression, message)), None
+    compiled = Compiled(expression, key, serialized, checked, cost)
+    return CelCheck(expression, name, "OK", None, cost), compiled
+
+
+def check(expression: str, target: Target | str | None = "1.32", *,
+          allow_multiple_allocations: bool | None = None) -> CelCheck:
+    """Judge ``expression`` as the API server of ``target`` judges a new selector.
+
+    Never raises for any string. ``allow_multiple_allocations`` overrides whether
+    ``device.allowMultipleAllocations`` is declared (default: the target's, 1.34+; in the real
+    API server it needs the alpha DRAConsumableCapacity gate). Repeated expressions are served
+    from a cache (``CelCheck.cached``).
+    """
+    if not isinstance(expression, str):
+        raise DraConstructsError("cel", "expression", expression, "a CEL selector must be a string",
+                                 "pass the expression text, e.g. \"device.driver == 'gpu.nvidia.com'\"")
+    parsed = parse_target(target)
+    key = env_key(parsed, allow_multiple_allocations)
+    cache_key = (expression, key, parsed.cel_cost_estimator_bug)
+    found = _results.get(cache_key)
+    if found is not None:
+        return found if found.target == str(parsed) and found.cached else replace(found, target=str(parsed), cached=True)
+    result, compiled = _judge(expression, parsed, key)
+    with _lock:
+        if len(_results) >= _CACHE_LIMIT:
+            _results.clear()
+            _compiled.clear()
+        _results[cache_key] = result
+        if compiled is not None:
+            _compiled[cache_key] = compiled
+    return result
