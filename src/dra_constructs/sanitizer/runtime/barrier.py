@@ -335,7 +335,8 @@ class Barrier:
             c.record.reason = f"verified clean; guard removal failed (retried later): {error}"
             return c.record
         c.crash("release-untainted")
-        c.enter(Phase.CLEAN, point="clean")
+        c.end_phase()
+        c.state.phase, c.state.updated = Phase.CLEAN, c.clock.wall()
         c.state.claim = c.state.tenant_namespace = c.state.reason = None
         self.deps.store.save(c.state)
         return c.record

@@ -364,7 +364,10 @@ class _SimSession:
                     chunk //= 2
             if faults.hit("cuda.memset"):
                 raise BackendError("cuMemsetD32Async", "CUDA_ERROR_ILLEGAL_ADDRESS")
-            skip = self._filled[0] if self._filled and faults.hit("cuda.memset_silent") else None
+            skip = None
+            if self._filled and faults.hit("cuda.memset_silent"):  # worst case: it misses tenant data
+                dirty = [g for g in self._filled if any(dev.memory[g * gran:(g + 1) * gran])]
+                skip = (dirty or self._filled)[0]
             for g in self._filled:
                 if g != skip:
                     dev.memory[g * gran:(g + 1) * gran] = bytes(gran)

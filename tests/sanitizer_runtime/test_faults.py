@@ -1,0 +1,64 @@
+"""Randomized fault schedules: >= 1,000 of them, zero dirty releases, every failure with a reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dra_constructs.sanitizer.runtime.backends import simulated
+from dra_constructs.sanitizer.runtime.backends.base import VerifyResult
+from dra_constructs.sanitizer.runtime.simulate import simulate
+
+
+@pytest.mark.slow
+def test_a_thousand_randomized_schedules_have_no_dirty_release(tmp_path: Path) -> None:
+    runs = [  # (devices, cycles, fault rate, seed, target): up to 1,344 schedules (quarantined devices sit some out)
+        (56, 8, 0.05, 11, "1.34"),
+        (56, 8, 0.15, 12, "1.37"),
+        (56, 8, 0.10, 13, "1.32"),
+    ]
+    total = 0
+    for devices, cycles, rate, seed, version in runs:
+        records = tmp_path / f"records-{seed}.jsonl"
+        summary = simulate(devices=devices, cycles=cycles, fault_rate=rate, seed=seed, records=str(records),
+                           kubernetes_version=version)
+        total += summary.schedules
+        assert summary.dirty_releases == 0, summary.dirty_release_details
+        assert summary.failures_without_reason == 0 and summary.stuck_tenants_released == 0
+        assert summary.releases_observed >= summary.released > 0 and summary.quarantined > 0
+        assert summary.crashes > 0 and len(summary.faults_injected) >= 10
+        lines = [json.loads(x) for x in records.read_text().splitlines()]
+        quarantined = [r for r in lines if r["result"] == "quarantined"]
+        assert quarantined and all(r["reason"] for r in quarantined)
+        released = [r for r in lines if r["result"] == "released"]
+        assert all(r["nonzero_words"] == 0 and r["coverage"] >= 0.99 for r in released
+                   if r["trigger"] != "recovery-release")
+    assert total >= 1000
+
+
+def test_the_audit_catches_a_barrier_that_lies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: a verify that always says "all zero" lets silent memset faults through."""
+    real_verify = simulated._SimSession.verify
+
+    def lying_verify(self: simulated._SimSession) -> VerifyResult:
+        result = real_verify(self)
+        return VerifyResult(result.bytes_verified, 0, result.seconds)
+
+    monkeypatch.setattr(simulated._SimSession, "verify", lying_verify)
+    summary = simulate(devices=14, cycles=4, fault_rate=0.3, seed=5, crash_rate=0.0)
+    assert summary.faults_injected.get("cuda.memset_silent", 0) > 0
+    assert summary.dirty_releases > 0 and summary.dirty_release_details[0]["nonzero_bytes"] > 0
+
+
+def test_the_audit_catches_live_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: NVML hiding the tenant (no hostPID) and no compute-mode guard."""
+    monkeypatch.setattr(simulated._SimNvml, "processes", lambda self, device: [])
+    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3)
+    # EXCLUSIVE_PROCESS alone already refuses our context next to the hidden tenant: quarantine.
+    assert summary.dirty_releases == 0 and summary.quarantine_reasons.get("cuCtxCreate", 0) > 0
+    monkeypatch.setattr(simulated._SimNvml, "set_compute_mode", lambda self, device, mode: None)
+    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3)
+    assert summary.dirty_releases > 0
+    assert any(d["live_contexts"] > 0 for d in summary.dirty_release_details)

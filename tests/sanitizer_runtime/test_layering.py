@@ -1,0 +1,40 @@
+"""The agent's import graph never reaches cdk8s, constructs or jsii (nor the GPU libraries eagerly)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+MODULES = [
+    "dra_constructs.sanitizer.runtime",
+    "dra_constructs.sanitizer.runtime.cli",
+    "dra_constructs.sanitizer.runtime.agent",
+    "dra_constructs.sanitizer.runtime.runtime",
+    "dra_constructs.sanitizer.runtime.simulate",
+    "dra_constructs.sanitizer.runtime.zipapp",
+    "dra_constructs.sanitizer.runtime.backends.nvml",
+    "dra_constructs.sanitizer.runtime.backends.cuda",
+]
+
+PROBE = """
+import importlib, json, sys
+for name in {modules!r}:
+    importlib.import_module(name)
+from dra_constructs.sanitizer.runtime.cli import main
+rc = main(["simulate", "--devices", "2", "--cycles", "1", "--seed", "1"])
+print(json.dumps({{"rc": rc, "modules": sorted(sys.modules)}}))
+"""
+
+
+def test_runtime_never_imports_cdk8s_constructs_or_jsii() -> None:
+    out = subprocess.run([sys.executable, "-c", PROBE.format(modules=MODULES)], capture_output=True, text=True,
+                         check=True, timeout=120)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    loaded = set(result["modules"])
+    assert result["rc"] == 0
+    forbidden = {m for m in loaded if m.split(".")[0] in ("cdk8s", "constructs", "jsii", "cdk8s_plus_28")}
+    assert forbidden == set()
+    assert "dra_constructs.sanitizer.construct" not in loaded
+    # GPU libraries are imported lazily, inside the backends, never at import time.
+    assert "pynvml" not in loaded and "cuda" not in loaded
