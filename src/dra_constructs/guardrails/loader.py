@@ -94,6 +94,9 @@ def _load_yaml(text: str, file: str) -> _Located:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else None
         problem = " ".join(p for p in (error.context, error.problem) if p) or "invalid YAML"
+        opened = error.context_mark
+        if opened is not None and mark is not None and opened.line != mark.line:
+            problem += f" (opened on line {opened.line + 1})"
         raise _bad(file, line, f"malformed YAML: {problem}", "fix the YAML syntax at that line",
                    _line_text(text, line)) from None
     except yaml.YAMLError as error:
