@@ -105,7 +105,7 @@ class FakeApi:
 
     def route(self, h: Any, method: str, path: str, query: dict[str, list[str]], body: Any, failure: Any) -> None:
         parts = path.strip("/").split("/")
-        if path == "/version":
+        if path.rstrip("/") == "/version":
             h._send(200, {"major": "1", "minor": self.minor, "gitVersion": f"v1.{self.minor}.0"})
         elif len(parts) >= 4 and parts[:2] == ["apis", "resource.k8s.io"] and parts[3] == "devicetaintrules":
             if not self.serve_taint_rules:

@@ -174,9 +174,10 @@ class KubeClient:
 
     def server_version(self) -> str:
         """``major.minor`` of the API server (``/version``), e.g. ``"1.33"``."""
-        info = self._call(self._version.get_code)
-        minor = "".join(ch for ch in str(info.minor) if ch.isdigit())
-        return f"{info.major}.{minor}"
+        response = self._call(self._version.get_code, _preload_content=False)
+        info = json.loads(response.data)
+        minor = "".join(ch for ch in str(info.get("minor", "")) if ch.isdigit())  # "34+" on some clouds
+        return f"{info.get('major')}.{minor}"
 
     def list_claims(self, resource_version: str) -> tuple[list[dict[str, Any]], str]:
         """All ResourceClaims (``resource.k8s.io/<resource_version>``) and the list's resourceVersion."""

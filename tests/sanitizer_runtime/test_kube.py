@@ -1,0 +1,129 @@
+"""The Kubernetes client against a local API server on 127.0.0.1: 409, 410, 5xx, timeouts."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from dra_constructs.sanitizer.runtime.agent import Agent
+from dra_constructs.sanitizer.runtime.clock import VirtualClock
+from dra_constructs.sanitizer.runtime.config import KubeSettings
+from dra_constructs.sanitizer.runtime.guard import Guard, GuardError
+from dra_constructs.sanitizer.runtime.kube import ApiError, KubeClient, allocated_devices, retrying
+from dra_constructs.sanitizer.runtime.runtime import build_runtime
+from dra_constructs.sanitizer.runtime.state import Phase
+from dra_constructs.target import Target
+
+from .conftest import sim_config
+from .fakeapi import FakeApi, claim
+
+
+def _client(api: FakeApi) -> KubeClient:
+    return KubeClient(KubeSettings(mode="url", url=api.url, request_timeout_s=0.5, watch_timeout_s=1))
+
+
+def _guard(api: FakeApi, version: str = "1.34", retries: int = 3) -> Guard:
+    return Guard(_client(api), Target.parse(version), "node-a", key="sanitizer.dra-constructs.io/barrier",
+                 effect="NoSchedule", retries=retries, backoff_s=0.01)
+
+
+def test_taint_create_then_conflict_replaces(fake_api: FakeApi) -> None:
+    guard, clock = _guard(fake_api), VirtualClock()
+    assert guard.taint("gpu-0", "in-use", clock)
+    assert guard.taint("gpu-0", "quarantined", clock, reason="verify found 3 non-zero words")  # 409 -> GET, PUT
+    rule = fake_api.rules["dra-sanitizer-node-a-gpu-0"]
+    assert rule["apiVersion"] == "resource.k8s.io/v1alpha3" and rule["spec"]["taint"]["value"] == "quarantined"
+    methods = [m for m, p in fake_api.requests if "devicetaintrules" in p]
+    assert methods == ["POST", "POST", "GET", "PUT"]
+
+
+def test_replace_conflict_and_server_errors_are_retried(fake_api: FakeApi) -> None:
+    guard, clock = _guard(fake_api), VirtualClock()
+    guard.taint("gpu-1", "in-use", clock)
+    fake_api.fail("PUT", "/apis/resource.k8s.io/v1alpha3/devicetaintrules/", 409)
+    fake_api.fail("POST", "/apis/resource.k8s.io/v1alpha3/devicetaintrules", 503, 500)
+    assert guard.taint("gpu-1", "sanitizing", clock)
+    assert fake_api.rules["dra-sanitizer-node-a-gpu-1"]["spec"]["taint"]["value"] == "sanitizing"
+    assert clock.monotonic() > 0  # the backoff ran on the injected clock
+
+
+def test_timeouts_are_retried_then_give_up(fake_api: FakeApi) -> None:
+    guard, clock = _guard(fake_api, retries=1), VirtualClock()
+    fake_api.fail("POST", "/apis/resource.k8s.io/v1alpha3/devicetaintrules", "timeout")
+    assert guard.taint("gpu-2", "in-use", clock)  # one timeout, then success
+    fake_api.fail("DELETE", "/apis/resource.k8s.io/v1alpha3/devicetaintrules/", 500, 502)
+    with pytest.raises(GuardError, match="502"):
+        guard.untaint("gpu-2", clock)
+    assert "dra-sanitizer-node-a-gpu-2" in fake_api.rules  # still guarded
+    assert guard.untaint("gpu-2", clock) and fake_api.rules == {}
+    assert guard.untaint("gpu-2", clock)  # already gone (404) is fine
+
+
+def test_missing_devicetaintrule_api_falls_back_to_compute_mode(fake_api: FakeApi) -> None:
+    fake_api.serve_taint_rules = False  # DRADeviceTaintRules gate off
+    guard = _guard(fake_api, version="1.36")
+    assert guard.has_taints and not guard.taint("gpu-0", "in-use", VirtualClock())
+    assert not guard.has_taints and "gate off" in guard.describe("gpu-0")
+
+
+def test_events_are_posted_about_the_node(fake_api: FakeApi) -> None:
+    assert _guard(fake_api).event("gpu-0", "DeviceQuarantined", "drain timeout", VirtualClock())
+    event = fake_api.events[0]
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
+    assert event["reason"] == "DeviceQuarantined" and event["message"] == "gpu-0: drain timeout"
+    fake_api.fail("POST", "/api/v1/namespaces/default/events", 500, 500, 500, 500)
+    assert not _guard(fake_api).event("gpu-0", "DeviceQuarantined", "x", VirtualClock())
+
+
+def test_list_watch_and_expired_watch(fake_api: FakeApi) -> None:
+    client = _client(fake_api)
+    fake_api.claims = [claim("c1", "team-a", "u1", ["gpu-0"]), claim("c2", "team-b", "u2", ["gpu-1"], node="other")]
+    items, version = client.list_claims("v1")
+    assert len(items) == 2 and version
+    assert allocated_devices(items, "node-a") == {"gpu-0": allocated_devices(items[:1], "node-a")["gpu-0"]}
+    assert allocated_devices(items, "node-a")["gpu-0"].namespace == "team-a"
+    fake_api.claim_events = [{"type": "DELETED", "object": items[0]}]
+    assert [kind for kind, _ in client.watch_claims("v1", version)] == ["DELETED"]
+    fake_api.fail("GET", "/apis/resource.k8s.io/v1/resourceclaims", "gone")
+    with pytest.raises(ApiError) as info:
+        list(client.watch_claims("v1", version))
+    assert info.value.status == 410
+    assert client.server_version() == "1.34"
+    fake_api.pods = [{"metadata": {"name": "p", "uid": "u9", "namespace": "team-a"}}]
+    assert client.list_pods("node-a")[0][0]["metadata"]["uid"] == "u9"
+
+
+def test_retrying_does_not_retry_client_errors() -> None:
+    calls = []
+
+    def bad() -> None:
+        calls.append(1)
+        raise ApiError(403, "forbidden")
+
+    with pytest.raises(ApiError):
+        retrying(bad, VirtualClock(), 5, 0.1)
+    assert calls == [1]
+
+
+def test_agent_guards_allocations_and_sanitizes_releases(fake_api: FakeApi, tmp_path: Path) -> None:
+    config = sim_config(tmp_path, version="1.34").model_copy(update={"kube": KubeSettings(
+        mode="url", url=fake_api.url, kubernetes_version="1.34", retries=2, retry_backoff_s=0.01,
+        request_timeout_s=0.5, watch_timeout_s=1)})
+    rt = build_runtime(config, fsync=False)
+    assert rt.node is not None
+    agent = Agent(rt)
+    agent.startup()  # never-seen devices are sanitized first
+    assert {rt.barrier.deps.store.load(d.name).phase for d in rt.devices} == {Phase.CLEAN}
+    device = rt.devices[0].name
+    agent._claims = {"u1": claim("c1", "team-a", "u1", [device], reserved=["p1"])}
+    agent.reconcile()
+    assert rt.barrier.deps.store.load(device).phase is Phase.ALLOCATED
+    assert fake_api.rules[f"dra-sanitizer-node-a-{device}"]["spec"]["taint"]["value"] == "in-use"
+    rt.node.start_tenant(device, [("obey", 3.0)], random.Random(1))
+    agent._claims = {}
+    agent.reconcile()  # deallocated: barrier
+    agent._pool.shutdown(wait=True)
+    assert rt.barrier.deps.store.load(device).phase is Phase.CLEAN
+    assert rt.node.audit(device).clean and fake_api.rules == {}
