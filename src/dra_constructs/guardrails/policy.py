@@ -126,7 +126,7 @@ def _pod_variables(spec: str, template_metadata: str | None) -> list[dict[str, s
     annotation = _cel_str(SUPPRESSIONS_ANNOTATION)
     sources = ["object.metadata"] + ([template_metadata] if template_metadata else [])
     suppressions = " + ".join(
-        f"((has({m}.annotations) && {annotation} in {m}.annotations) ? {m}.annotations[{annotation}] : '')"
+        f"((has({m}) && has({m}.annotations) && {annotation} in {m}.annotations) ? {m}.annotations[{annotation}] : '')"
         for m in sources
     )
     return [

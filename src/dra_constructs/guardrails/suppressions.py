@@ -45,7 +45,7 @@ class Suppression:
 def require_valid(rule: str, reason: str, known_rules: Iterable[str], where: str) -> Suppression:
     """A checked suppression, or :class:`DraConstructsError` naming what is wrong."""
     known = sorted(set(known_rules) - UNSUPPRESSIBLE)
-    if rule not in known:
+    if not isinstance(rule, str) or rule not in known:
         raise DraConstructsError(where, "rule", rule, "not a suppressible guardrail rule id",
                                  f"use one of {', '.join(known)}")
     if not isinstance(reason, str) or not reason.strip():

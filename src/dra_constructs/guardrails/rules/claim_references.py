@@ -35,7 +35,7 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
             ref_path = field_path(path, "resources", "claims", i)
             name = ref.get("name")
             cname = container.get("name")
-            if name not in declared:
+            if not isinstance(name, str) or name not in declared:
                 known = ", ".join(sorted(declared)) or "none"
                 yield Hit(field_path(ref_path, "name"),
                           f"container {cname!r} references claim {name!r}, which is not in the pod's "

@@ -19,7 +19,7 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
         mode = request.fields.get("allocationMode")
         count = request.fields.get("count")
         label = f"request {request.name!r}"
-        if mode in _REMOVED_MODES:
+        if isinstance(mode, str) and mode in _REMOVED_MODES:
             continue
         if mode == "All":
             if request.admin_access:

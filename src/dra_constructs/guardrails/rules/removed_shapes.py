@@ -54,7 +54,7 @@ def _claim_hits(m: Manifest) -> Iterator[Hit]:
         path = field_path(base, "devices", "requests", i)
         for view in (request, as_dict(request.get("exactly"))):
             mode = view.get("allocationMode")
-            if mode in _REMOVED_MODES:
+            if isinstance(mode, str) and mode in _REMOVED_MODES:
                 yield Hit(field_path(path, "allocationMode"),
                           f"allocationMode {mode!r} does not exist since 1.31 (claims are allocated when the first "
                           "pod using them is scheduled)",

@@ -1,0 +1,143 @@
+"""The admission policy: schema-valid, and its CEL evaluated on real objects agrees with the rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+import kubernetes_validate
+import pytest
+import yaml
+
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails import GuardrailsAdmissionPolicy, audit, ensure_guardrails, load_paths
+from dra_constructs.guardrails.policy import POLICY_RULES, admission_policy_manifests
+
+from .helpers import FIXTURES, claim_template, gpu_pod_spec, mig_request, pod
+from .vap import denied_rules, evaluate
+
+POLICIES = admission_policy_manifests()
+ALL_FIXTURES = sorted((FIXTURES / "compliant").iterdir()) + sorted((FIXTURES / "noncompliant").iterdir())
+
+
+@pytest.mark.parametrize("version", ["1.32.0", "1.34.0"])
+def test_manifests_are_schema_valid(version: str) -> None:
+    kinds = [m["kind"] for m in POLICIES]
+    assert kinds.count("ValidatingAdmissionPolicy") == 4 and kinds.count("ValidatingAdmissionPolicyBinding") == 4
+    for manifest in POLICIES:
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+def test_compliant_fixtures_are_admitted() -> None:
+    for path in sorted((FIXTURES / "compliant").iterdir()):
+        for m in load_paths([str(path)]):
+            assert denied_rules(POLICIES, m.obj) == set(), f"{path.name}: {m.object_id}"
+
+
+@pytest.mark.parametrize("path", ALL_FIXTURES, ids=lambda p: p.name)
+def test_policy_denies_only_what_the_audit_reports(path: Path) -> None:
+    manifests = load_paths([str(path)])
+    result = audit(manifests)
+    for m in manifests:
+        denied = denied_rules(POLICIES, m.obj)
+        assert not any(rule.startswith("ERROR") for rule in denied), denied
+        reported = {f.rule for f in result.errors if f.object == m.object_id}
+        assert denied <= reported, f"{path.name}: {m.object_id}: policy {denied} vs audit {reported}"
+
+
+@pytest.mark.parametrize(("fixture", "kind", "rules"), [
+    ("guideline-unsafe-pod.yaml", "Pod", {"DRA001", "DRA002"}),
+    ("deployment-device-plugin.yaml", "Deployment", {"DRA001"}),
+    ("mig-extended-resource-job.yaml", "Job", {"DRA001"}),
+    ("cuda-visible-devices-statefulset.yaml", "StatefulSet", {"DRA002"}),
+    ("mps-env-cronjob.yaml", "CronJob", {"DRA001", "DRA002"}),
+    ("missing-container-claims.yaml", "Deployment", {"DRA005"}),
+    ("undeclared-claim-reference.yaml", "Pod", {"DRA005"}),
+    ("unused-pod-claim-list.json", "Pod", {"DRA005"}),
+    ("pod-claim-source.yaml", "Pod", {"DRA007"}),
+    ("zero-grace-deployment.yaml", "Deployment", {"DRA008"}),
+    ("claim-allocation-all.yaml", "ResourceClaimTemplate", {"DRA003"}),
+    ("gpu-test-mps.yaml", "ResourceClaimTemplate", {"DRA006"}),
+    ("gpu-test-timeslicing-v1.yaml", "ResourceClaimTemplate", {"DRA006"}),
+    ("wait-for-first-consumer.yaml", "ResourceClaimTemplate", {"DRA007"}),
+    ("v1alpha3-claim.yaml", "ResourceClaim", {"DRA007"}),
+    ("v1alpha2-classic-claim.yaml", "ResourceClaimTemplate", {"DRA007"}),
+])
+def test_policy_refuses_the_unsafe_fixtures(fixture: str, kind: str, rules: set[str]) -> None:
+    objects = [m.obj for m in load_paths([str(FIXTURES / "noncompliant" / fixture)]) if m.kind == kind]
+    assert objects
+    assert set().union(*(denied_rules(POLICIES, obj) for obj in objects)) == rules
+
+
+def _policy(suffix: str, policies: list[dict[str, Any]] = POLICIES) -> dict[str, Any]:
+    return next(p for p in policies if p["kind"] == "ValidatingAdmissionPolicy" and p["metadata"]["name"].endswith(suffix))
+
+
+def test_messages_name_the_container_and_claim() -> None:
+    spec = gpu_pod_spec()
+    spec["containers"].append({"name": "sidecar", "env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "1"}],
+                               "resources": {"limits": {"nvidia.com/gpu": 1}, "claims": [{"name": "nope"}]}})
+    spec["resourceClaims"].append({"name": "spare", "resourceClaimTemplateName": "t"})
+    messages = evaluate(_policy("-pods"), pod(spec))
+    assert [m.split(":")[0] for m in messages] == ["DRA001", "DRA002", "DRA005", "DRA005"]
+    assert "container sidecar requests" in messages[0] and "container sidecar selects" in messages[1]
+    assert "container sidecar references" in messages[2] and "pod claim spare is not listed" in messages[3]
+
+
+def test_hiding_values_and_admin_access_are_admitted() -> None:
+    cpu = pod({"containers": [{"name": "c", "env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "-1"},
+                                                     {"name": "NVIDIA_VISIBLE_DEVICES"}]}]})
+    assert evaluate(_policy("-pods"), cpu) == []
+    admin = claim_template([{"name": "all", "deviceClassName": "gpu.nvidia.com", "allocationMode": "All",
+                             "adminAccess": True}])
+    assert evaluate(_policy("-claims"), admin) == []
+    v1_all = claim_template([{"name": "all", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}],
+                            version="v1")
+    assert [m.split(":")[0] for m in evaluate(_policy("-claims"), v1_all)] == ["DRA003"]
+
+
+def test_suppression_annotation_is_honoured_per_rule() -> None:
+    mps = [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": {"strategy": "MPS"}}}}]
+    template = claim_template([mig_request()], config=mps)
+    assert evaluate(_policy("-claims"), template) != []
+    template["metadata"]["annotations"] = {
+        "guardrails.dra-constructs.io/suppressions": '[{"reason": "single tenant", "rule":"DRA006"}]'}
+    assert evaluate(_policy("-claims"), template) == []
+    template["metadata"]["annotations"]["guardrails.dra-constructs.io/suppressions"] = (
+        '[{"rule": "DRA003", "reason": "other rule"}]')
+    assert evaluate(_policy("-claims"), template) != []
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {
+        "metadata": {"annotations": {"guardrails.dra-constructs.io/suppressions":
+                                     '[{"rule": "DRA001", "reason": "legacy pool"}]'}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}
+    assert evaluate(_policy("-workloads"), deployment) == []
+
+
+def test_rule_selection_and_bad_options() -> None:
+    only = admission_policy_manifests("x", rules=("DRA001",), validation_actions=("Warn", "Audit"),
+                                      excluded_namespaces=())
+    assert [m["metadata"]["name"] for m in only] == ["x-pods", "x-pods", "x-workloads", "x-workloads",
+                                                     "x-cronjobs", "x-cronjobs"]
+    assert all("matchResources" not in m["spec"] for m in only if m["kind"].endswith("Binding"))
+    with pytest.raises(DraConstructsError, match="not enforceable"):
+        admission_policy_manifests(rules=("DRA009",))
+    with pytest.raises(DraConstructsError, match="without both Deny and Warn"):
+        admission_policy_manifests(validation_actions=("Deny", "Warn"))
+    with pytest.raises(DraConstructsError, match="DNS subdomain"):
+        admission_policy_manifests("Bad_Name")
+    assert set(POLICY_RULES) >= {"DRA001", "DRA002", "DRA005", "DRA007"}
+
+
+def test_construct_synthesizes_the_policies(tmp_path: Path) -> None:
+    app = cdk8s.App(outdir=str(tmp_path))
+    chart = cdk8s.Chart(app, "guardrails")
+    ensure_guardrails(chart)
+    policy = GuardrailsAdmissionPolicy(chart, "policy", excluded_namespaces=("kube-system", "gpu-operator"))
+    synthesized = [d for d in yaml.safe_load_all(app.synth_yaml()) if d]
+    assert synthesized == policy.manifests
+    binding = next(d for d in synthesized if d["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "gpu-operator", "kube-system"]
+    for doc in synthesized:
+        kubernetes_validate.validate(doc, "1.32.0", strict=True)
