@@ -71,7 +71,8 @@ def test_policy_refuses_the_unsafe_fixtures(fixture: str, kind: str, rules: set[
 
 
 def _policy(suffix: str, policies: list[dict[str, Any]] = POLICIES) -> dict[str, Any]:
-    return next(p for p in policies if p["kind"] == "ValidatingAdmissionPolicy" and p["metadata"]["name"].endswith(suffix))
+    return next(p for p in policies
+                if p["kind"] == "ValidatingAdmissionPolicy" and p["metadata"]["name"].endswith(suffix))
 
 
 def test_messages_name_the_container_and_claim() -> None:
@@ -92,8 +93,8 @@ def test_hiding_values_and_admin_access_are_admitted() -> None:
     admin = claim_template([{"name": "all", "deviceClassName": "gpu.nvidia.com", "allocationMode": "All",
                              "adminAccess": True}])
     assert evaluate(_policy("-claims"), admin) == []
-    v1_all = claim_template([{"name": "all", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}],
-                            version="v1")
+    exactly = {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}
+    v1_all = claim_template([{"name": "all", "exactly": exactly}], version="v1")
     assert [m.split(":")[0] for m in evaluate(_policy("-claims"), v1_all)] == ["DRA003"]
 
 

@@ -101,7 +101,7 @@ def test_ensure_guardrails_is_idempotent_and_version_checked(tmp_path: Path) -> 
         ensure_guardrails(chart)
     ensure_guardrails(app, kubernetes_version="1.33")
     ensure_guardrails(chart, kubernetes_version="1.33")
-    with pytest.raises(DraConstructsError, match="already check against Kubernetes 1.33"):
+    with pytest.raises(DraConstructsError, match=r"already check against Kubernetes 1\.33"):
         ensure_guardrails(chart, kubernetes_version="1.34")
     _api_object(chart, "unsafe", "Pod", UNSAFE, name="llm")
     with pytest.raises(RuntimeError) as raised:

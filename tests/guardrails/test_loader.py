@@ -42,7 +42,8 @@ def test_multi_document_yaml_with_lists_and_lines() -> None:
 
 
 def test_json_list_and_stdin() -> None:
-    text = '{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}]}'
+    text = ('{"apiVersion": "v1", "kind": "List", '
+            '"items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}]}')
     assert [m.name for m in load_text(text, "x.json", is_json=True)] == ["p"]
     manifests = load_paths(["-"], stdin=io.StringIO(text.replace(", ", ",\t")))  # tabs: JSON, not YAML
     assert [(m.file, m.name) for m in manifests] == [("<stdin>", "p")]

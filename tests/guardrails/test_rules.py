@@ -139,9 +139,9 @@ def test_dra003_reads_v1_exactly_and_first_available() -> None:
 # --- DRA004 -------------------------------------------------------------------------------------
 
 def test_dra004_rejects_quantity_ordering_operators() -> None:
-    bad = mig_request(selectors=[{"cel": {"expression": "device.capacity['gpu.nvidia.com'].memory >= quantity('40Gi')"}}])
-    good = mig_request(selectors=[{"cel": {"expression":
-                                           "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"}}])
+    memory = "device.capacity['gpu.nvidia.com'].memory"
+    bad = mig_request(selectors=[{"cel": {"expression": f"{memory} >= quantity('40Gi')"}}])
+    good = mig_request(selectors=[{"cel": {"expression": f"{memory}.compareTo(quantity('40Gi')) >= 0"}}])
     assert "DRA004" in errors(claim_template([bad]))
     assert "DRA004" not in errors(claim_template([good]))
 
@@ -149,8 +149,8 @@ def test_dra004_rejects_quantity_ordering_operators() -> None:
 def test_dra004_mig_attribute_under_whole_gpu_class() -> None:
     wrong = {**mig_request(), "deviceClassName": "gpu.nvidia.com"}
     assert "DRA004" in errors(claim_template([wrong]))
-    guarded = {**wrong, "selectors": [{"cel": {"expression":
-               "'profile' in device.attributes['gpu.nvidia.com'] && device.attributes['gpu.nvidia.com'].profile == 'x'"}}]}
+    attrs = "device.attributes['gpu.nvidia.com']"
+    guarded = {**wrong, "selectors": [{"cel": {"expression": f"'profile' in {attrs} && {attrs}.profile == 'x'"}}]}
     assert "DRA004" not in errors(claim_template([guarded]))
 
 

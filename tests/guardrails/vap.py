@@ -7,7 +7,7 @@ An evaluation error is returned as ``ERROR: ...`` (with failurePolicy Fail it de
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from cel_expr_python import cel
@@ -17,7 +17,7 @@ _ENV = cel.NewEnv(variables={
 })
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compile(expression: str) -> Any:
     return _ENV.compile(expression)
 
