@@ -47,7 +47,7 @@ def test_taint_rule_schema_valid() -> None:
 
 
 def test_no_taint_rule_on_132_and_bad_effects_rejected() -> None:
-    with pytest.raises(DraConstructsError, match="1.32 has no DeviceTaintRule"):
+    with pytest.raises(DraConstructsError, match=r"1\.32 has no DeviceTaintRule"):
         taint_rule(Target.parse("1.32"), "n", "gpu-0", key="k", effect="NoSchedule", value="v")
     with pytest.raises(DraConstructsError, match="taint_effect"):
         taint_rule(Target.parse("1.35"), "n", "gpu-0", key="k", effect="None", value="v")

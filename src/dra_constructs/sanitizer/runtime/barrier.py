@@ -40,6 +40,7 @@ CRASH_POINTS: tuple[str, ...] = (
 
 
 _AFTER_DRAIN = "after the drain"
+_SAME_RECOVERY_AS_GUARD = frozenset({Phase.DRAIN, Phase.VERIFY_CONTEXTS, Phase.FILL, Phase.VERIFY})
 
 
 class BarrierFailure(Exception):
@@ -89,7 +90,8 @@ class _Cycle:
         self._phase, self._phase_start = phase.value, now
         self.state.phase = phase
         self.state.updated = self.clock.wall()
-        self.deps.store.save(self.state)
+        # Phases after GUARD and before RELEASING all recover alike: no fsync needed for them.
+        self.deps.store.save(self.state, durable=phase not in _SAME_RECOVERY_AS_GUARD)
         self.crash(point or phase.value)
 
     def end_phase(self) -> None:

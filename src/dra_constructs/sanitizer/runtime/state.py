@@ -89,18 +89,23 @@ class StateStore:
             return DeviceState(device=device, uuid=uuid, cycle=state.cycle)
         return state
 
-    def save(self, state: DeviceState) -> None:
-        """Replace the file atomically (write, fsync, rename, fsync the directory)."""
+    def save(self, state: DeviceState, durable: bool = True) -> None:
+        """Replace the file atomically (write, fsync, rename, fsync the directory).
+
+        ``durable=False`` skips the fsyncs: for phases whose loss on power failure changes
+        nothing (every phase between ``guard`` and ``verify`` recovers the same way).
+        """
         path = self._path(state.device)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         data = state.model_dump_json().encode()
+        sync = self._fsync and durable
         with open(tmp, "wb") as handle:
             handle.write(data)
-            if self._fsync:
+            if sync:
                 handle.flush()
                 os.fsync(handle.fileno())
         os.replace(tmp, path)
-        if self._fsync:
+        if sync:
             dir_fd = os.open(self._devices, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
