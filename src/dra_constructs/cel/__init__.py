@@ -1,8 +1,55 @@
-"""CEL selectors checked and evaluated as the Kubernetes API server and scheduler do."""
+"""CEL selectors checked and evaluated as the Kubernetes API server and scheduler do.
+
+``check`` judges a selector like the API server (``OK``, ``Invalid``, ``TooLong``,
+``Forbidden``); ``evaluate``/``match_devices`` run selectors against devices like the
+scheduler; devices come from ResourceSlice files or the synthetic catalog. Pure Python core:
+no cdk8s import.
+"""
 
 from __future__ import annotations
 
-from .checker import CelCheck, Verdict, check
+from ._runtime import CelRuntimeError
+from .checker import MAX_COST, MAX_LENGTH, CelCheck, Verdict, check
 from .fixes import suggest_fix
+from .inventory import Device, devices_from_slices, load_resource_slices
+from .matching import (
+    best_pool,
+    evaluate,
+    explain_no_match,
+    match_devices,
+    matches_per_pool,
+    split_conjuncts,
+)
 
-__all__ = ["CelCheck", "Verdict", "check", "suggest_fix"]
+__all__ = [
+    "MAX_COST",
+    "MAX_LENGTH",
+    "CelCheck",
+    "CelRuntimeError",
+    "Device",
+    "Verdict",
+    "best_pool",
+    "catalog_devices",
+    "check",
+    "devices_from_slices",
+    "evaluate",
+    "explain_no_match",
+    "load_resource_slices",
+    "match_devices",
+    "matches_per_pool",
+    "split_conjuncts",
+    "suggest_fix",
+]
+
+
+def catalog_devices() -> list[Device]:
+    """The devices of ``dra_constructs.catalog.catalog_resource_slices()`` (the default inventory)."""
+    from ..catalog import catalog_resource_slices
+
+    global _CATALOG
+    if _CATALOG is None:
+        _CATALOG = devices_from_slices(catalog_resource_slices())
+    return list(_CATALOG)
+
+
+_CATALOG: list[Device] | None = None

@@ -52,15 +52,27 @@ def _factor(x: int, y: float) -> int:
     return MAX_UINT64 if ceil >= _TWO_TO_64 else int(ceil)
 
 
-@dataclass(frozen=True)
 class Est:
-    """A (min, max) pair: a ``CostEstimate`` or a ``SizeEstimate``."""
+    """A (min, max) pair: a ``CostEstimate`` or a ``SizeEstimate`` (treated as immutable)."""
 
-    min: int
-    max: int
+    __slots__ = ("max", "min")
+
+    def __init__(self, low: int, high: int) -> None:
+        self.min = low
+        self.max = high
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Est) and (self.min, self.max) == (other.min, other.max)
+
+    def __hash__(self) -> int:
+        return hash((self.min, self.max))
+
+    def __repr__(self) -> str:
+        return f"Est({self.min}, {self.max})"
 
     def add(self, o: Est) -> Est:
-        return Est(_add(self.min, o.min), _add(self.max, o.max))
+        low, high = self.min + o.min, self.max + o.max
+        return Est(low if low <= MAX_UINT64 else MAX_UINT64, high if high <= MAX_UINT64 else MAX_UINT64)
 
     def mul(self, o: Est) -> Est:
         return Est(_mul(self.min, o.min), _mul(self.max, o.max))
@@ -177,14 +189,16 @@ def _dra_size(path: Sequence[str] | None, device: _Decl) -> Est | None:
 
 # --- the estimator ---------------------------------------------------------------------------
 
-@dataclass
 class _Node:
     """cel-go ``AstNode``: path, type, expression and a derived size."""
 
-    path: list[str] | None
-    type: Any
-    expr: Any
-    size: Est | None
+    __slots__ = ("expr", "path", "size", "type")
+
+    def __init__(self, path: list[str] | None, type_: Any, expr: Any, size: Est | None) -> None:
+        self.path = path
+        self.type = type_
+        self.expr = expr
+        self.size = size
 
 
 @dataclass
@@ -206,15 +220,23 @@ class _Coster:
         self.entry_sizes: dict[int, tuple[str, Est, Est]] = {}
         self.iter_ranges: dict[str, list[Any]] = {}  # v1
         self.locals: dict[str, list[_Local]] = {}  # v2
-        self.types = checked.type_map
-        self.refs = checked.reference_map
+        self.type_map = checked.type_map
+        self.reference_map = checked.reference_map
+        self.types: dict[int, Any] = {}
 
     # helpers
     def type_of(self, e: Any) -> Any:
-        return self.types[e.id] if e.id in self.types else None
+        node_id = e.id
+        try:
+            return self.types[node_id]
+        except KeyError:
+            found = self.type_map[node_id] if node_id in self.type_map else None
+            self.types[node_id] = found
+            return found
 
     def overloads(self, e: Any) -> list[str]:
-        return list(self.refs[e.id].overload_id) if e.id in self.refs else []
+        ref = self.reference_map.get(e.id)
+        return list(ref.overload_id) if ref is not None else []
 
     def estimator_size(self, path: list[str] | None) -> Est | None:
         return _dra_size(path, self.device) if self.size_estimator else None

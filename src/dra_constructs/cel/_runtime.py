@@ -1,0 +1,823 @@
+"""Evaluate a checked selector against a device with cel-cpp, as the scheduler does with cel-go.
+
+cel-cpp's evaluator cannot hold values of abstract types, so the Kubernetes types travel as
+small protobuf *carrier* messages (``kubernetes.Quantity{v}`` ...) whose functions are
+implemented here in Python (``quantity``, ``semver`` ...: the Kubernetes libraries are the part
+no engine provides). The checked AST from the type checker is then rewritten where Kubernetes'
+cel-go runtime behaves differently from plain CEL, and handed to cel-cpp's evaluator:
+
+* ``==``, ``!=`` and ``in`` on values that may hold a Kubernetes type use Go's semantics (a
+  Quantity or Semver compared with another type is a "no such overload" error, as in cel-go);
+* reading an unknown domain of ``device.attributes`` / ``device.capacity`` gives an empty map
+  (the DRA compiler's custom mapper); an unknown attribute name stays a "no such key" error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import math
+import re
+import threading
+import urllib.parse
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from cel_expr_python import cel
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from . import _astpb
+from ._env import EnvKey
+from .inventory import Device
+from .quantity import Quantity, QuantityError, parse_quantity
+from .semver import Semver, SemverError, normalize_and_parse, parse_semver
+
+__all__ = ["CelRuntimeError", "DeviceError", "activation_for", "program_for", "run"]
+
+
+class CelRuntimeError(Exception):
+    """A run-time error of a selector: the scheduler fails the allocation, it is not a no-match."""
+
+
+class DeviceError(CelRuntimeError):
+    """The device itself cannot be turned into CEL values (e.g. an unparsable version)."""
+
+
+# --- carriers ----------------------------------------------------------------------------------
+
+_CARRIERS = {"kubernetes": ("Quantity", "Semver", "URL", "NamedFormat"), "net": ("IP", "CIDR")}
+_F = descriptor_pb2.FieldDescriptorProto
+
+
+def _carrier_pool() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    for package, names in _CARRIERS.items():
+        file = descriptor_pb2.FileDescriptorProto(name=f"dra_constructs/{package}_carriers.proto",
+                                                  package=package, syntax="proto3")
+        for name in names:
+            message = file.message_type.add(name=name)
+            message.field.add(name="v", number=1, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
+        pool.Add(file)
+    return pool
+
+
+POOL = _carrier_pool()
+_CLASSES = {f"{p}.{n}": message_factory.GetMessageClass(POOL.FindMessageTypeByName(f"{p}.{n}"))
+            for p, names in _CARRIERS.items() for n in names}
+QuantityMsg = _CLASSES["kubernetes.Quantity"]
+SemverMsg = _CLASSES["kubernetes.Semver"]
+URLMsg = _CLASSES["kubernetes.URL"]
+FormatMsg = _CLASSES["kubernetes.NamedFormat"]
+IPMsg = _CLASSES["net.IP"]
+CIDRMsg = _CLASSES["net.CIDR"]
+_CARRIER_TYPES = tuple(_CLASSES.values())
+
+
+def _no_overload(*_: Any) -> ValueError:
+    return ValueError("no such overload")
+
+
+def _q(value: Any) -> Quantity:
+    if not isinstance(value, QuantityMsg):
+        raise _no_overload()
+    return Quantity.decode(value.v)
+
+
+def _s(value: Any) -> Semver:
+    if not isinstance(value, SemverMsg):
+        raise _no_overload()
+    return _semver_cache(value.v)
+
+
+@cache
+def _semver_cache(text: str) -> Semver:
+    return parse_semver(text)
+
+
+def quantity_msg(q: Quantity) -> Any:
+    return QuantityMsg(v=q.encode())
+
+
+def semver_msg(v: Semver) -> Any:
+    return SemverMsg(v=v.encode())
+
+
+# --- Go equality -------------------------------------------------------------------------------
+
+def go_equal(lhs: Any, rhs: Any) -> bool:
+    """cel-go ``types.Equal`` (raises ``ValueError`` where cel-go returns an error)."""
+    if lhs is None or rhs is None:
+        return lhs is None and rhs is None
+    if isinstance(lhs, _CARRIER_TYPES):
+        if type(lhs) is not type(rhs):
+            raise _no_overload()
+        if isinstance(lhs, QuantityMsg):
+            return _q(lhs).cmp(_q(rhs)) == 0
+        if isinstance(lhs, SemverMsg):
+            return _s(lhs).compare(_s(rhs)) == 0
+        return bool(lhs.v == rhs.v)
+    if isinstance(lhs, bool) or isinstance(rhs, bool):
+        return isinstance(lhs, bool) and isinstance(rhs, bool) and lhs == rhs
+    if isinstance(lhs, int | float) and isinstance(rhs, int | float):
+        if (isinstance(lhs, float) and math.isnan(lhs)) or (isinstance(rhs, float) and math.isnan(rhs)):
+            return False
+        return lhs == rhs
+    if isinstance(lhs, str):
+        return isinstance(rhs, str) and lhs == rhs
+    if isinstance(lhs, bytes | bytearray):
+        return isinstance(rhs, bytes | bytearray) and bytes(lhs) == bytes(rhs)
+    if isinstance(lhs, list):
+        if not isinstance(rhs, list) or len(lhs) != len(rhs):
+            return False
+        for a, b in zip(lhs, rhs, strict=True):
+            try:
+                if not go_equal(a, b):
+                    return False
+            except ValueError:  # cel-go's list equality only stops at False, not at errors
+                continue
+        return True
+    if isinstance(lhs, dict):
+        if not isinstance(rhs, dict) or len(lhs) != len(rhs):
+            return False
+        for key, value in lhs.items():
+            found = [v for k, v in rhs.items() if _key_equal(k, key)]
+            if not found:
+                return False
+            try:
+                if not go_equal(value, found[0]):
+                    return False
+            except ValueError:
+                continue
+        return True
+    if type(lhs) is type(rhs):
+        return bool(lhs == rhs)
+    return False
+
+
+def _key_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b) and type(a) in (int, str) and type(b) in (int, str)
+
+
+def _k8s_in(element: Any, container: Any) -> bool:
+    """cel-go ``baseList.Contains``: ``element.Equal(item)``; errors are skipped."""
+    if isinstance(container, list):
+        for item in container:
+            try:
+                if go_equal(element, item):
+                    return True
+            except ValueError:
+                continue
+        return False
+    if isinstance(container, dict):
+        return any(_key_equal(element, key) for key in container)
+    raise _no_overload()
+
+
+def _k8s_ne(lhs: Any, rhs: Any) -> bool:
+    return not go_equal(lhs, rhs)
+
+
+def _domain(mapping: Any, key: Any) -> Any:
+    """The DRA compiler's mapper: an unknown domain reads as an empty map."""
+    if not isinstance(mapping, dict):
+        raise _no_overload()
+    return mapping.get(key, {})
+
+
+# --- Kubernetes libraries ----------------------------------------------------------------------
+
+def _quantity(text: str) -> Any:
+    try:
+        return quantity_msg(parse_quantity(text))
+    except QuantityError as error:
+        raise ValueError(str(error)) from None
+
+
+def _is_quantity(text: str) -> bool:
+    try:
+        parse_quantity(text)
+    except QuantityError:
+        return False
+    return True
+
+
+def _semver(text: str, normalize: bool = False) -> Any:
+    try:
+        return semver_msg(normalize_and_parse(text) if normalize else parse_semver(text))
+    except SemverError as error:
+        raise ValueError(str(error)) from None
+
+
+def _is_semver(text: str, normalize: bool = False) -> bool:
+    try:
+        normalize_and_parse(text) if normalize else parse_semver(text)
+    except SemverError:
+        return False
+    return True
+
+
+def _compare(a: Any, b: Any) -> int:
+    if isinstance(a, QuantityMsg):
+        return _q(a).cmp(_q(b))
+    if isinstance(a, SemverMsg):
+        return _s(a).compare(_s(b))
+    raise _no_overload()
+
+
+def _as_integer(q: Any) -> int:
+    value = _q(q).as_int64()
+    if value is None:
+        raise ValueError("cannot convert value to integer")
+    return value
+
+
+def _add(a: Any, b: Any) -> Any:
+    other = Quantity.from_int(b) if isinstance(b, int) and not isinstance(b, bool) else _q(b)
+    return quantity_msg(_q(a).add(other))
+
+
+def _sub(a: Any, b: Any) -> Any:
+    other = Quantity.from_int(b) if isinstance(b, int) and not isinstance(b, bool) else _q(b)
+    return quantity_msg(_q(a).sub(other))
+
+
+def _major(v: Any) -> int:
+    return _s(v).major
+
+
+def _minor(v: Any) -> int:
+    return _s(v).minor
+
+
+def _patch(v: Any) -> int:
+    return _s(v).patch
+
+
+def _ordered(items: list[Any]) -> list[Any]:
+    return [bytes(i) if isinstance(i, bytearray) else i for i in items]
+
+
+def _is_sorted(items: list[Any]) -> bool:
+    values = _ordered(items)
+    return all(values[i] <= values[i + 1] for i in range(len(values) - 1))
+
+
+def _sum(items: list[Any]) -> Any:
+    if not items:
+        return 0
+    total = items[0]
+    for item in items[1:]:
+        total = total + item
+    return total
+
+
+def _max(items: list[Any]) -> Any:
+    if not items:
+        raise ValueError("max of empty list")
+    return max(_ordered(items))
+
+
+def _min(items: list[Any]) -> Any:
+    if not items:
+        raise ValueError("min of empty list")
+    return min(_ordered(items))
+
+
+def _index_of(items: list[Any], element: Any) -> int:
+    for index, item in enumerate(items):
+        if go_equal(item, element):
+            return index
+    return -1
+
+
+def _last_index_of(items: list[Any], element: Any) -> int:
+    for index in range(len(items) - 1, -1, -1):
+        if go_equal(items[index], element):
+            return index
+    return -1
+
+
+@cache
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise ValueError(f"error parsing regexp: {error}") from None
+
+
+def _find(text: str, pattern: str) -> str:
+    match = _regex(pattern).search(text)
+    return match.group(0) if match else ""
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    found = [m.group(0) for m in _regex(pattern).finditer(text)]
+    return found if limit < 0 else found[:limit]
+
+
+def _url(text: str) -> Any:
+    parsed = urllib.parse.urlsplit(text)
+    if not (parsed.scheme or text.startswith("/")):
+        raise ValueError(f"URL {text!r} is not an absolute URI or an absolute path")
+    return URLMsg(v=text)
+
+
+def _is_url(text: str) -> bool:
+    try:
+        _url(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _url_part(part: str) -> Callable[[Any], Any]:
+    def get(u: Any) -> Any:
+        if not isinstance(u, URLMsg):
+            raise _no_overload()
+        parsed = urllib.parse.urlsplit(u.v)
+        if part == "scheme":
+            return parsed.scheme
+        if part == "host":
+            return parsed.netloc.rpartition("@")[2]
+        if part == "hostname":
+            return parsed.hostname or ""
+        if part == "port":
+            return str(parsed.port or "")
+        if part == "path":
+            return parsed.path
+        return {k: v for k, v in urllib.parse.parse_qs(parsed.query, keep_blank_values=True).items()}
+    return get
+
+
+def _ip(text: str) -> Any:
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        raise ValueError(f"IP Address {text!r} parse error during conversion from string") from None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        raise ValueError(f"IPv4-mapped IPv6 address {text!r} is not allowed")
+    return IPMsg(v=str(address))
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        _ip(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _ip_value(value: Any) -> Any:
+    if not isinstance(value, IPMsg):
+        raise _no_overload()
+    return ipaddress.ip_address(value.v)
+
+
+def _cidr(text: str) -> Any:
+    try:
+        network = ipaddress.ip_interface(text)
+    except ValueError:
+        raise ValueError(f"network address parse error during conversion from string: {text}") from None
+    return CIDRMsg(v=str(network))
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        _cidr(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _cidr_value(value: Any) -> Any:
+    if not isinstance(value, CIDRMsg):
+        raise _no_overload()
+    return ipaddress.ip_interface(value.v)
+
+
+def _contains_ip(cidr_value: Any, other: Any) -> bool:
+    network = _cidr_value(cidr_value).network
+    address = ipaddress.ip_address(other) if isinstance(other, str) else _ip_value(other)
+    return address in network
+
+
+def _contains_cidr(cidr_value: Any, other: Any) -> bool:
+    network = _cidr_value(cidr_value).network
+    inner = ipaddress.ip_interface(other).network if isinstance(other, str) else _cidr_value(other).network
+    return inner.version == network.version and inner.subnet_of(network)  # type: ignore[arg-type]
+
+
+def _to_string(value: Any) -> str:
+    if isinstance(value, IPMsg | CIDRMsg):
+        return str(value.v)
+    raise _no_overload()
+
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
+
+
+def _format_errors(name: str, text: str) -> list[str]:
+    """apimachinery name validators behind ``format.<name>().validate(s)`` (the common rules)."""
+    prefix = name.endswith("Prefix")
+    base = name.removesuffix("Prefix")
+    if prefix:
+        text = text[:-1] if text.endswith("-") else text
+    checks: dict[str, tuple[re.Pattern[str], int]] = {
+        "dns1123Label": (_DNS1123_LABEL, 63), "dns1123Subdomain": (_DNS1123_SUBDOMAIN, 253),
+        "dns1035Label": (_DNS1035_LABEL, 63), "labelValue": (_LABEL_VALUE, 63), "uuid": (_UUID, 36),
+        "byte": (_BASE64, 1 << 30),
+    }
+    if base in checks:
+        pattern, limit = checks[base]
+        errors = []
+        if len(text) > limit:
+            errors.append(f"must be no more than {limit} characters")
+        if not pattern.match(text):
+            errors.append(f"must match the {base} format")
+        return errors
+    if base == "qualifiedName":
+        domain, _, local = text.rpartition("/")
+        errors = [] if _QUALIFIED.match(local) and len(local) <= 63 else ["name part must consist of alphanumeric characters, '-', '_' or '.'"]
+        if domain and not _DNS1123_SUBDOMAIN.match(domain):
+            errors.append("prefix part must be a DNS subdomain")
+        return errors
+    if base == "date":
+        try:
+            datetime.date.fromisoformat(text)
+        except ValueError:
+            return ["must be a date in the format YYYY-MM-DD"]
+        return []
+    if base == "datetime":
+        try:
+            datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return ["must be a RFC3339 date-time"]
+        return []
+    if base == "uri":
+        return [] if _is_url(text) else ["must be a URI"]
+    return []
+
+
+def _format_constant(name: str) -> Callable[[], Any]:
+    return lambda: FormatMsg(v=name)
+
+
+def _validate_format(fmt: Any, text: str) -> Any:
+    if not isinstance(fmt, FormatMsg):
+        raise _no_overload()
+    errors = _format_errors(fmt.v, text)
+    if not errors:
+        raise ValueError("optional results are not supported by this evaluator")
+    raise ValueError("format validation errors: " + "; ".join(errors))
+
+
+# --- environments ------------------------------------------------------------------------------
+
+_ANY = "google.protobuf.Any"
+
+
+def _fn(name: str, impl: Callable[..., Any], args: list[str], result: str, member: bool = False,
+        overload: str | None = None) -> Any:
+    types = [cel.Type(t) for t in args]
+    return cel.FunctionDecl(name, [cel.Overload(overload or f"dra_{name}_{len(args)}_{'m' if member else 'g'}",
+                                                cel.Type(result), types, is_member=member, impl=impl)])
+
+
+def _functions(key: EnvKey) -> list[Any]:
+    q, s = "kubernetes.Quantity", "kubernetes.Semver"
+    fns = [
+        _fn("k8s.eq", go_equal, [_ANY, _ANY], "bool"),
+        _fn("k8s.ne", _k8s_ne, [_ANY, _ANY], "bool"),
+        _fn("k8s.in", _k8s_in, [_ANY, _ANY], "bool"),
+        _fn("k8s.domain", _domain, [_ANY, _ANY], "dyn"),
+        _fn("quantity", _quantity, ["string"], q),
+        _fn("isQuantity", _is_quantity, ["string"], "bool"),
+        _fn("sign", lambda v: _q(v).sign(), [_ANY], "int"),
+        _fn("isGreaterThan", lambda a, b: _compare(a, b) == 1, [_ANY, _ANY], "bool", True),
+        _fn("isLessThan", lambda a, b: _compare(a, b) == -1, [_ANY, _ANY], "bool", True),
+        _fn("compareTo", _compare, [_ANY, _ANY], "int", True),
+        _fn("asApproximateFloat", lambda v: _q(v).as_approximate_float(), [_ANY], "double", True),
+        _fn("asInteger", _as_integer, [_ANY], "int", True),
+        _fn("isInteger", lambda v: _q(v).as_int64() is not None, [_ANY], "bool", True),
+        _fn("add", _add, [_ANY, _ANY], q, True),
+        _fn("sub", _sub, [_ANY, _ANY], q, True),
+        cel.FunctionDecl("semver", [
+            cel.Overload("dra_semver_1", cel.Type(s), [cel.Type.STRING], impl=_semver),
+            cel.Overload("dra_semver_2", cel.Type(s), [cel.Type.STRING, cel.Type.BOOL], impl=_semver)]),
+        cel.FunctionDecl("isSemver", [
+            cel.Overload("dra_is_semver_1", cel.Type.BOOL, [cel.Type.STRING], impl=_is_semver),
+            cel.Overload("dra_is_semver_2", cel.Type.BOOL, [cel.Type.STRING, cel.Type.BOOL], impl=_is_semver)]),
+        _fn("major", _major, [_ANY], "int", True),
+        _fn("minor", _minor, [_ANY], "int", True),
+        _fn("patch", _patch, [_ANY], "int", True),
+        _fn("isSorted", _is_sorted, ["list(dyn)"], "bool", True),
+        _fn("sum", _sum, ["list(dyn)"], "dyn", True),
+        _fn("max", _max, ["list(dyn)"], "dyn", True),
+        _fn("min", _min, ["list(dyn)"], "dyn", True),
+        cel.FunctionDecl("find", [cel.Overload("dra_find", cel.Type.STRING, [cel.Type.STRING, cel.Type.STRING],
+                                               is_member=True, impl=_find)]),
+        cel.FunctionDecl("findAll", [
+            cel.Overload("dra_find_all", cel.Type("list(string)"), [cel.Type.STRING, cel.Type.STRING],
+                         is_member=True, impl=_find_all),
+            cel.Overload("dra_find_all_n", cel.Type("list(string)"), [cel.Type.STRING, cel.Type.STRING, cel.Type.INT],
+                         is_member=True, impl=_find_all)]),
+        _fn("url", _url, ["string"], "kubernetes.URL"),
+        _fn("isURL", _is_url, ["string"], "bool"),
+        _fn("getScheme", _url_part("scheme"), [_ANY], "string", True),
+        _fn("getHost", _url_part("host"), [_ANY], "string", True),
+        _fn("getHostname", _url_part("hostname"), [_ANY], "string", True),
+        _fn("getPort", _url_part("port"), [_ANY], "string", True),
+        _fn("getEscapedPath", _url_part("path"), [_ANY], "string", True),
+        _fn("getQuery", _url_part("query"), [_ANY], "map(string, list(string))", True),
+        cel.FunctionDecl("ip", [
+            cel.Overload("dra_ip", cel.Type("net.IP"), [cel.Type.STRING], impl=_ip),
+            cel.Overload("dra_cidr_ip", cel.Type("net.IP"), [cel.Type("net.CIDR")], is_member=True,
+                         impl=lambda c: IPMsg(v=str(_cidr_value(c).ip)))]),
+        _fn("isIP", _is_ip, ["string"], "bool"),
+        _fn("ip.isCanonical", lambda t: _is_ip(t) and str(ipaddress.ip_address(t)) == t, ["string"], "bool"),
+        _fn("family", lambda v: _ip_value(v).version, [_ANY], "int", True),
+        _fn("isUnspecified", lambda v: _ip_value(v).is_unspecified, [_ANY], "bool", True),
+        _fn("isLoopback", lambda v: _ip_value(v).is_loopback, [_ANY], "bool", True),
+        _fn("isLinkLocalMulticast", lambda v: _ip_value(v).is_multicast and _ip_value(v).is_link_local,
+            [_ANY], "bool", True),
+        _fn("isLinkLocalUnicast", lambda v: _ip_value(v).is_link_local and not _ip_value(v).is_multicast,
+            [_ANY], "bool", True),
+        _fn("isGlobalUnicast", lambda v: _ip_value(v).is_global, [_ANY], "bool", True),
+        _fn("cidr", _cidr, ["string"], "net.CIDR"),
+        _fn("isCIDR", _is_cidr, ["string"], "bool"),
+        _fn("containsIP", _contains_ip, [_ANY, _ANY], "bool", True),
+        _fn("containsCIDR", _contains_cidr, [_ANY, _ANY], "bool", True),
+        _fn("prefixLength", lambda c: _cidr_value(c).network.prefixlen, [_ANY], "int", True),
+        _fn("masked", lambda c: CIDRMsg(v=str(_cidr_value(c).network)), [_ANY], "net.CIDR", True),
+        # one overload for both carriers: cel-cpp dispatches on the value kind (message)
+        cel.FunctionDecl("string", [
+            cel.Overload("dra_ip_cidr_to_string", cel.Type.STRING, [cel.Type("net.IP")], impl=_to_string)]),
+        _fn("validate", _validate_format, [_ANY, _ANY], "dyn", True),
+    ]
+    from ._decls import FORMAT_NAMES
+
+    fns += [_fn(f"format.{name}", _format_constant(name), [], "kubernetes.NamedFormat") for name in FORMAT_NAMES]
+    fns += [
+        cel.FunctionDecl("indexOf", [cel.Overload("dra_list_index_of", cel.Type.INT,
+                                                  [cel.Type("list(dyn)"), cel.Type(_ANY)], is_member=True,
+                                                  impl=_index_of)]),
+        cel.FunctionDecl("lastIndexOf", [cel.Overload("dra_list_last_index_of", cel.Type.INT,
+                                                      [cel.Type("list(dyn)"), cel.Type(_ANY)], is_member=True,
+                                                      impl=_last_index_of)]),
+    ]
+    del key
+    return fns
+
+
+_LOCK = threading.Lock()
+
+
+@cache
+def runtime_env(key: EnvKey) -> Any:
+    """The evaluation environment of ``key`` (cel-cpp runtime + Kubernetes library impls)."""
+    target = key.target
+    extensions = [("strings", 2), ("optional", target.cel_optional_library_version), ("bindings", None),
+                  ("sets", None)]
+    if target.cel_has_two_var_comprehensions:
+        extensions.append(("two-var-comprehensions", None))
+    if target.cel_has_ext_lists:
+        extensions.append(("lists", 3))
+    lines = ["name: dra-runtime", "extensions:"]
+    for name, version in extensions:
+        lines.append(f'  - name: "{name}"')
+        if version is not None:
+            lines.append(f"    version: {version}")
+    with _LOCK:
+        return cel.NewEnv(descriptor_pool=POOL, config=cel.NewEnvConfigFromYaml("\n".join(lines) + "\n"),
+                          functions=_functions(key))
+
+
+# --- AST rewriting -----------------------------------------------------------------------------
+
+def _is_simple(t: Any) -> bool:
+    """A type whose plain-CEL equality equals cel-go's (no Kubernetes type can hide in it)."""
+    if t is None:
+        return False
+    kind = t.WhichOneof("kind")
+    if kind in ("primitive", "null", "well_known", "wrapper", "type"):
+        return kind != "well_known" or t.well_known != 1
+    if kind == "list_type":
+        return _is_simple(t.list_type.elem_type)
+    if kind == "map_type":
+        return _is_simple(t.map_type.key_type) and _is_simple(t.map_type.value_type)
+    return False
+
+
+def _is_device_map(t: Any) -> bool:
+    """``map(string, map(string, dyn|Quantity))``: the type of ``device.attributes``/``capacity``."""
+    if t is None or t.WhichOneof("kind") != "map_type":
+        return False
+    inner = t.map_type.value_type
+    if inner.WhichOneof("kind") != "map_type":
+        return False
+    value = inner.map_type.value_type
+    return value.WhichOneof("kind") == "dyn" or (
+        value.WhichOneof("kind") == "abstract_type" and value.abstract_type.name == "kubernetes.Quantity")
+
+
+class _Rewriter:
+    def __init__(self, checked: Any) -> None:
+        self.checked = checked
+        self.types = checked.type_map
+        self.next_id = max([0, *checked.type_map.keys(), *checked.reference_map.keys(),
+                            *checked.source_info.positions.keys()]) + 1
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def type_of(self, e: Any) -> Any:
+        return self.types[e.id] if e.id in self.types else None
+
+    def rename(self, e: Any, function: str) -> None:
+        e.call_expr.function = function
+        if e.id in self.checked.reference_map:
+            del self.checked.reference_map[e.id]
+
+    def domain_call(self, e: Any, operand: Any, key: Any) -> None:
+        """Turn node ``e`` into ``k8s.domain(operand, key)`` (``key`` is an Expr)."""
+        call = _astpb.Expr()
+        call.id = e.id
+        call.call_expr.function = "k8s.domain"
+        call.call_expr.args.add().CopyFrom(operand)
+        call.call_expr.args.add().CopyFrom(key)
+        e.CopyFrom(call)
+        if e.id in self.checked.reference_map:
+            del self.checked.reference_map[e.id]
+
+    def const_string(self, text: str) -> Any:
+        node = _astpb.Expr()
+        node.id = self.new_id()
+        node.const_expr.string_value = text
+        return node
+
+    def visit(self, e: Any) -> None:
+        kind = e.WhichOneof("kind")
+        if kind == "select_expr":
+            self.visit(e.select_expr.operand)
+            operand = e.select_expr.operand
+            if _is_device_map(self.type_of(operand)):
+                if e.select_expr.test_only:
+                    e.ClearField("select_expr")
+                    e.const_expr.bool_value = True
+                else:
+                    self.domain_call(e, operand, self.const_string(e.select_expr.field))
+        elif kind == "call_expr":
+            call = e.call_expr
+            if call.HasField("target"):
+                self.visit(call.target)
+            for arg in call.args:
+                self.visit(arg)
+            function, args = call.function, call.args
+            if function in ("_==_", "_!=_") and len(args) == 2 and not (
+                    _is_simple(self.type_of(args[0])) and _is_simple(self.type_of(args[1]))):
+                self.rename(e, "k8s.eq" if function == "_==_" else "k8s.ne")
+            elif function == "@in" and len(args) == 2 and not _is_simple(self.type_of(args[1])):
+                self.rename(e, "k8s.in")
+            elif function == "_[_]" and len(args) == 2 and _is_device_map(self.type_of(args[0])):
+                self.rename(e, "k8s.domain")
+            elif function in ("_[?_]", "_?._") and len(args) == 2 and _is_device_map(self.type_of(args[0])):
+                inner = _astpb.Expr()
+                inner.id = self.new_id()
+                inner.call_expr.function = "k8s.domain"
+                inner.call_expr.args.add().CopyFrom(args[0])
+                inner.call_expr.args.add().CopyFrom(args[1])
+                wrapper = _astpb.Expr()
+                wrapper.id = e.id
+                wrapper.call_expr.function = "optional.of"
+                wrapper.call_expr.args.add().CopyFrom(inner)
+                e.CopyFrom(wrapper)
+                if e.id in self.checked.reference_map:
+                    del self.checked.reference_map[e.id]
+        elif kind == "list_expr":
+            for element in e.list_expr.elements:
+                self.visit(element)
+        elif kind == "struct_expr":
+            for entry in e.struct_expr.entries:
+                if entry.HasField("map_key"):
+                    self.visit(entry.map_key)
+                self.visit(entry.value)
+        elif kind == "comprehension_expr":
+            comp = e.comprehension_expr
+            for part in (comp.iter_range, comp.accu_init, comp.loop_condition, comp.loop_step, comp.result):
+                self.visit(part)
+
+
+def rewrite(checked: Any) -> Any:
+    """A copy of ``checked`` with the Kubernetes runtime semantics wired in."""
+    copy = _astpb.CheckedExpr()
+    copy.CopyFrom(checked)
+    _Rewriter(copy).visit(copy.expr)
+    return copy
+
+
+_programs: dict[tuple[bytes, EnvKey], Any] = {}
+
+
+def program_for(serialized: bytes, checked: Any, key: EnvKey) -> Any:
+    """The cel-cpp program of a checked selector (cached per expression and environment)."""
+    cache_key = (serialized, key)
+    program = _programs.get(cache_key)
+    if program is None:
+        program = runtime_env(key).deserialize(_astpb.encode_checked(rewrite(checked)))
+        if len(_programs) > 1 << 14:
+            _programs.clear()
+        _programs[cache_key] = program
+    return program
+
+
+# --- devices -----------------------------------------------------------------------------------
+
+def _attribute_value(name: str, value: Any) -> Any:
+    kinds = [k for k in ("int", "bool", "string", "version") if k in value]
+    if not kinds:
+        raise DeviceError(f"attribute {name}: unsupported attribute value")
+    kind = kinds[0]
+    raw = value[kind]
+    if kind == "version":
+        try:
+            return semver_msg(parse_semver(str(raw)))
+        except SemverError as error:
+            raise DeviceError(f"attribute {name}: parse semantic version: {error}") from None
+    if kind == "int":
+        return int(raw)
+    if kind == "bool":
+        return bool(raw)
+    return str(raw)
+
+
+def device_values(device: Device, with_multi: bool) -> dict[str, Any]:
+    """The activation data of ``device`` (``compile.go``'s ``DeviceMatches``)."""
+    attributes: dict[str, dict[str, Any]] = {}
+    for name, value in device.attributes.items():
+        domain, _, ident = name.rpartition("/")
+        attributes.setdefault(domain or device.driver, {})[ident] = _attribute_value(name, value)
+    capacity: dict[str, dict[str, Any]] = {}
+    for name, text in device.capacity.items():
+        domain, _, ident = name.rpartition("/")
+        try:
+            capacity.setdefault(domain or device.driver, {})[ident] = quantity_msg(parse_quantity(text))
+        except QuantityError as error:
+            raise DeviceError(f"capacity {name}: {error}") from None
+    record: dict[str, Any] = {"driver": device.driver, "attributes": attributes, "capacity": capacity}
+    if with_multi:
+        record["allowMultipleAllocations"] = bool(device.allow_multiple_allocations)
+    return {"device": record, "device.attributes": attributes, "device.capacity": capacity}
+
+
+_activations: dict[tuple[int, EnvKey], tuple[Device, Any]] = {}
+
+
+def activation_for(device: Device, key: EnvKey) -> Any:
+    """A reusable cel-cpp activation for ``device`` (or raises :class:`DeviceError`)."""
+    cache_key = (id(device), key)
+    found = _activations.get(cache_key)
+    if found is not None and found[0] is device:
+        return found[1]
+    activation = runtime_env(key).Activation(device_values(device, key.allow_multiple_allocations))
+    if len(_activations) > 1 << 15:
+        _activations.clear()
+    _activations[cache_key] = (device, activation)
+    return activation
+
+
+_STATUS = re.compile(r"^[A-Z_]+: ")
+_NO_KEY = re.compile(r'Key not found in map\s*:\s*"?(.*?)"?$')
+
+
+def go_message(message: str) -> str:
+    """cel-cpp error text in cel-go's words where they differ."""
+    message = _STATUS.sub("", str(message).strip())
+    found = _NO_KEY.search(message)
+    if found:
+        return f"no such key: {found.group(1)}"
+    if message.startswith("No matching overloads found"):
+        return "no such overload: " + message.split(":", 1)[-1].strip()
+    if message == "divide by zero":
+        return "division by zero"
+    return message
+
+
+def run(program: Any, activation: Any) -> bool:
+    """Evaluate; ``True``/``False`` or :class:`CelRuntimeError`."""
+    value = program.eval(activation)
+    kind = value.type()
+    if kind == cel.Type.BOOL:
+        return bool(value.value())
+    if kind == cel.Type.ERROR:
+        raise CelRuntimeError(go_message(value.value()))
+    raise CelRuntimeError(f"CEL result of type {kind.name().lower()} could not be converted to bool")

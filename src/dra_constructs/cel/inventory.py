@@ -1,0 +1,146 @@
+"""Devices to evaluate selectors against: from ResourceSlices (files or the synthetic catalog).
+
+ResourceSlices come as ``kubectl get resourceslices -o yaml`` dumps (``kind: List`` or
+``ResourceSliceList`` with ``items``), single objects, multi-document YAML or JSON, in the
+``resource.k8s.io`` v1beta1 (device fields under ``basic``), v1beta2 and v1 shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import DraConstructsError
+
+__all__ = ["Device", "devices_from_slices", "load_resource_slices"]
+
+_ATTRIBUTE_KINDS = ("int", "bool", "string", "version")
+
+
+@dataclass(frozen=True, eq=False)
+class Device:
+    """One device as the scheduler sees it (``dynamic-resource-allocation/cel.Device`` + identity).
+
+    ``attributes`` maps a qualified or plain attribute name to its typed API value
+    (``{"string": "gpu"}``, ``{"version": "9.0.0"}``, ...); ``capacity`` maps a name to its
+    quantity string. Plain names belong to the driver's domain.
+    """
+
+    driver: str
+    pool: str
+    name: str
+    attributes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    allow_multiple_allocations: bool | None = None
+    node: str | None = None
+
+    @property
+    def id(self) -> str:
+        """``driver/pool/device``, the key of match results."""
+        return f"{self.driver}/{self.pool}/{self.name}"
+
+    def attribute(self, domain: str, name: str) -> Mapping[str, Any] | None:
+        """The typed value of ``domain``/``name`` (plain names live under the driver's domain)."""
+        for qualified, value in self.attributes.items():
+            found_domain, _, found_name = qualified.rpartition("/")
+            if (found_domain or self.driver) == domain and found_name == name:
+                return value
+        return None
+
+
+def _documents(text: str, where: str) -> Iterator[Any]:
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            yield json.loads(text)
+            return
+        except json.JSONDecodeError:
+            pass  # YAML is a superset: fall through for JSON-ish YAML
+    try:
+        yield from yaml.safe_load_all(text)
+    except yaml.YAMLError as error:
+        raise DraConstructsError(where, "content", "<file>", f"not valid YAML or JSON ({error})",
+                                 "pass the output of `kubectl get resourceslices -o yaml` (or -o json)") from None
+
+
+def _flatten(document: Any, where: str) -> Iterator[dict[str, Any]]:
+    if document is None:
+        return
+    if isinstance(document, list):
+        for item in document:
+            yield from _flatten(item, where)
+        return
+    if not isinstance(document, dict):
+        raise DraConstructsError(where, "document", type(document).__name__, "not a Kubernetes object",
+                                 "each YAML document must be a ResourceSlice or a List of them")
+    kind = document.get("kind")
+    if isinstance(document.get("items"), list) and (kind is None or str(kind).endswith("List")):
+        for item in document["items"]:
+            yield from _flatten(item, where)
+        return
+    if kind == "ResourceSlice":
+        yield document
+        return
+    raise DraConstructsError(where, "kind", kind, "not a ResourceSlice",
+                             "pass ResourceSlice objects, a ResourceSliceList or a kind: List of them")
+
+
+def load_resource_slices(paths: str | Path | Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Every ResourceSlice in the given files (``"-"`` reads standard input)."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    slices: list[dict[str, Any]] = []
+    for path in paths:
+        where = str(path)
+        if where == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except OSError as error:
+                raise DraConstructsError(where, "slices", where, f"cannot read the file ({error.strerror})",
+                                         "pass an existing ResourceSlice YAML/JSON file") from None
+            except UnicodeDecodeError:
+                raise DraConstructsError(where, "slices", where, "not a UTF-8 text file",
+                                         "pass a ResourceSlice YAML/JSON file") from None
+        for document in _documents(text, where):
+            slices.extend(_flatten(document, where))
+    return slices
+
+
+def _capacity_value(value: Any) -> str:
+    if isinstance(value, Mapping):
+        value = value.get("value", value.get("quantity"))
+    return "" if value is None else str(value)
+
+
+def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
+    """The devices of ResourceSlices in any served shape (v1beta1 ``basic``, v1beta2, v1)."""
+    devices: list[Device] = []
+    for index, resource_slice in enumerate(slices):
+        spec = resource_slice.get("spec") if isinstance(resource_slice, Mapping) else None
+        name = (resource_slice.get("metadata") or {}).get("name", f"slices[{index}]") if isinstance(
+            resource_slice, Mapping) else f"slices[{index}]"
+        if not isinstance(spec, Mapping):
+            raise DraConstructsError(str(name), "spec", spec, "a ResourceSlice needs a spec",
+                                     "pass complete ResourceSlice objects")
+        driver = str(spec.get("driver") or "")
+        pool = str((spec.get("pool") or {}).get("name") or "")
+        node = spec.get("nodeName")
+        for device in spec.get("devices") or []:
+            if not isinstance(device, Mapping):
+                continue
+            body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+            attributes = {str(k): dict(v) if isinstance(v, Mapping) else {"invalid": v}
+                          for k, v in (body.get("attributes") or {}).items()}
+            capacity = {str(k): _capacity_value(v) for k, v in (body.get("capacity") or {}).items()}
+            multi = body.get("allowMultipleAllocations", device.get("allowMultipleAllocations"))
+            devices.append(Device(driver, pool, str(device.get("name") or ""), attributes, capacity,
+                                  None if multi is None else bool(multi), None if node is None else str(node)))
+    return devices
