@@ -9,7 +9,12 @@ import yaml
 
 from dra_constructs import DraConstructsError
 from dra_constructs.guardrails import SANITIZER_LABEL
-from dra_constructs.sanitizer._agent_spec import CLAIM_NAME, NVIDIA_HEALTH_TAINT_KEYS, agent_rules
+from dra_constructs.sanitizer._agent_spec import (
+    CLAIM_NAME,
+    NVIDIA_HEALTH_TAINT_KEYS,
+    agent_rules,
+    device_class_selector,
+)
 from dra_constructs.sanitizer.construct import RUNTIME_HASH_ANNOTATION
 from dra_constructs.sanitizer.runtime import zipapp as zipapp_module
 from dra_constructs.sanitizer.runtime.config import AgentConfig, load_config
@@ -278,3 +283,11 @@ def test_network_policy_allows_metrics_in_and_the_api_server_out() -> None:
     assert policy["podSelector"]["matchLabels"] == one(docs, "DaemonSet")["spec"]["selector"]["matchLabels"]
     assert {p["port"] for rule in policy["egress"] for p in rule["ports"]} == {8443}
     assert {p["port"] for rule in policy["ingress"] for p in rule["ports"]} == {9402}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_device_class_selector_passes_the_api_server_checks(version: str) -> None:
+    from dra_constructs.cel import check
+
+    result = check(device_class_selector(), Target.parse(version))
+    assert result.verdict == "OK", result.error
