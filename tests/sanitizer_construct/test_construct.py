@@ -291,3 +291,18 @@ def test_device_class_selector_passes_the_api_server_checks(version: str) -> Non
 
     result = check(device_class_selector(), Target.parse(version))
     assert result.verdict == "OK", result.error
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_device_class_matches_exactly_the_nvidia_gpu_and_mig_devices(version: str) -> None:
+    from dra_constructs.catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, DEVICE_CLASS_SELECTORS
+    from dra_constructs.cel import match_devices
+    from dra_constructs.selector_checks import catalog_inventory
+
+    devices = catalog_inventory()
+    ours = match_devices([device_class_selector()], [], devices, version)
+    gpu = match_devices([DEVICE_CLASS_SELECTORS[DEVICE_CLASS_GPU]], [], devices, version)
+    mig = match_devices([DEVICE_CLASS_SELECTORS[DEVICE_CLASS_MIG]], [], devices, version)
+    assert not [d for d, v in ours.items() if isinstance(v, str)], "no run-time errors on any device"
+    assert ours == {d: gpu[d] is True or mig[d] is True for d in ours}
+    assert any(gpu[d] is True for d in ours) and any(mig[d] is True for d in ours)
