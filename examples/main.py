@@ -1,5 +1,8 @@
-"""Synthesize every example: for the default target (1.32) into ``$CDK8S_OUTDIR`` (default ``dist``),
-and for a 1.34 target into ``$CDK8S_OUTDIR/k8s-1.34``. ``cdk8s synth`` runs this (see cdk8s.yaml)."""
+"""Synthesize every example, each as its own App (its own manifest set, as a team would deploy it).
+
+Default target (1.32) into ``$CDK8S_OUTDIR/<example>/`` (``CDK8S_OUTDIR`` defaults to ``dist``) and a
+1.34 target into ``$CDK8S_OUTDIR/k8s-1.34/<example>/``. ``cdk8s synth`` runs this (see cdk8s.yaml).
+"""
 
 from __future__ import annotations
 
@@ -22,14 +25,14 @@ TARGETS = {"1.32": "", "1.34": "k8s-1.34"}
 
 
 def main() -> None:
-    """One App per target version; each example adds its charts."""
+    """One App per (target version, example)."""
     outdir = Path(os.environ.get("CDK8S_OUTDIR", "dist"))
     for version, subdir in TARGETS.items():
-        app = cdk8s.App(outdir=str(outdir / subdir) if subdir else str(outdir))
-        set_kubernetes_version(app, version)
         for example in EXAMPLES:
+            app = cdk8s.App(outdir=str(outdir / subdir / example.__name__))
+            set_kubernetes_version(app, version)
             example.build(app)
-        app.synth()
+            app.synth()
 
 
 if __name__ == "__main__":

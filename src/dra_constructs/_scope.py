@@ -9,7 +9,7 @@ import constructs
 
 from .target import Target
 
-__all__ = ["KUBERNETES_VERSION_CONTEXT", "lazy_path", "resolve_target", "set_kubernetes_version"]
+__all__ = ["KUBERNETES_VERSION_CONTEXT", "guard", "lazy_path", "resolve_target", "set_kubernetes_version"]
 
 #: cdk8s context key for the app-wide target (see :func:`set_kubernetes_version`).
 KUBERNETES_VERSION_CONTEXT = "dra-constructs/kubernetes-version"
@@ -28,6 +28,19 @@ def resolve_target(scope: constructs.Construct, override: str | Target | None, w
         cached = Target.parse(value, f"context {KUBERNETES_VERSION_CONTEXT}")
         _TARGET_BY_SCOPE[scope] = cached
     return cached
+
+
+_GUARDED_SCOPES: weakref.WeakSet[constructs.Construct] = weakref.WeakSet()
+
+
+def guard(scope: constructs.Construct) -> None:
+    """Make sure the App of ``scope`` runs the guardrails at synth (once per scope, no jsii call after)."""
+    if scope in _GUARDED_SCOPES:
+        return
+    from .guardrails.app_validation import ensure_guardrails
+
+    ensure_guardrails(scope)
+    _GUARDED_SCOPES.add(scope)
 
 
 def lazy_path(scope: constructs.Construct, id: str) -> Callable[[], str]:

@@ -8,7 +8,7 @@ from typing import Any
 import cdk8s
 import constructs
 
-from ._scope import lazy_path, resolve_target
+from ._scope import guard, lazy_path, resolve_target
 from .catalog import GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse
@@ -101,6 +101,7 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         if claim_labels:
             template["metadata"] = {"labels": dict(claim_labels)}
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", template))
+        guard(scope)
         self._template_name = name
 
     @property

@@ -14,7 +14,7 @@ from typing import Any
 import cdk8s
 import constructs
 
-from ._scope import lazy_path
+from ._scope import guard, lazy_path
 from .errors import DraConstructsError
 from .podspec import DEFAULT_GRACE_SECONDS, Container, PodClaim, PreStop, render_pod_spec
 from .validation import Where, _where, check_dns_label, check_dns_subdomain
@@ -108,6 +108,7 @@ class GpuPod(cdk8s.ApiObject):
         )
         metadata = _metadata(where, name, namespace, labels, annotations)
         super().__init__(scope, id, api_version="v1", kind="Pod", metadata=metadata)
+        guard(scope)
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
 
 
@@ -136,6 +137,7 @@ class _TemplatedWorkload(cdk8s.ApiObject):
         pod_spec = _pod_spec(where, pod, self._restart_policy)
         metadata = _metadata(where, name, namespace, labels, annotations)
         super().__init__(scope, id, api_version=self._api_version, kind=self._kind, metadata=metadata)
+        guard(scope)
         template_labels = dict(pod_labels or {})
         spec: dict[str, Any] = dict(workload_spec)
         if selector:

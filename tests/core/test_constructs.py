@@ -154,3 +154,14 @@ def test_output_is_deterministic() -> None:
         return app.synth_yaml()
 
     assert build() == build()
+
+
+def test_guardrails_cover_hand_built_objects_in_the_same_app() -> None:
+    chart = new_chart()
+    gpu = GpuClaimTemplate.mig(chart, "slice", gpu="A30", profile="1g.6gb")
+    GpuPod(chart, "ok", containers=[Container(name="c", image="i", claims=(gpu.use(),))])
+    legacy = cdk8s.ApiObject(chart, "legacy", api_version="v1", kind="Pod")
+    legacy.add_json_patch(cdk8s.JsonPatch.add("/spec", {"containers": [
+        {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}))
+    with pytest.raises(Exception, match="nvidia.com/gpu"):
+        chart.node.root.synth_yaml()  # type: ignore[attr-defined]
