@@ -22,6 +22,7 @@ __all__ = ["main"]
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "dra_constructs.catalog.cli",
     "dra_constructs.guardrails.cli",
+    "dra_constructs.cel.cli",
 )
 
 

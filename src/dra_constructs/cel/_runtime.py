@@ -617,6 +617,10 @@ def _is_simple(t: Any) -> bool:
     return False
 
 
+def _kind(t: Any) -> str | None:
+    return None if t is None else t.WhichOneof("kind")
+
+
 def _is_device_map(t: Any) -> bool:
     """``map(string, map(string, dyn|Quantity))``: the type of ``device.attributes``/``capacity``."""
     if t is None or t.WhichOneof("kind") != "map_type":
@@ -648,16 +652,64 @@ class _Rewriter:
         if e.id in self.checked.reference_map:
             del self.checked.reference_map[e.id]
 
+    def fresh(self, e: Any) -> Any:
+        """A copy of subtree ``e`` with new node ids (ids must stay unique)."""
+        copy = _astpb.Expr()
+        copy.CopyFrom(e)
+        stack = [copy]
+        while stack:
+            node = stack.pop()
+            node.id = self.new_id()
+            kind = node.WhichOneof("kind")
+            if kind == "select_expr":
+                stack.append(node.select_expr.operand)
+            elif kind == "call_expr":
+                if node.call_expr.HasField("target"):
+                    stack.append(node.call_expr.target)
+                stack.extend(node.call_expr.args)
+            elif kind == "list_expr":
+                stack.extend(node.list_expr.elements)
+            elif kind == "struct_expr":
+                for entry in node.struct_expr.entries:
+                    entry.id = self.new_id()
+                    if entry.HasField("map_key"):
+                        stack.append(entry.map_key)
+                    stack.append(entry.value)
+            elif kind == "comprehension_expr":
+                c = node.comprehension_expr
+                stack.extend([c.iter_range, c.accu_init, c.loop_condition, c.loop_step, c.result])
+        return copy
+
+    def domain_lookup(self, operand: Any, key: Any) -> Any:
+        """``key in operand ? operand[key] : {}`` (the DRA mapper, in plain CEL: no callback)."""
+        test = _astpb.Expr()
+        test.id = self.new_id()
+        test.call_expr.function = "@in"
+        test.call_expr.args.add().CopyFrom(self.fresh(key))
+        test.call_expr.args.add().CopyFrom(self.fresh(operand))
+        index = _astpb.Expr()
+        index.id = self.new_id()
+        index.call_expr.function = "_[_]"
+        index.call_expr.args.add().CopyFrom(self.fresh(operand))
+        index.call_expr.args.add().CopyFrom(self.fresh(key))
+        empty = _astpb.Expr()
+        empty.id = self.new_id()
+        empty.struct_expr.SetInParent()
+        node = _astpb.Expr()
+        node.id = self.new_id()
+        node.call_expr.function = "_?_:_"
+        for part in (test, index, empty):
+            node.call_expr.args.add().CopyFrom(part)
+        return node
+
     def domain_call(self, e: Any, operand: Any, key: Any) -> None:
-        """Turn node ``e`` into ``k8s.domain(operand, key)`` (``key`` is an Expr)."""
-        call = _astpb.Expr()
-        call.id = e.id
-        call.call_expr.function = "k8s.domain"
-        call.call_expr.args.add().CopyFrom(operand)
-        call.call_expr.args.add().CopyFrom(key)
-        e.CopyFrom(call)
-        if e.id in self.checked.reference_map:
-            del self.checked.reference_map[e.id]
+        """Turn node ``e`` into the mapper lookup ``operand[key]`` with an empty-map default."""
+        node_id = e.id
+        replacement = self.domain_lookup(operand, key)
+        e.CopyFrom(replacement)
+        e.id = node_id
+        if node_id in self.checked.reference_map:
+            del self.checked.reference_map[node_id]
 
     def const_string(self, text: str) -> Any:
         node = _astpb.Expr()
@@ -675,7 +727,9 @@ class _Rewriter:
                     e.ClearField("select_expr")
                     e.const_expr.bool_value = True
                 else:
-                    self.domain_call(e, operand, self.const_string(e.select_expr.field))
+                    operand_copy = _astpb.Expr()
+                    operand_copy.CopyFrom(operand)
+                    self.domain_call(e, operand_copy, self.const_string(e.select_expr.field))
         elif kind == "call_expr":
             call = e.call_expr
             if call.HasField("target"):
@@ -686,16 +740,16 @@ class _Rewriter:
             if function in ("_==_", "_!=_") and len(args) == 2 and not (
                     _is_simple(self.type_of(args[0])) and _is_simple(self.type_of(args[1]))):
                 self.rename(e, "k8s.eq" if function == "_==_" else "k8s.ne")
-            elif function == "@in" and len(args) == 2 and not _is_simple(self.type_of(args[1])):
+            elif function == "@in" and len(args) == 2 and not _is_simple(self.type_of(args[1])) \
+                    and _kind(self.type_of(args[1])) != "map_type":  # map membership is by key: unchanged
                 self.rename(e, "k8s.in")
             elif function == "_[_]" and len(args) == 2 and _is_device_map(self.type_of(args[0])):
-                self.rename(e, "k8s.domain")
+                operand, key = _astpb.Expr(), _astpb.Expr()
+                operand.CopyFrom(args[0])
+                key.CopyFrom(args[1])
+                self.domain_call(e, operand, key)
             elif function in ("_[?_]", "_?._") and len(args) == 2 and _is_device_map(self.type_of(args[0])):
-                inner = _astpb.Expr()
-                inner.id = self.new_id()
-                inner.call_expr.function = "k8s.domain"
-                inner.call_expr.args.add().CopyFrom(args[0])
-                inner.call_expr.args.add().CopyFrom(args[1])
+                inner = self.domain_lookup(args[0], args[1])
                 wrapper = _astpb.Expr()
                 wrapper.id = e.id
                 wrapper.call_expr.function = "optional.of"

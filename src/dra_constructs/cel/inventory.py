@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ class Device:
     allow_multiple_allocations: bool | None = None
     node: str | None = None
 
-    @property
+    @cached_property
     def id(self) -> str:
         """``driver/pool/device``, the key of match results."""
         return f"{self.driver}/{self.pool}/{self.name}"

@@ -8,12 +8,14 @@ a non-match). A request is allocated on one node, so satisfiability counts match
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import DraConstructsError
 from ..target import Target
+from ._footprint import Read, footprint, reading
 from ._runtime import CelRuntimeError, activation_for, program_for, run
 from .checker import CelCheck, Compiled, compile_selector, parse_target
 from .fixes import suggest_fix
@@ -41,9 +43,38 @@ def _compiled(expression: str, target: Target, where: str) -> Compiled:
     return result
 
 
-def _eval(compiled: Compiled, device: Device) -> bool:
+_footprints: dict[int, tuple[Compiled, tuple[Read, ...], int]] = {}
+_shared: dict[tuple[int, tuple[object, ...]], bool | str] = {}
+_tokens = itertools.count()
+
+
+def _eval_direct(compiled: Compiled, device: Device) -> bool:
     program = program_for(compiled.serialized, compiled.checked, compiled.key)
     return run(program, activation_for(device, compiled.key))
+
+
+def _eval(compiled: Compiled, device: Device) -> bool:
+    """Evaluate, sharing the result between devices whose read values are equal."""
+    entry = _footprints.get(id(compiled))
+    if entry is None or entry[0] is not compiled:
+        entry = (compiled, footprint(compiled.checked), next(_tokens))
+        _footprints[id(compiled)] = entry
+    values = reading(device, entry[1])
+    if values is None:
+        return _eval_direct(compiled, device)
+    cache_key = (entry[2], values)
+    found = _shared.get(cache_key)
+    if found is None:
+        try:
+            found = _eval_direct(compiled, device)
+        except CelRuntimeError as error:
+            found = str(error)
+        if len(_shared) > 1 << 18:
+            _shared.clear()
+        _shared[cache_key] = found
+    if isinstance(found, str):
+        raise CelRuntimeError(found)
+    return found
 
 
 def evaluate(expression: str, device: Device, target: Target | str | None = "1.32") -> bool:

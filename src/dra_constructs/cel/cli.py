@@ -1,0 +1,176 @@
+"""``dra-constructs cel check`` and ``dra-constructs cel match``: a stable command-line contract.
+
+Exit codes: 0 every expression is OK; 1 at least one is not (``TooLong``, ``Invalid``,
+``Forbidden``); 2 usage or input errors (unreadable files, bad JSON lines, unknown versions
+or device classes). No traceback for bad input.
+
+``--jsonl FILE|-`` reads one JSON object per line with an ``expression`` key (other keys are
+passed through) and writes one JSON object per line: the input keys plus ``verdict``,
+``error`` and ``cost`` (``check``) or ``matches`` (``match``; ``null`` when the expression does
+not pass the check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import DraConstructsError
+from ..target import DEFAULT_KUBERNETES_VERSION
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``cel`` command with its ``check`` and ``match`` subcommands."""
+    cel_parser: argparse.ArgumentParser = subparsers.add_parser(
+        "cel", help="check DRA CEL selectors like the API server, or match them against devices",
+        description="Check DRA CEL selectors as the Kubernetes API server does, or evaluate them "
+                    "against the devices of ResourceSlices as the scheduler does.",
+    )
+    commands = cel_parser.add_subparsers(dest="cel_command", metavar="SUBCOMMAND",
+                                         parser_class=type(cel_parser))
+    check_parser = commands.add_parser(
+        "check", help="print the API server's verdict (OK, Invalid, TooLong, Forbidden) per expression",
+        description="Exit 0 if every expression is OK, 1 if any is not, 2 on usage or input errors.",
+    )
+    _common(check_parser)
+    check_parser.add_argument("expressions", nargs="*", metavar="EXPRESSION", help="CEL selector expressions")
+    check_parser.set_defaults(func=_run_check)
+
+    match_parser = commands.add_parser(
+        "match", help="evaluate a selector on every device of ResourceSlice files (JSON output)",
+        description="Print a JSON object mapping driver/pool/device to true, false or \"error: <message>\".",
+    )
+    _common(match_parser)
+    match_parser.add_argument("--slices", action="append", required=True, metavar="FILE",
+                              help="ResourceSlice YAML/JSON (kubectl get resourceslices -o yaml); repeatable; - for stdin")
+    match_parser.add_argument("--device-class", metavar="NAME",
+                              help="also apply this NVIDIA DeviceClass's selector first (e.g. gpu.nvidia.com)")
+    match_parser.add_argument("expression", nargs="?", metavar="EXPRESSION", help="CEL selector expression")
+    match_parser.set_defaults(func=_run_match)
+    cel_parser.set_defaults(func=lambda _args: _usage(cel_parser))
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION, metavar="V",
+                        help=f"target Kubernetes version, e.g. 1.32, 1.32.3, 1.34 (default {DEFAULT_KUBERNETES_VERSION})")
+    parser.add_argument("--jsonl", metavar="FILE",
+                        help="read {\"expression\": ...} objects, one per line (- for stdin); write JSON lines")
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _read_jsonl(source: str) -> list[dict[str, Any]]:
+    """Every object of a JSON-lines file; any malformed line is an input error (exit 2)."""
+    if source == "-":
+        lines: Iterable[str] = sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = Path(source).read_text(encoding="utf-8").splitlines()
+        except OSError as error:
+            raise DraConstructsError(source, "--jsonl", source, f"cannot read the file ({error.strerror})",
+                                     "pass an existing JSON-lines file, or - for standard input") from None
+        except UnicodeDecodeError:
+            raise DraConstructsError(source, "--jsonl", source, "not UTF-8 text",
+                                     "pass a UTF-8 JSON-lines file") from None
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DraConstructsError(f"{source}:{number}", "line", line[:80], f"not JSON ({error.msg})",
+                                     'write one JSON object per line, e.g. {"expression": "device.driver == \'x\'"}') from None
+        if not isinstance(record, dict) or not isinstance(record.get("expression"), str):
+            raise DraConstructsError(f"{source}:{number}", "expression", line[:80],
+                                     "each line must be a JSON object with a string \"expression\"",
+                                     'write {"expression": "..."} (other keys are passed through)')
+        records.append(record)
+    return records
+
+
+def _write(record: dict[str, Any], out: TextIO) -> None:
+    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    from . import check
+    from .checker import parse_target
+
+    target = parse_target(args.kubernetes_version)
+    if args.jsonl is not None and args.expressions:
+        raise DraConstructsError("cel check", "EXPRESSION", args.expressions[0], "give expressions or --jsonl, not both",
+                                 "drop the positional expressions or the --jsonl option")
+    if args.jsonl is not None:
+        all_ok = True
+        for record in _read_jsonl(args.jsonl):
+            result = check(record["expression"], target)
+            all_ok &= result.ok
+            _write({**record, "verdict": result.verdict, "error": result.error, "cost": result.cost}, sys.stdout)
+        return 0 if all_ok else 1
+    if not args.expressions:
+        raise DraConstructsError("cel check", "EXPRESSION", None, "no expression given",
+                                 "pass one or more expressions, or --jsonl FILE")
+    all_ok = True
+    for expression in args.expressions:
+        result = check(expression, target)
+        all_ok &= result.ok
+        cost = f" (cost {result.cost})" if result.cost is not None else ""
+        print(f"{result.verdict}{cost}: {expression}")
+        if result.error:
+            for line in result.error.splitlines():
+                print(f"  {line}")
+        if result.fix:
+            print(f"  fix: {result.fix}")
+    return 0 if all_ok else 1
+
+
+def _run_match(args: argparse.Namespace) -> int:
+    from ..catalog import DEVICE_CLASS_SELECTORS
+    from . import check, devices_from_slices, load_resource_slices, match_devices
+    from .checker import parse_target
+
+    target = parse_target(args.kubernetes_version)
+    class_selectors: list[str] = []
+    if args.device_class is not None:
+        if args.device_class not in DEVICE_CLASS_SELECTORS:
+            raise DraConstructsError("cel match", "--device-class", args.device_class, "not an NVIDIA DeviceClass",
+                                     f"use one of {', '.join(DEVICE_CLASS_SELECTORS)}")
+        class_selectors = [DEVICE_CLASS_SELECTORS[args.device_class]]
+    if (args.jsonl is None) == (args.expression is None):
+        raise DraConstructsError("cel match", "EXPRESSION", args.expression, "give one expression or --jsonl",
+                                 "pass exactly one of EXPRESSION and --jsonl FILE")
+    records = _read_jsonl(args.jsonl) if args.jsonl is not None else []
+    devices = devices_from_slices(load_resource_slices(args.slices))
+
+    def matches(expression: str) -> dict[str, bool | str] | None:
+        if not check(expression, target).ok:
+            return None
+        return match_devices(class_selectors, [expression], devices, target)
+
+    if args.jsonl is not None:
+        all_ok = True
+        for record in records:
+            result = matches(record["expression"])
+            all_ok &= result is not None
+            _write({**record, "matches": result}, sys.stdout)
+        return 0 if all_ok else 1
+    result = check(args.expression, target)
+    if not result.ok:
+        print(f"{result.verdict}: {result.error}", file=sys.stderr)
+        if result.fix:
+            print(f"fix: {result.fix}", file=sys.stderr)
+        return 1
+    json.dump(match_devices(class_selectors, [args.expression], devices, target), sys.stdout, indent=2,
+              ensure_ascii=False)
+    print()
+    return 0
