@@ -306,3 +306,11 @@ def test_device_class_matches_exactly_the_nvidia_gpu_and_mig_devices(version: st
     assert not [d for d, v in ours.items() if isinstance(v, str)], "no run-time errors on any device"
     assert ours == {d: gpu[d] is True or mig[d] is True for d in ours}
     assert any(gpu[d] is True for d in ours) and any(mig[d] is True for d in ours)
+
+
+def test_user_labels_cannot_override_the_selector_or_the_component_label() -> None:
+    _, docs = build(labels={"team": "platform", "app.kubernetes.io/name": "other", "dra-constructs.io/component": "x"})
+    daemon_set = one(docs, "DaemonSet")
+    labels = daemon_set["spec"]["template"]["metadata"]["labels"]
+    assert labels["team"] == "platform" and labels[SANITIZER_LABEL[0]] == SANITIZER_LABEL[1]
+    assert daemon_set["spec"]["selector"]["matchLabels"].items() <= labels.items()

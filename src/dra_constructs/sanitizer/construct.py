@@ -38,14 +38,16 @@ from ..claims import GpuClaimTemplate
 from ..errors import DraConstructsError
 from ..requests import CustomRequest
 from ..target import Target
-from ..validation import check_dns_label, check_dns_subdomain, check_quantity
+from ..validation import check_dns_label, check_quantity
 from ._agent_spec import (
     CLAIM_NAME,
     COMPONENT_LABEL,
     COMPONENT_VALUE,
+    CONFIG_FILE,
     DEFAULT_NODE_SELECTOR,
     DEFAULT_NODE_TOLERATIONS,
     EVENT_RULE,
+    ZIPAPP_FILE,
     Rule,
     agent_capabilities,
     agent_rules,
@@ -88,7 +90,8 @@ class SanitizerDaemonSet(constructs.Construct):
         period, coverage threshold, quarantine policy, taint key, state and evidence paths,
         metrics port... Default: ``AgentConfig()``. The node name, the API access mode, the Event
         namespace and the Kubernetes version are filled in by the construct.
-    :param name: name of every object (DeviceClass: ``<name>-nvidia-devices``). Default ``dra-sanitizer``.
+    :param name: name of every object, a DNS label (DeviceClass: ``<name>-nvidia-devices``, ConfigMap:
+        ``<name>-runtime-<hash>``). Default ``dra-sanitizer``.
     :param namespace: namespace of the agent. Default ``dra-sanitizer``.
     :param create_namespace: emit the Namespace (with the admin-access labels). Default True; with
         False the namespace must exist and carry the labels ``admin_access_labels`` lists.
@@ -104,7 +107,7 @@ class SanitizerDaemonSet(constructs.Construct):
         ``api_server_ports`` (TCP, any address: the API server's address is not known at synth).
         Default True.
     :param api_server_ports: the API server's ports after Service DNAT. Default 443 and 6443.
-    :param labels: extra labels on every object. Default: none.
+    :param labels: extra labels on every object (they cannot override the construct's own). Default: none.
     :param kubernetes_version: target. Default: the app's context, else 1.32.
     """
 
@@ -134,7 +137,7 @@ class SanitizerDaemonSet(constructs.Construct):
     ) -> None:
         where = f"{scope.node.path}/{id}" if scope.node.path else id
         target = resolve_target(scope, kubernetes_version, where)
-        check_dns_subdomain(where, "name", name)
+        check_dns_label(where, "name", name)  # also a label value (app.kubernetes.io/instance)
         check_dns_label(where, "namespace", namespace)
         image_ref, pinned = _image_reference(where, image, image_digest)
         requests = dict(DEFAULT_REQUESTS if requests is None else requests)
@@ -158,13 +161,14 @@ class SanitizerDaemonSet(constructs.Construct):
         self.capabilities = agent_capabilities(self.agent_config)
         self.rules: list[Rule] = agent_rules(target)
         self.admin_access_labels: dict[str, str] = {key: "true" for key in target.admin_access_namespace_labels}
+        # The user's labels first: they must not change the selector or the guardrails' label.
         common = {
+            **dict(labels or {}),
             "app.kubernetes.io/name": "dra-sanitizer",
             "app.kubernetes.io/instance": name,
             "app.kubernetes.io/part-of": "dra-constructs",
             "app.kubernetes.io/version": __version__,
             COMPONENT_LABEL: COMPONENT_VALUE,
-            **dict(labels or {}),
         }
         self._chart_namespace = cdk8s.Chart.of(self).namespace
 
@@ -208,8 +212,8 @@ class SanitizerDaemonSet(constructs.Construct):
             self, "Runtime", immutable=True,
             metadata=cdk8s.ApiObjectMetadata(
                 name=f"{name}-runtime-{self.bundle.sha256[:10]}", namespace=namespace, labels=common),
-            data={"config.yaml": self.bundle.config_yaml},
-            binary_data={"agent.pyz": base64.b64encode(self.bundle.zipapp).decode("ascii")},
+            data={CONFIG_FILE: self.bundle.config_yaml},
+            binary_data={ZIPAPP_FILE: base64.b64encode(self.bundle.zipapp).decode("ascii")},
         )
         pod_spec = render_agent_pod_spec(PodInputs(
             image=image_ref, image_pull_policy="IfNotPresent" if pinned else "Always",
