@@ -298,7 +298,7 @@ def env_yaml(target: Target) -> str:
     if target.cel_has_two_var_comprehensions:
         extensions.append(("two-var-comprehensions", None))
     if target.cel_has_ext_lists:
-        extensions.append(("lists", 3))
+        extensions.append(("lists", 2))  # cel-go v3 = v2 functions + cost estimators
     out = ["name: dra-selector", "stdlib:", "  exclude_functions:"]
     out += [f"    - name: {json.dumps(name)}" for name in _EXCLUDED_STDLIB]
     out.append("extensions:")

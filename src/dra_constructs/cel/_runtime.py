@@ -590,7 +590,7 @@ def runtime_env(key: EnvKey) -> Any:
     if target.cel_has_two_var_comprehensions:
         extensions.append(("two-var-comprehensions", None))
     if target.cel_has_ext_lists:
-        extensions.append(("lists", 3))
+        extensions.append(("lists", 2))  # cel-go v3 = v2 functions + cost estimators
     lines = ["name: dra-runtime", "extensions:"]
     for name, version in extensions:
         lines.append(f'  - name: "{name}"')

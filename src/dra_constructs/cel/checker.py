@@ -124,11 +124,28 @@ def _rename_exists_one(expression: str) -> str:
         i = j + len(".exists_one(")
 
 
-def _engine_error(error: Exception) -> str:
+_UNDECLARED = re.compile(r"^ERROR: <input>:(\d+):(\d+): undeclared reference to '([\w.]+)' \(in container ''\)$")
+
+
+def _engine_error(error: Exception, expression: str) -> str:
+    """cel-cpp's message, in cel-go's words: cel-go names the undeclared *identifier* of a
+    qualified name (``'devices'`` at its own column), cel-cpp the whole name."""
     lines = str(error).strip().splitlines()
     if lines:
         lines[0] = _STATUS.sub("", lines[0])
         lines[-1] = _STATUS.sub("", lines[-1])
+    for index, line in enumerate(lines):
+        found = _UNDECLARED.match(line)
+        if not found or "." not in found.group(3):
+            continue
+        line_no, column, name = int(found.group(1)), int(found.group(2)), found.group(3)
+        source = expression.split("\n")[line_no - 1] if line_no <= expression.count("\n") + 1 else ""
+        start = source.rfind(name.split(".")[0], 0, column)
+        if start < 0:
+            continue
+        lines[index] = f"ERROR: <input>:{line_no}:{start + 1}: undeclared reference to '{name.split('.')[0]}' (in container '')"
+        if index + 2 < len(lines) and lines[index + 2].lstrip().startswith("|"):
+            lines[index + 2] = " | " + "." * start + "^"
     return "\n".join(lines)
 
 
@@ -145,7 +162,7 @@ def _compile(expression: str, key: EnvKey) -> tuple[Any, str | None]:
                     return env.compile(renamed), None
                 except Exception:
                     pass
-        return None, _engine_error(error)
+        return None, _engine_error(error, expression)
 
 
 def compile_selector(expression: str, target: Target | str | None = None,
