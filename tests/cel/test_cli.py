@@ -51,7 +51,8 @@ def test_match(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = json.loads(capsys.readouterr().out)
     assert sum(v is True for v in result.values()) == 16 and "gpu.nvidia.com/catalog-a100-40gb/gpu-0" in result
     assert main(["cel", "match", "--slices", str(slices), profile]) == 0
-    assert json.loads(capsys.readouterr().out)["gpu.nvidia.com/catalog-a100-40gb/gpu-0"] == "error: no such key: profile"
+    whole_gpu = json.loads(capsys.readouterr().out)["gpu.nvidia.com/catalog-a100-40gb/gpu-0"]
+    assert whole_gpu == "error: no such key: profile"
     jsonl = tmp_path / "m.jsonl"
     jsonl.write_text(json.dumps({"expression": profile, "k": 1}) + "\n" + json.dumps({"expression": BAD}) + "\n")
     assert main(["cel", "match", "--slices", str(slices), "--jsonl", str(jsonl)]) == 1

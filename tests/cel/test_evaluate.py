@@ -59,7 +59,8 @@ def test_evaluate(version: str, expression: str, expected: bool) -> None:
     ("device.attributes['no-such-domain'].noSuchAttr.isGreaterThan(quantity('0'))", "no such key: noSuchAttr"),
     ("device.attributes['no-such-domain']['noSuchAttr'].isGreaterThan(quantity('0'))", "no such key: noSuchAttr"),
     ("sign(quantity(device.attributes['gpu.nvidia.com'].productName)) == 1", "quantities must match"),
-    ("device.attributes['gpu.nvidia.com'].productName.startsWith('N') && 1 / (device.attributes['gpu.nvidia.com'].index - 3) == 1", "division by zero"),
+    ("device.attributes['gpu.nvidia.com'].productName.startsWith('N') && "
+     "1 / (device.attributes['gpu.nvidia.com'].index - 3) == 1", "division by zero"),
 ])
 def test_runtime_errors_are_errors_not_no_match(expression: str, message: str) -> None:
     with pytest.raises(CelRuntimeError, match=message):

@@ -54,7 +54,8 @@ def test_semver_order(a: str, b: str, order: int) -> None:
     assert parse_semver(a).compare(parse_semver(b)) == order
 
 
-@pytest.mark.parametrize("text", ["", "1", "1.0", "v1.0.0", "01.0.0", "1.0.00", "1.0.0-", "1.0.0-01", "1.0.0+", "a.b.c"])
+@pytest.mark.parametrize("text", [
+    "", "1", "1.0", "v1.0.0", "01.0.0", "1.0.00", "1.0.0-", "1.0.0-01", "1.0.0+", "a.b.c"])
 def test_semver_errors(text: str) -> None:
     with pytest.raises(SemverError):
         parse_semver(text)

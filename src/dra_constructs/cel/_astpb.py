@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf import empty_pb2, struct_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, empty_pb2, message_factory, struct_pb2
 
 __all__ = ["CheckedExpr", "Constant", "Expr", "Reference", "Type", "decode_checked", "encode_checked"]
 

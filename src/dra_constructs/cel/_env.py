@@ -40,7 +40,9 @@ class EnvKey:
 
 def env_key(target: Target, allow_multiple_allocations: bool | None = None) -> EnvKey:
     """The environment of ``target`` (patch level only matters for the cost estimator)."""
-    multi = target.cel_has_allow_multiple_allocations if allow_multiple_allocations is None else allow_multiple_allocations
+    multi = allow_multiple_allocations
+    if multi is None:
+        multi = target.cel_has_allow_multiple_allocations
     return EnvKey(Target(minor=target.minor), multi)
 
 

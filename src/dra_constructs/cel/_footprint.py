@@ -82,15 +82,17 @@ def footprint(checked: Any) -> tuple[Read, ...]:
         parent = parents.get(node.id)
         map_kind, map_node = _MAPS.get(name), node
         if name == "device":
-            field = _access_key(parent, node) if parent is not None and parent.WhichOneof("kind") == "select_expr" else None
+            is_select = parent is not None and parent.WhichOneof("kind") == "select_expr"
+            field = _access_key(parent, node) if is_select else None
             if field == "driver":
                 reads.add(("driver",))
                 continue
             if field == "allowMultipleAllocations":
                 reads.add(("multi",))
                 continue
-            if field in ("attributes", "capacity") and not parent.select_expr.test_only:
-                map_kind, map_node, parent = ("attr" if field == "attributes" else "cap"), parent, parents.get(parent.id)
+            if parent is not None and field in ("attributes", "capacity") and not parent.select_expr.test_only:
+                map_kind = "attr" if field == "attributes" else "cap"
+                map_node, parent = parent, parents.get(parent.id)
             else:
                 return (("all",),)
         if map_kind is None:

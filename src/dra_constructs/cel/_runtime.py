@@ -63,7 +63,7 @@ def _carrier_pool() -> descriptor_pool.DescriptorPool:
 
 
 POOL = _carrier_pool()
-_CLASSES = {f"{p}.{n}": message_factory.GetMessageClass(POOL.FindMessageTypeByName(f"{p}.{n}"))
+_CLASSES: dict[str, Any] = {f"{p}.{n}": message_factory.GetMessageClass(POOL.FindMessageTypeByName(f"{p}.{n}"))
             for p, names in _CARRIERS.items() for n in names}
 QuantityMsg = _CLASSES["kubernetes.Quantity"]
 SemverMsg = _CLASSES["kubernetes.Semver"]
@@ -407,7 +407,7 @@ def _contains_ip(cidr_value: Any, other: Any) -> bool:
 def _contains_cidr(cidr_value: Any, other: Any) -> bool:
     network = _cidr_value(cidr_value).network
     inner = ipaddress.ip_interface(other).network if isinstance(other, str) else _cidr_value(other).network
-    return inner.version == network.version and inner.subnet_of(network)  # type: ignore[arg-type]
+    return bool(inner.version == network.version and inner.subnet_of(network))
 
 
 def _to_string(value: Any) -> str:
@@ -446,7 +446,9 @@ def _format_errors(name: str, text: str) -> list[str]:
         return errors
     if base == "qualifiedName":
         domain, _, local = text.rpartition("/")
-        errors = [] if _QUALIFIED.match(local) and len(local) <= 63 else ["name part must consist of alphanumeric characters, '-', '_' or '.'"]
+        errors = []
+        if not _QUALIFIED.match(local) or len(local) > 63:
+            errors.append("name part must consist of alphanumeric characters, '-', '_' or '.'")
         if domain and not _DNS1123_SUBDOMAIN.match(domain):
             errors.append("prefix part must be a DNS subdomain")
         return errors
@@ -609,7 +611,7 @@ def _is_simple(t: Any) -> bool:
         return False
     kind = t.WhichOneof("kind")
     if kind in ("primitive", "null", "well_known", "wrapper", "type"):
-        return kind != "well_known" or t.well_known != 1
+        return bool(kind != "well_known" or t.well_known != 1)
     if kind == "list_type":
         return _is_simple(t.list_type.elem_type)
     if kind == "map_type":
@@ -629,23 +631,23 @@ def _is_device_map(t: Any) -> bool:
     if inner.WhichOneof("kind") != "map_type":
         return False
     value = inner.map_type.value_type
-    return value.WhichOneof("kind") == "dyn" or (
-        value.WhichOneof("kind") == "abstract_type" and value.abstract_type.name == "kubernetes.Quantity")
+    return bool(value.WhichOneof("kind") == "dyn" or (
+        value.WhichOneof("kind") == "abstract_type" and value.abstract_type.name == "kubernetes.Quantity"))
 
 
 class _Rewriter:
     def __init__(self, checked: Any) -> None:
         self.checked = checked
         self.types = checked.type_map
-        self.next_id = max([0, *checked.type_map.keys(), *checked.reference_map.keys(),
-                            *checked.source_info.positions.keys()]) + 1
+        self.next_id: int = max([0, *checked.type_map.keys(), *checked.reference_map.keys(),
+                                 *checked.source_info.positions.keys()]) + 1
 
     def new_id(self) -> int:
         self.next_id += 1
         return self.next_id
 
     def type_of(self, e: Any) -> Any:
-        return self.types[e.id] if e.id in self.types else None
+        return self.types.get(e.id, None)
 
     def rename(self, e: Any, function: str) -> None:
         e.call_expr.function = function

@@ -107,7 +107,7 @@ def _literal_ok(function: str, literal: str) -> bool:
         value = _literal_env().compile(source).eval()
     except Exception:  # an engine refusal is a failed literal, not a crash
         return False
-    return value.type() != cel.Type.ERROR
+    return bool(value.type() != cel.Type.ERROR)
 
 
 def _unwrap_optional(t: Any) -> Any:
@@ -140,7 +140,7 @@ def validate(checked: Any, text: str) -> list[str]:
             optional = set(node.list_expr.optional_indices)
             first = None
             for index, element in enumerate(node.list_expr.elements):
-                et = types[element.id] if element.id in types else dyn
+                et = types.get(element.id, dyn)
                 if index in optional:
                     et = _unwrap_optional(et)
                 if first is None:
@@ -152,8 +152,8 @@ def validate(checked: Any, text: str) -> list[str]:
         elif kind == "struct_expr" and not node.struct_expr.message_name:
             key_type = value_type = None
             for entry in node.struct_expr.entries:
-                kt = types[entry.map_key.id] if entry.map_key.id in types else dyn
-                vt = types[entry.value.id] if entry.value.id in types else dyn
+                kt = types.get(entry.map_key.id, dyn)
+                vt = types.get(entry.value.id, dyn)
                 if entry.optional_entry:
                     vt = _unwrap_optional(vt)
                 if key_type is None:

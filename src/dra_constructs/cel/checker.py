@@ -143,7 +143,8 @@ def _engine_error(error: Exception, expression: str) -> str:
         start = source.rfind(name.split(".")[0], 0, column)
         if start < 0:
             continue
-        lines[index] = f"ERROR: <input>:{line_no}:{start + 1}: undeclared reference to '{name.split('.')[0]}' (in container '')"
+        head = name.split(".")[0]
+        lines[index] = f"ERROR: <input>:{line_no}:{start + 1}: undeclared reference to '{head}' (in container '')"
         if index + 2 < len(lines) and lines[index + 2].lstrip().startswith("|"):
             lines[index + 2] = " | " + "." * start + "^"
     return "\n".join(lines)
@@ -178,8 +179,8 @@ def compile_selector(expression: str, target: Target | str | None = None,
 def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Compiled | None]:
     name = str(target)
     if len(expression.encode("utf-8", "surrogatepass")) > MAX_LENGTH:
-        error = f"Too long: may not be more than {MAX_LENGTH} bytes"
-        return CelCheck(expression, name, "TooLong", error), None
+        too_long = f"Too long: may not be more than {MAX_LENGTH} bytes"
+        return CelCheck(expression, name, "TooLong", too_long), None
     program, error = _compile(expression, key)
     if program is None:
         message = f"compilation failed: {error}"
@@ -190,7 +191,7 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
     if issues:
         message = "compilation failed: " + "\n".join(issues)
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    output = checked.type_map[checked.expr.id] if checked.expr.id in checked.type_map else None
+    output = checked.type_map.get(checked.expr.id, None)
     output_kind = None if output is None else output.WhichOneof("kind")
     if not (output_kind == "dyn" or (output_kind == "primitive" and output.primitive == 1)):
         message = f"must evaluate to bool or the unknown type, not {format_type(output)}"
@@ -220,7 +221,9 @@ def check(expression: str, target: Target | str | None = "1.32", *,
     cache_key = (expression, key, parsed.cel_cost_estimator_bug)
     found = _results.get(cache_key)
     if found is not None:
-        return found if found.target == str(parsed) and found.cached else replace(found, target=str(parsed), cached=True)
+        if found.target == str(parsed) and found.cached:
+            return found
+        return replace(found, target=str(parsed), cached=True)
     result, compiled = _judge(expression, parsed, key)
     with _lock:
         if len(_results) >= _CACHE_LIMIT:

@@ -48,7 +48,8 @@ def register(subparsers: Any) -> None:
     )
     _common(match_parser)
     match_parser.add_argument("--slices", action="append", required=True, metavar="FILE",
-                              help="ResourceSlice YAML/JSON (kubectl get resourceslices -o yaml); repeatable; - for stdin")
+                              help="ResourceSlice YAML/JSON (kubectl get resourceslices -o yaml); "
+                                   "repeatable; - for stdin")
     match_parser.add_argument("--device-class", metavar="NAME",
                               help="also apply this NVIDIA DeviceClass's selector first (e.g. gpu.nvidia.com)")
     match_parser.add_argument("expression", nargs="?", metavar="EXPRESSION", help="CEL selector expression")
@@ -58,7 +59,8 @@ def register(subparsers: Any) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION, metavar="V",
-                        help=f"target Kubernetes version, e.g. 1.32, 1.32.3, 1.34 (default {DEFAULT_KUBERNETES_VERSION})")
+                        help="target Kubernetes version, e.g. 1.32, 1.32.3, 1.34 "
+                             f"(default {DEFAULT_KUBERNETES_VERSION})")
     parser.add_argument("--jsonl", metavar="FILE",
                         help="read {\"expression\": ...} objects, one per line (- for stdin); write JSON lines")
 
@@ -89,7 +91,7 @@ def _read_jsonl(source: str) -> list[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise DraConstructsError(f"{source}:{number}", "line", line[:80], f"not JSON ({error.msg})",
-                                     'write one JSON object per line, e.g. {"expression": "device.driver == \'x\'"}') from None
+                                     'write one JSON object per line, e.g. {"expression": "true"}') from None
         if not isinstance(record, dict) or not isinstance(record.get("expression"), str):
             raise DraConstructsError(f"{source}:{number}", "expression", line[:80],
                                      "each line must be a JSON object with a string \"expression\"",
@@ -108,7 +110,8 @@ def _run_check(args: argparse.Namespace) -> int:
 
     target = parse_target(args.kubernetes_version)
     if args.jsonl is not None and args.expressions:
-        raise DraConstructsError("cel check", "EXPRESSION", args.expressions[0], "give expressions or --jsonl, not both",
+        raise DraConstructsError("cel check", "EXPRESSION", args.expressions[0],
+                                 "give expressions or --jsonl, not both",
                                  "drop the positional expressions or the --jsonl option")
     if args.jsonl is not None:
         all_ok = True
@@ -164,11 +167,11 @@ def _run_match(args: argparse.Namespace) -> int:
             all_ok &= result is not None
             _write({**record, "matches": result}, sys.stdout)
         return 0 if all_ok else 1
-    result = check(args.expression, target)
-    if not result.ok:
-        print(f"{result.verdict}: {result.error}", file=sys.stderr)
-        if result.fix:
-            print(f"fix: {result.fix}", file=sys.stderr)
+    verdict = check(args.expression, target)
+    if not verdict.ok:
+        print(f"{verdict.verdict}: {verdict.error}", file=sys.stderr)
+        if verdict.fix:
+            print(f"fix: {verdict.fix}", file=sys.stderr)
         return 1
     json.dump(match_devices(class_selectors, [args.expression], devices, target), sys.stdout, indent=2,
               ensure_ascii=False)

@@ -230,7 +230,7 @@ class _Coster:
         try:
             return self.types[node_id]
         except KeyError:
-            found = self.type_map[node_id] if node_id in self.type_map else None
+            found = self.type_map.get(node_id, None)
             self.types[node_id] = found
             return found
 

@@ -13,56 +13,53 @@ import re
 
 __all__ = ["rewrite_ordering", "suggest_fix"]
 
-_ORDERING = re.compile(r"'_(>=|>|<=|<)_' applied to '\((kubernetes\.(?:Quantity|Semver)|dyn), (kubernetes\.(?:Quantity|Semver)|dyn)\)'")
+_OPERAND = r"(kubernetes\.(?:Quantity|Semver)|dyn)"
+_ORDERING = re.compile(rf"'_(>=|>|<=|<)_' applied to '\({_OPERAND}, {_OPERAND}\)'")
 _VERSION_ATTRS = ("cudaComputeCapability", "driverVersion", "cudaDriverVersion")
 _MIG_ONLY = ("profile", "parentUUID", "memorySlice")
 _STOP = {"&&", "||", "?", ":", ","}
 
 
-def _operand_bounds(text: str, start: int, step: int) -> int:
-    """Index just past the operand that begins at ``start`` going ``step`` (-1 left, +1 right)."""
-    depth, i, quote = 0, start, ""
-    limit = -1 if step < 0 else len(text)
-    while i != limit:
+def _operand_end(text: str, start: int, step: int) -> int:
+    """Where the operand that begins at ``start`` ends, scanning by ``step`` (-1 left, +1 right):
+    at an unbalanced bracket, or at ``&&``, ``||``, ``?``, ``:`` or ``,`` outside brackets and strings."""
+    opening, closing = ("([{", ")]}") if step > 0 else (")]}", "([{")
+    depth, quote, i = 0, "", start
+    while 0 <= i < len(text):
         char = text[i]
         if quote:
-            if char == quote:
-                quote = ""
+            quote = "" if char == quote else quote
         elif char in "'\"":
             quote = char
-        elif char in ("([{" if step > 0 else ")]}"):
+        elif char in opening:
             depth += 1
-        elif char in (")]}" if step > 0 else "([{"):
+        elif char in closing:
             if depth == 0:
-                return i
+                return i + (1 if step < 0 else 0)
             depth -= 1
-        elif depth == 0:
-            pair = text[i:i + 2] if step > 0 else text[i - 1:i + 1]
-            if pair in _STOP or char in "?:,":
-                return i if step > 0 else i + (1 if char in "?:," or pair in _STOP and len(pair) == 1 else 1)
+        elif depth == 0 and (char in "?:," or text[min(i, i + step):max(i, i + step) + 1] in _STOP):
+            return i + (1 if step < 0 else 0)
         i += step
     return len(text) if step > 0 else 0
 
 
 def rewrite_ordering(expression: str, column: int, operator: str) -> str | None:
     """``a >= b`` at 1-based ``column`` of the first line rewritten as ``a.compareTo(b) >= 0``."""
-    lines = expression.split("\n")
     index = column - 1
-    if not lines or index < 0 or not lines[0][index:].startswith(operator):
-        position = expression.find(operator)
-        if position < 0:
+    if not expression[index:].startswith(operator):
+        index = expression.find(operator)
+        if index < 0:
             return None
-        index = position
-    left_end = _operand_bounds(expression, index - 1, -1)
-    right_end = _operand_bounds(expression, index + len(operator), 1)
-    lhs = expression[left_end:index].strip()
-    rhs = expression[index + len(operator):right_end].strip()
+    left = _operand_end(expression, index - 1, -1)
+    right = _operand_end(expression, index + len(operator), 1)
+    lhs, rhs = expression[left:index].strip(), expression[index + len(operator):right].strip()
     if not lhs or not rhs:
         return None
-    prefix = expression[:left_end] + (" " if expression[:left_end].rstrip() != expression[:left_end] else "")
-    rewritten = f"{lhs}.compareTo({rhs}) {operator} 0"
-    return (expression[:left_end].rstrip() + (" " if left_end else "") + rewritten + " "
-            + expression[right_end:].lstrip()).strip() if prefix is not None else None
+    before, after = expression[:left].rstrip(), expression[right:].lstrip()
+    middle = f"{lhs}.compareTo({rhs}) {operator} 0"
+    space_before = " " if before and not before.endswith(("(", "[", "{")) else ""
+    space_after = " " if after and not after.startswith((")", "]", "}", ",")) else ""
+    return f"{before}{space_before}{middle}{space_after}{after}"
 
 
 def suggest_fix(expression: str, error: str | None, device_class: str | None = None) -> str | None:
@@ -75,7 +72,8 @@ def suggest_fix(expression: str, error: str | None, device_class: str | None = N
         position = re.search(r"<input>:1:(\d+):", error)
         rewritten = rewrite_ordering(expression, int(position.group(1)) if position else 0, operator)
         kinds = "quantities" if "Quantity" in ordering.group(0) else "versions"
-        hint = f"{kinds} have no '{operator}' operator: compare with compareTo(...) {operator} 0 (or isGreaterThan/isLessThan)"
+        hint = (f"{kinds} have no '{operator}' operator: compare with compareTo(...) {operator} 0 "
+                "(or isGreaterThan/isLessThan)")
         return f"{hint}, e.g. {rewritten}" if rewritten else hint
     if "no such overload" in error or "no matching overload" in error.lower():
         for name in _VERSION_ATTRS:

@@ -137,7 +137,8 @@ def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
         for device in spec.get("devices") or []:
             if not isinstance(device, Mapping):
                 continue
-            body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+            basic = device.get("basic")
+            body: Mapping[str, Any] = basic if isinstance(basic, Mapping) else device
             attributes = {str(k): dict(v) if isinstance(v, Mapping) else {"invalid": v}
                           for k, v in (body.get("attributes") or {}).items()}
             capacity = {str(k): _capacity_value(v) for k, v in (body.get("capacity") or {}).items()}

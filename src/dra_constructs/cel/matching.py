@@ -188,7 +188,8 @@ def explain_no_match(class_selectors: Sequence[str], request_selectors: Sequence
         true, total, errors = _summary(results)
         if errors:
             fix = suggest_fix(expression, errors[0], device_class)
-            return (f"{label} #{index} `{expression}` fails at run time on {sum(isinstance(r, str) for r in results.values())}"
+            failing = sum(isinstance(r, str) for r in results.values())
+            return (f"{label} #{index} `{expression}` fails at run time on {failing}"
                     f" of {total} devices ({errors[0]}); the scheduler fails the allocation"
                     + (f". Fix: {fix}" if fix else ""))
         if true == 0:
