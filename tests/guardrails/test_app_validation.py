@@ -171,3 +171,29 @@ def test_synth_as_cdk8s_cli_runs_it(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "[DRA002] Pod/default/p (construct c/p)" in proc.stderr
     assert not (tmp_path / "out" / "c.k8s.yaml").exists()
+
+
+def test_one_rule_run_per_synth_and_fresh_runs_for_later_synths(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import dra_constructs.guardrails.app_validation as app_validation
+
+    runs: list[int] = []
+    real_run = app_validation._run
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(app_validation, "_run", counting)
+    app = cdk8s.App(outdir=str(tmp_path / "dist"))
+    for i in range(3):  # App.synth validates once, then once more per chart
+        chart = cdk8s.Chart(app, f"chart{i}", namespace="ml")
+        _api_object(chart, "pod", "Pod", {"containers": [{"name": "c"}]}, name=f"p{i}")
+    ensure_guardrails(chart)
+    app.synth()
+    app.synth_yaml()
+    assert len(runs) == 2
+    _api_object(chart, "late", "Pod", UNSAFE, name="late")  # changed after a synth: seen by the next one
+    with pytest.raises(RuntimeError, match=r"\[DRA001\] Pod/ml/late"):
+        app.synth_yaml()
+    assert len(runs) == 3

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import weakref
 from collections import defaultdict
+from types import FrameType
 from typing import Any, cast
 
 import cdk8s
@@ -74,6 +75,23 @@ def _message(finding: Finding, paths: dict[str, str]) -> str:
             f"Fix: {finding.fix}")
 
 
+def _synth_call() -> FrameType | None:
+    """The outermost jsii call (``app.synth()``, ``synth_yaml()``, ``chart.to_json()``) on the stack.
+
+    Validations run as jsii callbacks inside the Python frame of the call that started the
+    synth. That frame object identifies one synth: the cache holds a reference to it, so a later
+    synth always has a different frame. Without a jsii frame (a direct call) nothing is reused.
+    Hand-written because jsii exposes no synth-scoped hook to Python.
+    """
+    frame: FrameType | None = sys._getframe(1)
+    outermost = None
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("jsii._kernel"):
+            outermost = frame
+        frame = frame.f_back
+    return outermost
+
+
 @jsii.implements(constructs.IValidation)
 class _GuardrailsValidation:
     """The one validation :func:`ensure_guardrails` attaches to the App root."""
@@ -82,11 +100,18 @@ class _GuardrailsValidation:
         self._root = root
         self.version = version
         self._running = False
+        self._cached: tuple[FrameType, list[str]] | None = None
 
     def validate(self) -> list[str]:
         # chart.to_json() re-runs the App's validations: answer the nested call with nothing.
         if self._running:
             return []
+        # One synth calls the App's validations 1 + (number of charts) times (App.synth validates,
+        # then every chart.toJson() validates again); the tree cannot change in between, so the
+        # first answer is reused for the rest of that synth (see _synth_call).
+        call = _synth_call()
+        if call is not None and self._cached is not None and self._cached[0] is call:
+            return self._cached[1]
         self._running = True
         try:
             result, manifests = _run(self._root, self.version)
@@ -97,7 +122,9 @@ class _GuardrailsValidation:
         paths = _construct_paths(manifests, errors + warnings) if result.findings else {}
         for finding in warnings:
             print(f"dra-constructs guardrails: warning {_message(finding, paths)}", file=sys.stderr)
-        return [_message(f, paths) for f in errors]
+        messages = [_message(f, paths) for f in errors]
+        self._cached = (call, messages) if call is not None else None
+        return messages
 
 
 def _root(scope: constructs.Construct) -> constructs.Construct:

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Guardrails performance: ``dra-constructs audit`` over 10,000 objects, and the synth-time cost.
+
+``audit``: writes N objects (default 10,000) as 100 multi-document YAML files of realistic
+objects (per unit of five: a pinned MIG / whole-GPU ResourceClaimTemplate, a GPU Deployment
+using it, a Service, a ConfigMap and a Helm-like web Deployment; one unit in ten is unsafe),
+then times the whole command in a fresh process (``python -m dra_constructs.cli audit
+--format json``: interpreter start, imports, CEL environment, YAML parsing, rules, JSON) and,
+in-process, the load / rules / report phases. ``--unique-selectors`` gives every template its
+own CEL expression, so no checker result is reused. Goal: <= 5 s for 10,000 objects.
+
+``synth``: 5,000 GPU workloads (ResourceClaimTemplate + Deployment each) as cdk8s ApiObjects,
+synthesized with ``app.synth_yaml()`` without and with ``ensure_guardrails``; every run is a
+fresh process, routes alternate, the median of ``--repeat`` runs is kept. The ratio shows what
+the guardrails add to a synth.
+
+    python benchmarks/audit_bench.py [audit|synth|all] [--objects 10000] [--workloads 5000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROFILES = [("A100_80GB", "Ampere", p) for p in ("1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb")] + [
+    ("H100_80GB", "Hopper", p) for p in ("1g.10gb", "3g.40gb")]
+WHOLE = [("Hopper", "79113Mi"), ("Ampere", "40Gi"), ("Ampere", "80Gi"), ("Hopper", "140Gi")]
+
+
+def _template(i: int, namespace: str, unique: bool) -> dict[str, Any]:
+    if i % 2:
+        _, arch, profile = PROFILES[i % len(PROFILES)]
+        attrs = "device.attributes['gpu.nvidia.com']"
+        expression = f"{attrs}.profile == '{profile}' && {attrs}.architecture == '{arch}'"
+        request = {"name": "slice", "deviceClassName": "mig.nvidia.com", "allocationMode": "ExactCount", "count": 1,
+                   "selectors": [{"cel": {"expression": expression}}]}
+    else:
+        arch, memory = WHOLE[i % len(WHOLE)]
+        if unique:
+            memory = f"{40000 + i}Mi"
+        request = {"name": "slice", "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1,
+                   "selectors": [{"cel": {"expression": f"device.attributes['gpu.nvidia.com'].architecture == '{arch}' "
+                                                        f"&& device.capacity['gpu.nvidia.com'].memory.compareTo("
+                                                        f"quantity('{memory}')) >= 0"}}]}
+    if unique and i % 2:
+        request["selectors"][0]["cel"]["expression"] += f" && device.attributes['gpu.nvidia.com'].uuid != 'GPU-{i}'"
+    return {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": f"gpu-{i}", "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [request]}}}}
+
+
+def _gpu_deployment(i: int, namespace: str, unsafe: bool) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "server", "image": "vllm/vllm-openai:v0.6.3", "args": ["--model", f"/models/m{i}"],
+        "ports": [{"containerPort": 8000}], "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
+        "resources": {"requests": {"cpu": "4", "memory": "32Gi"}, "claims": [{"name": "gpu"}]},
+        "env": [{"name": "HF_HOME", "value": "/cache"}, {"name": "LOG_LEVEL", "value": "info"}],
+    }
+    if unsafe:
+        container["resources"]["limits"] = {"nvidia.com/gpu": 1}
+        container["env"].append({"name": "CUDA_VISIBLE_DEVICES", "value": "0"})
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": f"serve-{i}", "namespace": namespace, "labels": {"app": f"serve-{i}"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": f"serve-{i}"}},
+                     "template": {"metadata": {"labels": {"app": f"serve-{i}"}},
+                                  "spec": {"terminationGracePeriodSeconds": 60,
+                                           "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": f"gpu-{i}"}],
+                                           "containers": [container]}}}}
+
+
+def _web(i: int, namespace: str) -> list[dict[str, Any]]:
+    labels = {"app.kubernetes.io/name": f"web-{i}", "app.kubernetes.io/managed-by": "Helm"}
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"web-{i}", "namespace": namespace,
+                                                            "labels": labels},
+         "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"web-{i}", "namespace": namespace},
+         "data": {"nginx.conf": "server { listen 8080; }", "LOG_LEVEL": "info"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"web-{i}", "namespace": namespace,
+                                                                    "labels": labels},
+         "spec": {"replicas": 3, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels},
+                  "spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+                                           "envFrom": [{"configMapRef": {"name": f"web-{i}"}}],
+                                           "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}}},
+    ]
+
+
+def write_manifests(directory: Path, objects: int, unique: bool) -> int:
+    """``objects`` objects (plus one sanitizer DaemonSet) in 100 multi-document files."""
+    docs: list[dict[str, Any]] = [{
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "sanitizer", "namespace": "dra-system",
+                     "labels": {"dra-constructs.io/component": "sanitizer"}},
+        "spec": {"selector": {"matchLabels": {"app": "s"}}, "template": {"metadata": {"labels": {"app": "s"}},
+                 "spec": {"containers": [{"name": "s", "image": "sanitizer:1"}]}}}}]
+    i = 0
+    while len(docs) < objects:
+        namespace = f"tenant-{i % 20}"
+        unsafe = i % 10 == 9
+        docs += [_template(i, namespace, unique), _gpu_deployment(i, namespace, unsafe), *_web(i, namespace)]
+        i += 1
+    docs = docs[:objects]
+    per_file = max(1, len(docs) // 100)
+    for n, start in enumerate(range(0, len(docs), per_file)):
+        text = yaml.safe_dump_all(docs[start:start + per_file], sort_keys=False)
+        (directory / f"part-{n:03d}.yaml").write_text(text)
+    return len(docs)
+
+
+def bench_audit(objects: int, repeat: int, unique: bool) -> dict[str, Any]:
+    from dra_constructs.guardrails import audit, load_paths
+    from dra_constructs.guardrails.report import to_json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        count = write_manifests(Path(tmp), objects, unique)
+        command = [sys.executable, "-m", "dra_constructs.cli", "audit", "--format", "json", "-o", os.devnull, tmp]
+        process, cpu, phases = [], [], []
+        for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            rc = subprocess.run(command, check=False).returncode
+            process.append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            assert rc == 1, f"expected findings (exit 1), got {rc}"
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            manifests = load_paths([tmp])
+            t1 = time.perf_counter()
+            result = audit(manifests)
+            t2 = time.perf_counter()
+            to_json(result)
+            t3 = time.perf_counter()
+            phases.append((t1 - t0, t2 - t1, t3 - t2))
+        findings = len(result.findings)
+    return {
+        "objects": count, "unique_selectors": unique, "findings": findings,
+        "command_seconds_median": statistics.median(process), "command_seconds_all": process,
+        "command_cpu_seconds_median": statistics.median(cpu),
+        "in_process_median": {"load": statistics.median(p[0] for p in phases),
+                              "rules": statistics.median(p[1] for p in phases),
+                              "report": statistics.median(p[2] for p in phases)},
+    }
+
+
+SYNTH_WORKER = r"""
+import json, sys, time
+import cdk8s
+guarded, n = sys.argv[1] == "guarded", int(sys.argv[2])
+app = cdk8s.App()
+chart = cdk8s.Chart(app, "bench", namespace="serving")
+if guarded:
+    from dra_constructs.guardrails import ensure_guardrails
+    ensure_guardrails(chart)
+expr = ("device.attributes['gpu.nvidia.com'].architecture == 'Hopper' && "
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('79113Mi')) >= 0")
+start = time.perf_counter()
+for i in range(n):
+    tmpl = cdk8s.ApiObject(chart, f"gpu{i}", api_version="resource.k8s.io/v1beta1", kind="ResourceClaimTemplate")
+    tmpl.add_json_patch(cdk8s.JsonPatch.add("/spec", {"spec": {"devices": {"requests": [{
+        "name": "gpu", "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1,
+        "selectors": [{"cel": {"expression": expr}}]}]}}}))
+    dep = cdk8s.ApiObject(chart, f"serve{i}", api_version="apps/v1", kind="Deployment")
+    labels = {"app": f"serve{i}"}
+    dep.add_json_patch(cdk8s.JsonPatch.add("/spec", {"replicas": 1, "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": {
+            "terminationGracePeriodSeconds": 60,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": tmpl.name}],
+            "containers": [{"name": "app", "image": "registry.example/infer:1",
+                            "resources": {"claims": [{"name": "gpu"}]},
+                            "lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}]}}}))
+built = time.perf_counter()
+text = app.synth_yaml()
+done = time.perf_counter()
+print(json.dumps({"build": built - start, "synth": done - built, "total": done - start}))
+"""
+
+
+def bench_synth(workloads: int, repeat: int) -> dict[str, Any]:
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    samples: dict[str, list[dict[str, float]]] = {"plain": [], "guarded": []}
+    for _ in range(repeat):
+        for route in samples:
+            out = subprocess.run([sys.executable, "-c", SYNTH_WORKER, route, str(workloads)], check=True,
+                                 capture_output=True, text=True, env=env)
+            samples[route].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    median = {route: {k: statistics.median(s[k] for s in runs) for k in ("build", "synth", "total")}
+              for route, runs in samples.items()}
+    return {"workloads": workloads, "objects": 2 * workloads, "median_seconds": median,
+            "total_ratio": median["guarded"]["total"] / median["plain"]["total"],
+            "synth_ratio": median["guarded"]["synth"] / median["plain"]["synth"],
+            "added_seconds": median["guarded"]["total"] - median["plain"]["total"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", nargs="?", choices=("audit", "synth", "all"), default="all")
+    parser.add_argument("--objects", type=int, default=10_000)
+    parser.add_argument("--workloads", type=int, default=5_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    report: dict[str, Any] = {}
+    if args.what in ("audit", "all"):
+        report["audit"] = bench_audit(args.objects, args.repeat, unique=False)
+        report["audit_unique_selectors"] = bench_audit(args.objects, args.repeat, unique=True)
+        for key in ("audit", "audit_unique_selectors"):
+            r = report[key]
+            phases = {k: round(v, 3) for k, v in r["in_process_median"].items()}
+            print(f"{key}: {r['objects']} objects, command {r['command_seconds_median']:.2f} s wall, "
+                  f"{r['command_cpu_seconds_median']:.2f} s CPU (goal <= 5 s), in-process {json.dumps(phases)}")
+    if args.what in ("synth", "all"):
+        report["synth"] = s = bench_synth(args.workloads, args.repeat)
+        print(f"synth: {s['workloads']} GPU workloads, plain {s['median_seconds']['plain']['total']:.2f} s, "
+              f"guarded {s['median_seconds']['guarded']['total']:.2f} s, ratio {s['total_ratio']:.2f} "
+              f"(+{s['added_seconds']:.2f} s)")
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
