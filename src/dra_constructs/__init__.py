@@ -19,6 +19,9 @@ from .target import Target
 if TYPE_CHECKING:
     from ._scope import KUBERNETES_VERSION_CONTEXT, set_kubernetes_version
     from .claims import CATALOG, GpuClaimTemplate
+    from .guardrails.admission_policy import GuardrailsAdmissionPolicy
+    from .guardrails.app_validation import suppress
+    from .sanitizer.construct import SanitizerDaemonSet
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
 __version__ = "0.1.0"
@@ -32,6 +35,9 @@ _LAZY = {
     "GpuPod": ".workloads",
     "GpuStatefulSet": ".workloads",
     "KUBERNETES_VERSION_CONTEXT": "._scope",
+    "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
+    "SanitizerDaemonSet": ".sanitizer.construct",
+    "suppress": ".guardrails.app_validation",
     "set_kubernetes_version": "._scope",
 }
 
@@ -51,15 +57,18 @@ __all__ = [
     "GpuPod",
     "GpuRequest",
     "GpuStatefulSet",
+    "GuardrailsAdmissionPolicy",
     "MatchAttribute",
     "MigRequest",
     "PodClaim",
     "PreStop",
+    "SanitizerDaemonSet",
     "Target",
     "__version__",
     "render_claim_spec",
     "render_pod_spec",
     "set_kubernetes_version",
+    "suppress",
 ]
 
 

@@ -69,7 +69,8 @@ class _RequestBase(_Model):
 
     kind: ClassVar[str] = "request"
 
-    def device_class_name(self) -> str:  # pragma: no cover - overridden
+    def device_class(self) -> str:  # pragma: no cover - overridden
+        """The DeviceClass the request names."""
         raise NotImplementedError
 
     def generated_selectors(self, where: Where) -> list[str]:
@@ -97,7 +98,7 @@ class MigRequest(_RequestBase):
     gpu: GpuModel = Field(description="GPU model the slices come from.")
     profile: str = Field(description="MIG profile name, e.g. '3g.40gb' (see the catalog).")
 
-    def device_class_name(self) -> str:
+    def device_class(self) -> str:
         return DEVICE_CLASS_MIG
 
     def generated_selectors(self, where: Where) -> list[str]:
@@ -125,7 +126,7 @@ class GpuRequest(_RequestBase):
     architecture: str | None = Field(default=None, description="e.g. 'Hopper'.")
     min_compute_capability: str | None = Field(default=None, description="e.g. '8.0'.")
 
-    def device_class_name(self) -> str:
+    def device_class(self) -> str:
         return DEVICE_CLASS_GPU
 
     def validate_for(self, where: Where) -> None:
@@ -159,14 +160,12 @@ class CustomRequest(_RequestBase):
     namespace label and ``allocation_mode='All'`` is allowed only with it.
     """
 
-    device_class_name_: str = Field(alias="device_class_name", description="DeviceClass (DNS subdomain).")
+    device_class_name: str = Field(description="DeviceClass (DNS subdomain).")
     admin_access: bool = False
     allocation_mode: str = Field(default="ExactCount", description="'ExactCount' or 'All' (admin only).")
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    def device_class_name(self) -> str:
-        return self.device_class_name_
+    def device_class(self) -> str:
+        return self.device_class_name
 
     def validate_for(self, where: Where) -> None:
         if self.allocation_mode == "All":
@@ -184,8 +183,8 @@ class CustomRequest(_RequestBase):
                 _where(where), f"requests[{self.name!r}].allocation_mode", self.allocation_mode,
                 "not an allocation mode", "use 'ExactCount' (or 'All' for admin-access node agents)",
             )
-        check_dns_subdomain(where, f"requests[{self.name!r}].device_class_name", self.device_class_name_)
-        if self.device_class_name_ == DEVICE_CLASS_GPU and any(_mentions_profile(s) for s in self.selectors):
+        check_dns_subdomain(where, f"requests[{self.name!r}].device_class_name", self.device_class_name)
+        if self.device_class_name == DEVICE_CLASS_GPU and any(_mentions_profile(s) for s in self.selectors):
             raise DraConstructsError(
                 _where(where), f"requests[{self.name!r}].device_class_name", DEVICE_CLASS_GPU,
                 "MIG profiles are selected under DeviceClass gpu.nvidia.com, whose whole GPUs have no "
@@ -221,7 +220,7 @@ def _semver(where: Where, field: str, value: str) -> str:
 
 
 def _render_request(request: DeviceRequest, selectors: list[str], target: Target) -> dict[str, Any]:
-    body: dict[str, Any] = {"deviceClassName": request.device_class_name()}
+    body: dict[str, Any] = {"deviceClassName": request.device_class()}
     if selectors:
         body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
     if isinstance(request, CustomRequest) and request.allocation_mode == "All":

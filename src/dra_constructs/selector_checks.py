@@ -88,7 +88,7 @@ def check_requests(
     if inventory is None:
         return
     for request, selectors in resolved:
-        device_class = request.device_class_name()
+        device_class = request.device_class()
         if device_class not in DEVICE_CLASS_SELECTORS:
             continue  # not an NVIDIA class: the inventory cannot speak for it
         best, detail = _best_pool(device_class, tuple(selectors), target, inventory)

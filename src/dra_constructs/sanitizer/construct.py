@@ -250,7 +250,7 @@ class SanitizerDaemonSet(constructs.Construct):
 
     def _claim_template(self, name: str, namespace: str, labels: Mapping[str, str],
                         extra_keys: Sequence[str]) -> GpuClaimTemplate:
-        request = CustomRequest(name=REQUEST_NAME, device_class_name_=self.device_class_name,
+        request = CustomRequest(name=REQUEST_NAME, device_class_name=self.device_class_name,
                                 allocation_mode="All", admin_access=True)
         template = GpuClaimTemplate(
             self, "AdminClaimTemplate", requests=[request], name=name, namespace=namespace,
