@@ -74,9 +74,9 @@ def test_every_catalog_pin_is_accepted_and_satisfiable(version: str) -> None:
 
 
 def test_model_pins_select_exactly_that_model() -> None:
+    from dra_constructs.catalog import DEVICE_CLASS_SELECTORS
     from dra_constructs.cel import match_devices
     from dra_constructs.cel.builder import gpu_model_selectors
-    from dra_constructs.catalog import DEVICE_CLASS_SELECTORS
 
     devices = devices_from_slices(catalog_resource_slices(gpus_per_node=1))
     for model in GpuModel:
