@@ -121,3 +121,20 @@ def test_cache_and_bad_input() -> None:
         check(42, "1.32")  # type: ignore[arg-type]
     with pytest.raises(DraConstructsError):
         check("true", "1.31")
+
+
+def test_equal_shapes_share_the_verdict_but_not_the_evaluation() -> None:
+    from dra_constructs.cel import Device, evaluate
+
+    first = check("device.attributes['gpu.nvidia.com'].productName == 'shape-one'", "1.32")
+    second = check("device.attributes['gpu.nvidia.com'].productName == 'shape-two'", "1.32")
+    assert (first.verdict, second.verdict, first.cost, second.cost) == ("OK", "OK", 5, 5)
+    device = Device("gpu.nvidia.com", "p", "d", {"productName": {"string": "shape-two"}}, {})
+    assert evaluate(second.expression, device, "1.32") is True
+    assert evaluate(first.expression, device, "1.32") is False
+    # contents that the API server validates are never shared
+    assert check("device.driver.matches('a')", "1.32").verdict == "OK"
+    assert check("device.driver.matches('[')", "1.32").verdict == "Invalid"
+    # the byte limit is checked before any sharing
+    assert check("'" + "a" * 5200 + "' == ''", "1.32").verdict == "OK"
+    assert check("'" + "é" * 5200 + "' == ''", "1.32").verdict == "TooLong"

@@ -31,6 +31,7 @@ __all__ = [
     "check",
     "compile_selector",
     "parse_target",
+    "shape",
 ]
 
 Verdict = Literal["OK", "Invalid", "TooLong", "Forbidden"]
@@ -74,6 +75,7 @@ class Compiled:
 
 
 _lock = threading.Lock()
+_shapes: dict[tuple[str, EnvKey, bool], int] = {}
 _results: dict[tuple[str, EnvKey, bool], CelCheck] = {}
 _compiled: dict[tuple[str, EnvKey, bool], Compiled] = {}
 _targets: dict[str, Target] = {}
@@ -89,6 +91,40 @@ def parse_target(target: Target | str | None) -> Target:
         found = Target.parse(target, where="cel")
         _targets[key] = found
     return found
+
+
+_CONTENT_CHECKED = ("matches", "duration", "timestamp", "format")
+
+
+def shape(expression: str) -> str | None:
+    """``expression`` with the contents of its plain string literals replaced by as many ``x``.
+
+    Type checking and the cost estimate see a string literal only through its type and its
+    length in code points, so two expressions of the same shape get the same ``OK`` verdict
+    and cost. ``None`` (no sharing) when a literal has an escape or a prefix, is triple-quoted,
+    or when a function validates literal *contents* (``matches``, ``duration``, ...).
+    """
+    if any(name in expression for name in _CONTENT_CHECKED):
+        return None
+    out: list[str] = []
+    i, n = 0, len(expression)
+    while i < n:
+        char = expression[i]
+        if char in "'\"":
+            if expression.startswith(char * 3, i) or (i and (expression[i - 1].isalnum() or expression[i - 1] == "_")):
+                return None
+            end = expression.find(char, i + 1)
+            if end < 0:
+                return None
+            content = expression[i + 1:end]
+            if "\\" in content or "\n" in content or "\r" in content:
+                return None
+            out.append(char + "x" * len(content) + char)
+            i = end + 1
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
 
 
 def _rename_exists_one(expression: str) -> str:
@@ -173,7 +209,16 @@ def compile_selector(expression: str, target: Target | str | None = None,
     if not result.ok:
         return result
     parsed = parse_target(target)
-    return _compiled[(expression, env_key(parsed, allow_multiple_allocations), parsed.cel_cost_estimator_bug)]
+    key = env_key(parsed, allow_multiple_allocations)
+    cache_key = (expression, key, parsed.cel_cost_estimator_bug)
+    compiled = _compiled.get(cache_key)
+    if compiled is None:  # the verdict came from an equal shape: compile this expression now
+        _, compiled = _judge(expression, parsed, key)
+        if compiled is None:  # pragma: no cover - a shape is only shared between OK verdicts
+            raise DraConstructsError("cel", "expression", expression, "does not compile", "check it first")
+        with _lock:
+            _compiled[cache_key] = compiled
+    return compiled
 
 
 def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Compiled | None]:
@@ -224,11 +269,20 @@ def check(expression: str, target: Target | str | None = "1.32", *,
         if found.target == str(parsed) and found.cached:
             return found
         return replace(found, target=str(parsed), cached=True)
-    result, compiled = _judge(expression, parsed, key)
+    too_long = len(expression.encode("utf-8", "surrogatepass")) > MAX_LENGTH  # bytes: not shape-invariant
+    form = None if too_long else shape(expression)
+    shape_key = (form, key, parsed.cel_cost_estimator_bug) if form is not None else None
+    if shape_key is not None and shape_key in _shapes:
+        result, compiled = CelCheck(expression, str(parsed), "OK", None, _shapes[shape_key]), None
+    else:
+        result, compiled = _judge(expression, parsed, key)
+        if shape_key is not None and result.ok:
+            _shapes[shape_key] = result.cost or 0
     with _lock:
         if len(_results) >= _CACHE_LIMIT:
             _results.clear()
             _compiled.clear()
+            _shapes.clear()
         _results[cache_key] = result
         if compiled is not None:
             _compiled[cache_key] = compiled

@@ -190,15 +190,34 @@ def _dra_size(path: Sequence[str] | None, device: _Decl) -> Est | None:
 # --- the estimator ---------------------------------------------------------------------------
 
 class _Node:
-    """cel-go ``AstNode``: path, type, expression and a derived size."""
+    """cel-go ``AstNode`` (path, type, derived size), computed when first asked for."""
 
-    __slots__ = ("expr", "path", "size", "type")
+    __slots__ = ("_coster", "_path", "_size", "_sized", "expr", "type")
 
-    def __init__(self, path: list[str] | None, type_: Any, expr: Any, size: Est | None) -> None:
-        self.path = path
-        self.type = type_
+    def __init__(self, coster: _Coster | None, expr: Any, type_: Any,
+                 path: list[str] | None = None, size: Est | None = None) -> None:
+        self._coster = coster
         self.expr = expr
-        self.size = size
+        self.type = type_
+        self._path = path
+        self._size = size
+        self._sized = coster is None
+
+    @property
+    def path(self) -> list[str] | None:
+        if self._coster is not None and self._path is None:
+            path: list[str] | None = self._coster.get_path(self.expr)
+            if path and path[0] in _ACCUMULATORS:
+                path = None
+            self._path = path if path is not None else []
+        return self._path or None
+
+    @property
+    def size(self) -> Est | None:
+        if not self._sized and self._coster is not None:
+            self._size = self._coster.compute_size(self.expr)
+            self._sized = True
+        return self._size
 
 
 @dataclass
@@ -294,10 +313,7 @@ class _Coster:
         return None
 
     def node(self, e: Any) -> _Node:
-        path: list[str] | None = self.get_path(e)
-        if path and path[0] in _ACCUMULATORS:
-            path = None
-        return _Node(path, self.type_of(e), e, self.compute_size(e))
+        return _Node(self, e, self.type_of(e))
 
     def size_of(self, node: _Node) -> Est:
         """cel-go's ``sizeEstimate`` (v1) / ``sizeOrUnknown`` (v2) of an AstNode."""
@@ -703,7 +719,7 @@ class _Coster:
         if t is None or t.WhichOneof("kind") != "list_type":
             return None
         path = None if node.path is None else [*node.path, "@items"]
-        return _Node(path, t.list_type.elem_type, None, None)
+        return _Node(None, None, t.list_type.elem_type, path, None)
 
 
 _NOMINAL = {
