@@ -49,7 +49,8 @@ def expressions(count: int, salt: str) -> list[str]:
         elif k == 6:
             out.append(f"cel.bind(g, device.attributes['gpu.nvidia.com'], g.type == 'mig' && g.uuid != '{tag}')")
         else:
-            out.append(f"device.capacity['gpu.nvidia.com'].exists(k, k.startsWith('memorySlice{i % 8}')) || '{tag}' == ''")
+            out.append(f"device.capacity['gpu.nvidia.com'].exists(k, k.startsWith('memorySlice{i % 8}'))"
+                       f" || '{tag}' == ''")
     return out
 
 
