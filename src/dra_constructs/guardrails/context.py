@@ -9,7 +9,8 @@ from functools import lru_cache
 from typing import Any
 
 from ..target import Target
-from .manifest import Manifest, as_dict, as_list, mapping_get
+from .manifest import Manifest, PodView, as_list, mapping_get
+from .resources import legacy_gpu_resources
 
 __all__ = [
     "GPU_DEVICE_CLASSES",
@@ -75,8 +76,7 @@ class AuditContext:
             self._env_sources[(kind, m.namespace, m.name)] = m
         elif kind == "DaemonSet":
             key, value = SANITIZER_LABEL
-            template_labels = as_dict(m.pod_metadata.get("labels"))
-            if m.labels().get(key) == value or template_labels.get(key) == value:
+            if m.pod_labels().get(key) == value:
                 self.sanitizer_present = True
 
     # --- lookups -------------------------------------------------------------------------
@@ -148,17 +148,19 @@ class AuditContext:
         cached = self._gpu_pod.get(key)
         if cached is not None:
             return cached
-        from .rules.extended_resources import legacy_gpu_resources
-
-        result = False
-        if m.pod_spec is not None:
-            result = any(legacy_gpu_resources(container) for _, container in m.containers())
-            for _, entry in m.pod_claims():
-                source = self.claim_source(m, entry)
-                if source is None or self.claim_is_gpu(source):
-                    result = True
+        result = any(self.is_gpu_pod_spec(m, pod) for pod in m.pods)
         self._gpu_pod[key] = result
         return result
+
+    def is_gpu_pod_spec(self, m: Manifest, pod: PodView) -> bool:
+        """Whether one pod spec of ``m`` gets GPUs (see :meth:`is_gpu_pod`)."""
+        if any(legacy_gpu_resources(container) for _, container in pod.containers()):
+            return True
+        for _, entry in pod.claims():
+            source = self.claim_source(m, entry)
+            if source is None or self.claim_is_gpu(source):
+                return True
+        return False
 
     def uses_only_admin_claims(self, m: Manifest) -> bool:
         """Every pod claim is an adminAccess claim in the set (a node agent, not a tenant)."""
@@ -172,7 +174,7 @@ class AuditContext:
 
 def tenant_of(m: Manifest) -> tuple[str, str]:
     """``(namespace, tenant label value)`` of a workload; the label may be on the pod template."""
-    labels = {**m.labels(), **as_dict(m.pod_metadata.get("labels"))}
+    labels = m.pod_labels()
     for key in TENANT_LABELS:
         value = labels.get(key)
         if isinstance(value, str) and value:

@@ -44,7 +44,7 @@ class AuditResult:
 def _suppressions(m: Manifest) -> dict[str, str]:
     """Valid suppressions of an object (its own annotation, plus its pod template's)."""
     merged: dict[str, str] = {}
-    places = [m.metadata, m.pod_metadata] if m.pod_spec is not None and m.kind != "Pod" else [m.metadata]
+    places = [m.metadata] + [pod.metadata for pod in m.pods if pod.metadata is not m.metadata]
     for metadata in places:
         value = as_dict(metadata.get("annotations")).get(SUPPRESSIONS_ANNOTATION)
         if value is not None:

@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "CLUSTER_SCOPED_KINDS",
     "Manifest",
+    "PodView",
     "RequestView",
     "as_dict",
     "as_list",
@@ -102,6 +103,63 @@ class RequestView:
             yield field_path(self.path, "selectors", i, "cel", "expression"), cel.get("expression")
 
 
+@dataclass(frozen=True)
+class PodView:
+    """One pod spec inside a manifest, with its path and the metadata of its pod (template)."""
+
+    spec: dict[str, Any]
+    path: str
+    metadata: dict[str, Any]
+    metadata_path: str | None
+
+    def containers(self, include_init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(path, container)`` for containers, init containers and ephemeral containers."""
+        groups = ("containers", "initContainers", "ephemeralContainers") if include_init else ("containers",)
+        for group in groups:
+            for i, container in enumerate(as_list(self.spec.get(group))):
+                if isinstance(container, dict):
+                    yield field_path(self.path, group, i), container
+
+    def claims(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(path, entry)`` for every ``resourceClaims[i]``."""
+        for i, entry in enumerate(as_list(self.spec.get("resourceClaims"))):
+            if isinstance(entry, dict):
+                yield field_path(self.path, "resourceClaims", i), entry
+
+
+_MAX_DEPTH = 12
+
+
+def _looks_like_container(node: dict[str, Any]) -> bool:
+    resources = node.get("resources")
+    return (isinstance(node.get("image"), str)
+            or (isinstance(resources, dict) and ("limits" in resources or "requests" in resources))
+            or isinstance(node.get("env"), list))
+
+
+def _discover(node: Any, path: str, parent: Any, depth: int, pods: list[PodView],
+              loose: list[tuple[str, dict[str, Any]]]) -> None:
+    """Collect pod specs (dicts with a ``containers`` list of dicts) and loose containers."""
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(node, dict):
+        containers = node.get("containers")
+        if isinstance(containers, list) and containers and all(isinstance(c, dict) for c in containers):
+            in_template = path.endswith(".spec") and isinstance(parent, dict)
+            metadata = as_dict(parent.get("metadata")) if in_template else {}
+            meta_path = path[: -len("spec")] + "metadata" if in_template else None
+            pods.append(PodView(node, path, metadata, meta_path))
+            return
+        if _looks_like_container(node):
+            loose.append((path, node))
+        for key, value in node.items():
+            if isinstance(key, str):
+                _discover(value, field_path(path, key), node, depth + 1, pods, loose)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _discover(value, field_path(path, i), parent, depth + 1, pods, loose)
+
+
 @dataclass
 class Manifest:
     """One Kubernetes object as read from a file, stdin or a synthesized chart."""
@@ -174,61 +232,52 @@ class Manifest:
     # --- pods ----------------------------------------------------------------------------
 
     @cached_property
-    def _pod(self) -> tuple[dict[str, Any], str, dict[str, Any]] | None:
+    def _discovered(self) -> tuple[list[PodView], list[tuple[str, dict[str, Any]]]]:
         keys = _POD_SPEC_PATHS.get(self.kind)
-        if keys is None:
-            # Unknown kinds (Argo Rollouts, custom workloads) with the usual pod-template shape.
-            template = as_dict(as_dict(self.obj.get("spec")).get("template"))
-            if not isinstance(as_dict(template.get("spec")).get("containers"), list):
-                return None
-            keys = ("spec", "template", "spec")
-        node: Any = self.obj
-        for key in keys:
-            node = as_dict(node).get(key)
-        if not isinstance(node, dict):
-            return None
-        if self.kind == "Pod":
-            metadata = self.metadata
-        else:
-            parent: Any = self.obj
-            for key in keys[:-1]:
-                parent = as_dict(parent).get(key)
-            metadata = as_dict(as_dict(parent).get("metadata"))
-        return node, ".".join(keys), metadata
+        if keys is not None:
+            node: Any = self.obj
+            parent: Any = None
+            for key in keys:
+                parent, node = node, as_dict(node).get(key)
+            if not isinstance(node, dict):
+                return [], []
+            metadata = self.metadata if self.kind == "Pod" else as_dict(as_dict(parent).get("metadata"))
+            meta_path = "metadata" if self.kind == "Pod" else ".".join(keys[:-1]) + ".metadata"
+            return [PodView(node, ".".join(keys), metadata, meta_path)], []
+        # Other kinds (Kubeflow PyTorchJob, RayCluster, JobSet, LeaderWorkerSet, Argo, KServe, ...):
+        # find every embedded pod spec, and container-like dicts outside them.
+        pods: list[PodView] = []
+        loose: list[tuple[str, dict[str, Any]]] = []
+        for key, value in self.obj.items():
+            if key not in ("apiVersion", "kind", "metadata", "status"):
+                _discover(value, str(key), self.obj, 0, pods, loose)
+        return pods, loose
 
     @property
-    def pod_spec(self) -> dict[str, Any] | None:
-        """The pod spec of a Pod or of a workload's pod template, else ``None``."""
-        return self._pod[0] if self._pod else None
-
-    @property
-    def pod_spec_path(self) -> str:
-        return self._pod[1] if self._pod else ""
-
-    @property
-    def pod_metadata(self) -> dict[str, Any]:
-        """The pod's own metadata (the template's for workloads)."""
-        return self._pod[2] if self._pod else {}
+    def pods(self) -> list[PodView]:
+        """Every pod spec of the object: a Pod's, a workload's template, or ones found in custom kinds."""
+        return self._discovered[0]
 
     def containers(self, include_init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``(path, container)`` for containers, init containers and ephemeral containers."""
-        spec = self.pod_spec
-        if spec is None:
-            return
-        groups = ("containers", "initContainers", "ephemeralContainers") if include_init else ("containers",)
-        for group in groups:
-            for i, container in enumerate(as_list(spec.get(group))):
-                if isinstance(container, dict):
-                    yield field_path(self.pod_spec_path, group, i), container
+        """``(path, container)`` for the containers of every pod spec of the object."""
+        for pod in self.pods:
+            yield from pod.containers(include_init)
+
+    def loose_containers(self) -> list[tuple[str, dict[str, Any]]]:
+        """Container-like dicts of custom kinds outside any pod spec (``image`` / ``resources`` / ``env``)."""
+        return self._discovered[1]
 
     def pod_claims(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``(path, entry)`` for every ``spec.resourceClaims[i]``."""
-        spec = self.pod_spec
-        if spec is None:
-            return
-        for i, entry in enumerate(as_list(spec.get("resourceClaims"))):
-            if isinstance(entry, dict):
-                yield field_path(self.pod_spec_path, "resourceClaims", i), entry
+        """``(path, entry)`` for every ``resourceClaims[i]`` of every pod spec."""
+        for pod in self.pods:
+            yield from pod.claims()
+
+    def pod_labels(self) -> dict[str, Any]:
+        """The object's labels overlaid with its pod templates' labels."""
+        labels = dict(self.labels())
+        for pod in self.pods:
+            labels.update(as_dict(pod.metadata.get("labels")))
+        return labels
 
     # --- DRA claims ----------------------------------------------------------------------
 

@@ -5,17 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..context import AuditContext
-from ..manifest import Manifest, as_dict, as_list, field_path
+from ..manifest import Manifest, PodView, as_dict, as_list, field_path
 from ..model import Hit, Rule, Severity
 
 __all__ = ["RULE"]
 
 
-def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
-    if m.pod_spec is None:
-        return
+def _pod_hits(m: Manifest, pod: PodView, ctx: AuditContext) -> Iterator[Hit]:
     declared: dict[str, dict[str, object]] = {}
-    for path, entry in m.pod_claims():
+    for path, entry in pod.claims():
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             yield Hit(field_path(path, "name"), "a pod resourceClaims entry has no name")
@@ -29,7 +27,7 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
                             f"resourceClaimName (it names {len(sources)})",
                       fix="set resourceClaimTemplateName (one claim per pod) or resourceClaimName (a shared claim)")
     used: set[str] = set()
-    for path, container in m.containers():
+    for path, container in pod.containers():
         for i, ref in enumerate(as_list(as_dict(container.get("resources")).get("claims"))):
             ref = as_dict(ref)
             ref_path = field_path(path, "resources", "claims", i)
@@ -42,21 +40,26 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
                           f"resourceClaims (declared: {known})",
                           fix="add the claim to spec.resourceClaims or fix the name in resources.claims")
                 continue
-            used.add(str(name))
+            used.add(name)
             request = ref.get("request")
             if isinstance(request, str) and request:
-                source = ctx.claim_source(m, declared[str(name)])
+                source = ctx.claim_source(m, declared[name])
                 if source is not None and request not in source.request_names():
                     yield Hit(field_path(ref_path, "request"),
                               f"container {cname!r} asks for request {request!r} of claim {name!r}, but "
                               f"{source.kind} {source.name!r} has requests {sorted(source.request_names())}",
                               fix="use one of the request names of the claim (or drop request: for all)")
-    for path, entry in m.pod_claims():
+    for path, entry in pod.claims():
         name = entry.get("name")
         if isinstance(name, str) and name and name not in used:
             yield Hit(path, f"pod claim {name!r} is allocated but no container lists it in resources.claims, "
                             "so no container gets the device")
             used.add(name)  # report a duplicated name once
+
+
+def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
+    for pod in m.pods:
+        yield from _pod_hits(m, pod, ctx)
 
 
 RULE = Rule(

@@ -79,7 +79,7 @@ def _env_from_hits(m: Manifest, ctx: AuditContext, path: str, container: dict[st
 
 
 def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
-    for path, container in m.containers():
+    for path, container in [*m.containers(), *m.loose_containers()]:
         for i, entry in enumerate(as_list(container.get("env"))):
             entry = as_dict(entry)
             name = entry.get("name")

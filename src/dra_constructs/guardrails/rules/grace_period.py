@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..context import AuditContext
-from ..manifest import Manifest, as_dict, field_path
+from ..manifest import Manifest, PodView, as_dict, field_path
 from ..model import Hit, Rule, Severity
 
 __all__ = ["MANAGED_BY_LABEL", "RULE"]
@@ -15,10 +15,15 @@ MANAGED_BY_LABEL = ("app.kubernetes.io/managed-by", "dra-constructs")
 
 
 def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
-    if m.pod_spec is None or not ctx.is_gpu_pod(m):
-        return
-    grace = m.pod_spec.get("terminationGracePeriodSeconds")
-    path = field_path(m.pod_spec_path, "terminationGracePeriodSeconds")
+    managed = m.pod_labels().get(MANAGED_BY_LABEL[0]) == MANAGED_BY_LABEL[1]
+    for pod in m.pods:
+        if ctx.is_gpu_pod_spec(m, pod):
+            yield from _pod_hits(pod, managed)
+
+
+def _pod_hits(pod: PodView, managed: bool) -> Iterator[Hit]:
+    grace = pod.spec.get("terminationGracePeriodSeconds")
+    path = field_path(pod.path, "terminationGracePeriodSeconds")
     if grace is None:
         yield Hit(path, "GPU pod leaves terminationGracePeriodSeconds to the 30 s default; state the time the "
                         "workload needs to checkpoint and release its device after SIGTERM",
@@ -26,11 +31,9 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
     elif isinstance(grace, bool) or not isinstance(grace, int) or grace < 1:
         yield Hit(path, f"terminationGracePeriodSeconds is {grace!r}: on preemption the GPU workload is killed "
                         "at once, with no SIGTERM grace to drain its device")
-    key, value = MANAGED_BY_LABEL
-    labels = {**m.labels(), **as_dict(m.pod_metadata.get("labels"))}
-    if labels.get(key) != value:
+    if not managed:
         return
-    for cpath, container in m.containers(include_init=False):
+    for cpath, container in pod.containers(include_init=False):
         if "preStop" not in as_dict(as_dict(container.get("lifecycle"))):
             yield Hit(field_path(cpath, "lifecycle", "preStop"),
                       f"container {container.get('name')!r} of a dra-constructs pod has no preStop hook",

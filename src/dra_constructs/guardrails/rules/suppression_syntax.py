@@ -16,8 +16,8 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
     from . import RULES_BY_ID  # the pack defines which ids can be suppressed
 
     places = [("metadata", m.metadata)]
-    if m.pod_spec is not None and m.kind != "Pod":
-        places.append((m.pod_spec_path.rpartition(".")[0] + ".metadata", m.pod_metadata))
+    places += [(pod.metadata_path, pod.metadata) for pod in m.pods
+               if pod.metadata_path and pod.metadata is not m.metadata]
     for base, metadata in places:
         annotations = as_dict(metadata.get("annotations"))
         if SUPPRESSIONS_ANNOTATION not in annotations:

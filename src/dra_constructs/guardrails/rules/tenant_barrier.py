@@ -17,7 +17,7 @@ def _tenant_workloads(ctx: AuditContext) -> dict[str, list[Manifest]]:
     """GPU workloads by explicit namespace; node agents (adminAccess only) are not tenants."""
     by_namespace: dict[str, list[Manifest]] = {}
     for m in ctx.manifests:
-        if m.pod_spec is None or not m.namespace or m.namespace.startswith(_SYSTEM_NAMESPACE_PREFIXES):
+        if not m.pods or not m.namespace or m.namespace.startswith(_SYSTEM_NAMESPACE_PREFIXES):
             continue
         if not ctx.is_gpu_pod(m) or ctx.uses_only_admin_claims(m):
             continue
