@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -15,7 +16,14 @@ import pytest
 
 from dra_constructs import set_kubernetes_version
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.guardrails import SUPPRESSIONS_ANNOTATION, ensure_guardrails, suppress, validate_app
+from dra_constructs.guardrails import (
+    SUPPRESSIONS_ANNOTATION,
+    audit,
+    ensure_guardrails,
+    load_paths,
+    suppress,
+    validate_app,
+)
 
 from .helpers import gpu_pod_spec
 
@@ -134,23 +142,40 @@ def test_warnings_go_to_stderr_and_do_not_fail(tmp_path: Path, capfd: pytest.Cap
     assert "dra-constructs guardrails: warning [DRA008] Pod/ml/p (construct workloads/pod)" in capfd.readouterr().err
 
 
-def test_library_examples_pass_without_findings(tmp_path: Path) -> None:
+def _examples() -> list[Any]:
     sys.path.insert(0, str(REPO / "examples"))
     try:
-        import mig_inference_pod
-        import multi_slice_training_job
-        import whole_gpu_deployment
+        names = sorted(p.stem for p in (REPO / "examples").glob("*.py") if p.stem != "main")
+        return [importlib.import_module(name) for name in names]
     finally:
         sys.path.remove(str(REPO / "examples"))
-    # Each example is its own manifest set (one tenant each), as examples/main.py synthesizes them.
+
+
+def test_library_examples_pass_without_findings(tmp_path: Path) -> None:
+    examples = _examples()
+    assert len(examples) >= 4
     for version in ("1.32", "1.34"):
-        for example in (mig_inference_pod, multi_slice_training_job, whole_gpu_deployment):
-            app = cdk8s.App(outdir=str(tmp_path / version / example.__name__))
-            set_kubernetes_version(app, version)
+        app = cdk8s.App(outdir=str(tmp_path / version))
+        set_kubernetes_version(app, version)
+        for example in examples:
             example.build(app)
-            ensure_guardrails(app)
-            assert validate_app(app) == []
-            app.synth()
+        ensure_guardrails(app)
+        assert validate_app(app) == []
+        app.synth()
+
+
+def test_two_tenants_need_the_sanitizer_chart(tmp_path: Path) -> None:
+    [example] = [e for e in _examples() if e.__name__ == "two_tenants_with_sanitizer"]
+    app = cdk8s.App(outdir=str(tmp_path))
+    example.build(app)
+    app.synth()
+    files = sorted(tmp_path.glob("*.k8s.yaml"))
+    assert audit(load_paths([str(f) for f in files])).findings == ()
+    without = [str(f) for f in files if "dra-constructs.io/component: sanitizer" not in f.read_text()]
+    assert len(without) == len(files) - 1
+    result = audit(load_paths(without))
+    assert {f.rule for f in result.findings} == {"DRA009"}
+    assert {f.namespace for f in result.findings} == {"team-a", "team-b"}
 
 
 def test_synth_as_cdk8s_cli_runs_it(tmp_path: Path) -> None:
