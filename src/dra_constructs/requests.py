@@ -6,7 +6,7 @@ Pure Python (no cdk8s): the claim-template construct, tests and tools all render
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,6 +31,7 @@ __all__ = [
     "MAX_SELECTORS",
     "CustomRequest",
     "DeviceRequest",
+    "DeviceToleration",
     "GpuRequest",
     "MatchAttribute",
     "MigRequest",
@@ -60,11 +61,36 @@ class _Model(BaseModel):
             ) from None
 
 
+class DeviceToleration(_Model):
+    """A request's toleration of device taints (``DeviceTaintRule`` / ResourceSlice taints, 1.33+)."""
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+    def render(self) -> dict[str, Any]:
+        """The API shape."""
+        out: dict[str, Any] = {} if self.key is None else {"key": self.key}
+        out["operator"] = self.operator
+        if self.value is not None:
+            out["value"] = self.value
+        if self.effect is not None:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
 class _RequestBase(_Model):
     name: str = Field(description="Request name (DNS label); containers may reference it.")
     count: int = Field(default=1, description="Exact number of devices (allocationMode ExactCount).")
     selectors: tuple[str, ...] = Field(
         default=(), description="Extra CEL selectors, ANDed with the generated ones; checked at synth."
+    )
+    tolerations: tuple[DeviceToleration, ...] = Field(
+        default=(), description="Device taints this request tolerates (Kubernetes 1.33+, at most 16)."
     )
 
     kind: ClassVar[str] = "request"
@@ -219,6 +245,29 @@ def _semver(where: Where, field: str, value: str) -> str:
     return ".".join(str(int(p)) for p in [*parts, "0", "0"][:3])
 
 
+MAX_TOLERATIONS = 16  # DeviceTolerationsMaxLength
+
+
+def _check_tolerations(request: DeviceRequest, target: Target, where: Where) -> None:
+    if not request.tolerations:
+        return
+    field = f"requests[{request.name!r}].tolerations"
+    if not target.has_request_tolerations:
+        raise DraConstructsError(
+            _where(where), field, [t.render() for t in request.tolerations],
+            f"device tolerations exist from Kubernetes 1.33 (target is {target})",
+            "target 1.33 or later, or drop the tolerations (1.32 has no device taints)",
+        )
+    check_max_items(where, field, list(request.tolerations), MAX_TOLERATIONS, "tolerations")
+    for toleration in request.tolerations:
+        if toleration.operator == "Exists" and toleration.value is not None:
+            raise DraConstructsError(_where(where), field, toleration.render(),
+                                     "operator Exists takes no value", "drop value or use operator='Equal'")
+        if toleration.key is None and toleration.operator != "Exists":
+            raise DraConstructsError(_where(where), field, toleration.render(),
+                                     "an empty key needs operator Exists", "set key= or operator='Exists'")
+
+
 def _render_request(request: DeviceRequest, selectors: list[str], target: Target) -> dict[str, Any]:
     body: dict[str, Any] = {"deviceClassName": request.device_class()}
     if selectors:
@@ -230,6 +279,8 @@ def _render_request(request: DeviceRequest, selectors: list[str], target: Target
         body["count"] = request.count
     if isinstance(request, CustomRequest) and request.admin_access:
         body["adminAccess"] = True
+    if request.tolerations:
+        body["tolerations"] = [t.render() for t in request.tolerations]
     if target.wraps_requests_in_exactly:
         return {"name": request.name, "exactly": body}
     return {"name": request.name, **body}
@@ -267,6 +318,8 @@ def render_claim_spec(
     check_max_items(where, "requests", list(requests), MAX_REQUESTS, "requests per claim")
     check_unique(where, "requests[].name", (r.name for r in requests),
                  "give every request in the claim its own name")
+    for request in requests:
+        _check_tolerations(request, target, where)
     resolved = [(r, request_selectors(r, where)) for r in requests]
     devices: dict[str, Any] = {"requests": [_render_request(r, s, target) for r, s in resolved]}
     if constraints:

@@ -96,3 +96,17 @@ def test_admin_access_all_devices_is_allowed_for_agents() -> None:
     request = CustomRequest(name="all", device_class_name="gpu.nvidia.com", allocation_mode="All", admin_access=True)
     rendered = render([request], "1.34")["devices"]["requests"][0]["exactly"]
     assert rendered == {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All", "adminAccess": True}
+
+
+def test_device_tolerations_from_1_33() -> None:
+    from dra_constructs import DeviceToleration
+
+    request = GpuRequest(models=("H100_80GB",), tolerations=(
+        DeviceToleration(key="example.com/maintenance", operator="Exists", effect="NoSchedule"),))
+    rendered = render([request], "1.34")["devices"]["requests"][0]["exactly"]
+    assert rendered["tolerations"] == [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]
+    with pytest.raises(DraConstructsError, match=r"from Kubernetes 1\.33"):
+        render([request], "1.32")
+    with pytest.raises(DraConstructsError, match="takes no value"):
+        render([GpuRequest(models=("A30",), tolerations=(DeviceToleration(key="k", operator="Exists", value="v"),))],
+               "1.33")

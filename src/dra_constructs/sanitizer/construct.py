@@ -36,7 +36,7 @@ from .. import __version__
 from .._scope import resolve_target
 from ..claims import GpuClaimTemplate
 from ..errors import DraConstructsError
-from ..requests import CustomRequest
+from ..requests import CustomRequest, DeviceToleration
 from ..target import Target
 from ..validation import check_dns_label, check_quantity
 from ._agent_spec import (
@@ -250,18 +250,15 @@ class SanitizerDaemonSet(constructs.Construct):
 
     def _claim_template(self, name: str, namespace: str, labels: Mapping[str, str],
                         extra_keys: Sequence[str]) -> GpuClaimTemplate:
+        tolerations = (
+            tuple(DeviceToleration(**t) for t in device_tolerations(self.agent_config, extra_keys))
+            if self.target.has_request_tolerations else ()  # 1.32 has no device taints
+        )
         request = CustomRequest(name=REQUEST_NAME, device_class_name=self.device_class_name,
-                                allocation_mode="All", admin_access=True)
-        template = GpuClaimTemplate(
+                                allocation_mode="All", admin_access=True, tolerations=tolerations)
+        return GpuClaimTemplate(
             self, "AdminClaimTemplate", requests=[request], name=name, namespace=namespace,
             labels=labels, claim_name=CLAIM_NAME, kubernetes_version=self.target, inventory=None)
-        if self.target.has_request_tolerations:
-            # CustomRequest has no tolerations field yet: add them to the rendered request (the
-            # target's shape: v1beta2/v1 nest the request under ``exactly``).
-            path = "/spec/spec/devices/requests/0" + ("/exactly" if self.target.wraps_requests_in_exactly else "")
-            tolerations = device_tolerations(self.agent_config, extra_keys)
-            template.add_json_patch(cdk8s.JsonPatch.add(f"{path}/tolerations", tolerations))
-        return template
 
     def _network_policy(self, name: str, namespace: str, labels: Mapping[str, str], selector: Mapping[str, str],
                         api_server_ports: Sequence[int]) -> kplus.NetworkPolicy:
