@@ -61,3 +61,14 @@ def test_example_snapshot_and_schema(example: ModuleType, version: str, snapshot
         validate_schema(doc, version)
     text = mask_runtime(yaml.safe_dump_all(docs, sort_keys=True, width=1 << 30))
     assert text == snapshot.use_extension(YamlSnapshot)
+
+
+def test_dist_validates_against_its_target_schema() -> None:
+    dist = EXAMPLES_DIR.parent / "dist"
+    files = sorted(dist.rglob("*.k8s.yaml"))
+    assert {f.parent.name for f in files} >= {m.__name__ for m in MAIN.EXAMPLES}
+    for path in files:
+        version = "1.34" if "k8s-1.34" in path.parts else "1.32"
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                validate_schema(doc, version)
