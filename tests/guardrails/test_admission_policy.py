@@ -115,6 +115,16 @@ def test_suppression_annotation_is_honoured_per_rule() -> None:
     assert evaluate(_policy("-workloads"), deployment) == []
 
 
+def test_claims_generated_from_templates_are_skipped() -> None:
+    mps = [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": {"strategy": "MPS"}}}}]
+    claim = {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
+             "metadata": {"name": "pod-gpu-x7k2", "namespace": "ml"},
+             "spec": {"devices": {"requests": [mig_request()], "config": mps}}}
+    assert [m.split(":")[0] for m in evaluate(_policy("-claims"), claim)] == ["DRA006"]
+    claim["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpu"}
+    assert evaluate(_policy("-claims"), claim) == []
+
+
 def test_rule_selection_and_bad_options() -> None:
     only = admission_policy_manifests("x", rules=("DRA001",), validation_actions=("Warn", "Audit"),
                                       excluded_namespaces=())

@@ -33,6 +33,9 @@ def evaluate(policy: dict[str, Any], obj: dict[str, Any]) -> list[str]:
     """Messages of the validations ``obj`` fails (empty list: admitted)."""
     variables: dict[str, Any] = {}
     try:
+        for condition in policy["spec"].get("matchConditions", []):
+            if _eval(condition["expression"], obj, variables) is not True:
+                return []  # not selected: admitted without evaluating the validations
         for variable in policy["spec"].get("variables", []):
             variables[variable["name"]] = _eval(variable["expression"], obj, variables)
         messages = []

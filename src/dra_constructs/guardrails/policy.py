@@ -214,6 +214,15 @@ def _claim_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
 
 # --- assembly -------------------------------------------------------------------------------
 
+#: ResourceClaims the resourceclaim controller makes from a pod's template carry this annotation;
+#: their template was checked (and maybe suppressed) when it was created, so they are skipped.
+_NOT_GENERATED = {
+    "name": "not-generated-from-a-template",
+    "expression": "!has(object.metadata.annotations) || "
+                  "!('resource.kubernetes.io/pod-claim-name' in object.metadata.annotations)",
+}
+
+
 @dataclass(frozen=True)
 class PolicyKind:
     """One policy: which resources it matches and where their pod spec (or claim spec) lives."""
@@ -222,6 +231,7 @@ class PolicyKind:
     resource_rules: tuple[dict[str, Any], ...]
     variables: tuple[dict[str, str], ...]
     claims: bool = False
+    match_conditions: tuple[dict[str, str], ...] = ()
 
 
 def _kinds() -> tuple[PolicyKind, ...]:
@@ -240,7 +250,7 @@ def _kinds() -> tuple[PolicyKind, ...]:
                    tuple(_pod_variables("object.spec.jobTemplate.spec.template.spec",
                                         "object.spec.jobTemplate.spec.template.metadata"))),
         PolicyKind("claims", (rule(["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"]),),
-                   tuple(_claim_variables()), claims=True),
+                   tuple(_claim_variables()), claims=True, match_conditions=(_NOT_GENERATED,)),
     )
 
 
@@ -279,6 +289,7 @@ def admission_policy_manifests(
             "spec": {
                 "failurePolicy": "Fail",
                 "matchConstraints": {"resourceRules": [dict(r) for r in kind.resource_rules]},
+                **({"matchConditions": [dict(c) for c in kind.match_conditions]} if kind.match_conditions else {}),
                 "variables": [dict(v) for v in kind.variables],
                 "validations": validations,
             },
