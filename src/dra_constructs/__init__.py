@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
-from .requests import CustomRequest, DeviceToleration, GpuRequest, MatchAttribute, MigRequest, render_claim_spec
+from .requests import (
+    CustomRequest,
+    DeviceToleration,
+    FirstAvailable,
+    GpuRequest,
+    MatchAttribute,
+    MigRequest,
+    render_claim_spec,
+)
 from .target import Target
 
 if TYPE_CHECKING:
@@ -51,6 +59,7 @@ __all__ = [
     "CustomRequest",
     "DeviceToleration",
     "DraConstructsError",
+    "FirstAvailable",
     "GpuClaimTemplate",
     "GpuDeployment",
     "GpuJob",

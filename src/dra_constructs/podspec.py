@@ -190,8 +190,9 @@ def render_pod_spec(
                     "must be one of the names in pod.spec.resourceClaims" + (f" {names}" if names else " (empty)"),
                     "use claims=[template.use()] or add a PodClaim of that name",
                 )
-            if use.request is not None:
-                check_dns_label(where, f"containers[{container.name!r}].claims[].request", use.request)
+            if use.request is not None:  # "<request>" or "<request>/<alternative>" (firstAvailable)
+                for part in use.request.split("/", 1):
+                    check_dns_label(where, f"containers[{container.name!r}].claims[].request", part)
             used.add(use.claim)
     for name in names:
         if name not in used:

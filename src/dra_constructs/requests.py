@@ -32,6 +32,7 @@ __all__ = [
     "CustomRequest",
     "DeviceRequest",
     "DeviceToleration",
+    "FirstAvailable",
     "GpuRequest",
     "MatchAttribute",
     "MigRequest",
@@ -232,6 +233,22 @@ class MatchAttribute(_Model):
     requests: tuple[str, ...] = ()
 
 
+MAX_SUBREQUESTS = 8  # FirstAvailableDeviceRequestMaxSize
+
+
+class FirstAvailable(_Model):
+    """Prioritized alternatives (``firstAvailable``, Kubernetes 1.33+): the scheduler allocates the
+    first alternative that fits, e.g. a 3g.40gb slice of an H100, else one of an A100.
+
+    Each alternative's ``name`` is its subrequest name; containers may use ``"<name>/<alternative>"``.
+    """
+
+    name: str = Field(description="Request name (DNS label).")
+    alternatives: tuple[MigRequest | GpuRequest | CustomRequest, ...] = Field(
+        description="1 to 8 requests, in order of preference (no admin access, ExactCount only)."
+    )
+
+
 def _mentions_profile(expression: str) -> bool:
     return ".profile" in expression or "['profile']" in expression or '["profile"]' in expression
 
@@ -268,7 +285,7 @@ def _check_tolerations(request: DeviceRequest, target: Target, where: Where) -> 
                                      "an empty key needs operator Exists", "set key= or operator='Exists'")
 
 
-def _render_request(request: DeviceRequest, selectors: list[str], target: Target) -> dict[str, Any]:
+def _request_body(request: DeviceRequest, selectors: list[str]) -> dict[str, Any]:
     body: dict[str, Any] = {"deviceClassName": request.device_class()}
     if selectors:
         body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
@@ -281,9 +298,46 @@ def _render_request(request: DeviceRequest, selectors: list[str], target: Target
         body["adminAccess"] = True
     if request.tolerations:
         body["tolerations"] = [t.render() for t in request.tolerations]
+    return body
+
+
+def _render_request(request: DeviceRequest, selectors: list[str], target: Target) -> dict[str, Any]:
+    body = _request_body(request, selectors)
     if target.wraps_requests_in_exactly:
         return {"name": request.name, "exactly": body}
     return {"name": request.name, **body}
+
+
+def _resolve_first_available(
+    request: FirstAvailable, target: Target, where: Where
+) -> list[tuple[DeviceRequest, list[str]]]:
+    field = f"requests[{request.name!r}]"
+    check_dns_label(where, f"{field}.name", request.name)
+    if not target.has_first_available:
+        raise DraConstructsError(
+            _where(where), f"{field}.firstAvailable", [a.name for a in request.alternatives],
+            f"prioritized alternatives exist from Kubernetes 1.33 (target is {target})",
+            "target 1.33 or later, or pick one request",
+        )
+    if not 1 <= len(request.alternatives) <= MAX_SUBREQUESTS:
+        raise DraConstructsError(
+            _where(where), f"{field}.alternatives", len(request.alternatives),
+            f"firstAvailable takes 1 to {MAX_SUBREQUESTS} alternatives", "list 1 to 8 alternatives",
+        )
+    check_unique(where, f"{field}.alternatives[].name", (a.name for a in request.alternatives),
+                 "give every alternative its own name")
+    resolved = []
+    for alternative in request.alternatives:
+        if isinstance(alternative, CustomRequest) and (
+                alternative.admin_access or alternative.allocation_mode != "ExactCount"):
+            raise DraConstructsError(
+                _where(where), f"{field}.alternatives[{alternative.name!r}]", alternative.allocation_mode,
+                "alternatives of firstAvailable cannot use admin access or allocationMode All",
+                "use an ExactCount request without admin_access",
+            )
+        _check_tolerations(alternative, target, where)
+        resolved.append((alternative, request_selectors(alternative, where)))
+    return resolved
 
 
 def request_selectors(request: DeviceRequest, where: Where) -> list[str]:
@@ -305,26 +359,50 @@ def request_selectors(request: DeviceRequest, where: Where) -> list[str]:
     return selectors
 
 
+#: One request of a claim for the checks: its name and its alternatives (one unless firstAvailable),
+#: each with its full selector list.
+ResolvedRequest = tuple[str, list[tuple[DeviceRequest, list[str]]]]
+
+
+def request_names(requests: Sequence[DeviceRequest | FirstAvailable]) -> set[str]:
+    """Names a container or constraint may reference: ``req`` and, for alternatives, ``req/alt``."""
+    names = {r.name for r in requests}
+    for request in requests:
+        if isinstance(request, FirstAvailable):
+            names.update(f"{request.name}/{a.name}" for a in request.alternatives)
+    return names
+
+
 def render_claim_spec(
-    requests: Sequence[DeviceRequest],
+    requests: Sequence[DeviceRequest | FirstAvailable],
     constraints: Sequence[MatchAttribute],
     target: Target,
     where: Where,
-) -> tuple[dict[str, Any], list[tuple[DeviceRequest, list[str]]]]:
-    """The ``ResourceClaimSpec`` for ``target`` plus each request with its selectors (for checks)."""
+) -> tuple[dict[str, Any], list[ResolvedRequest]]:
+    """The ``ResourceClaimSpec`` for ``target`` plus each request's alternatives and selectors (for checks)."""
     if not requests:
         raise DraConstructsError(_where(where), "requests", [], "a claim needs at least one request",
                                  "pass requests=[MigRequest(...)] or [GpuRequest(...)]")
     check_max_items(where, "requests", list(requests), MAX_REQUESTS, "requests per claim")
     check_unique(where, "requests[].name", (r.name for r in requests),
                  "give every request in the claim its own name")
+    resolved: list[ResolvedRequest] = []
+    rendered_requests: list[dict[str, Any]] = []
     for request in requests:
-        _check_tolerations(request, target, where)
-    resolved = [(r, request_selectors(r, where)) for r in requests]
-    devices: dict[str, Any] = {"requests": [_render_request(r, s, target) for r, s in resolved]}
+        if isinstance(request, FirstAvailable):
+            alternatives = _resolve_first_available(request, target, where)
+            rendered_requests.append({"name": request.name, "firstAvailable": [
+                {"name": alt.name, **_request_body(alt, selectors)} for alt, selectors in alternatives]})
+            resolved.append((request.name, alternatives))
+        else:
+            _check_tolerations(request, target, where)
+            selectors = request_selectors(request, where)
+            rendered_requests.append(_render_request(request, selectors, target))
+            resolved.append((request.name, [(request, selectors)]))
+    devices: dict[str, Any] = {"requests": rendered_requests}
     if constraints:
         check_max_items(where, "constraints", list(constraints), MAX_CONSTRAINTS, "constraints")
-        names = {r.name for r in requests}
+        names = request_names(requests)
         rendered = []
         for constraint in constraints:
             domain, _, attr = constraint.attribute.partition("/")

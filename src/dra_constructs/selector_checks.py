@@ -19,7 +19,7 @@ from .validation import Where, _where
 
 if TYPE_CHECKING:
     from .cel import Device
-    from .requests import DeviceRequest
+    from .requests import DeviceRequest, ResolvedRequest
 
 __all__ = ["Inventory", "catalog_inventory", "check_requests"]
 
@@ -75,36 +75,62 @@ def _best_pool(
     return best, detail
 
 
+def _unsatisfied(request: DeviceRequest, selectors: list[str], target: Target, where: Where,
+                 inventory: Inventory) -> DraConstructsError | None:
+    """Why ``request`` cannot be allocated from ``inventory`` (``None`` if it can, or if unknowable)."""
+    device_class = request.device_class()
+    if device_class not in DEVICE_CLASS_SELECTORS:
+        return None  # not an NVIDIA class: the inventory cannot speak for it
+    best, detail = _best_pool(device_class, tuple(selectors), target, inventory)
+    need = 1 if getattr(request, "allocation_mode", "ExactCount") == "All" else request.count
+    if detail is not None and detail.startswith("run-time error"):
+        return DraConstructsError(
+            _where(where), f"requests[{request.name!r}].selectors", selectors, detail,
+            "guard optional attributes with `'name' in device.attributes['domain']` and compare "
+            "versions with semver(...)",
+        )
+    if best < need:
+        why = detail or f"at most {best} matching devices are on any one node"
+        return DraConstructsError(
+            _where(where), f"requests[{request.name!r}]", f"count={need}",
+            f"no node of the inventory has {need} devices of class {device_class} matching the "
+            f"selectors: {why}",
+            "relax the selectors (NVML reports memory below the marketed size, e.g. an H100 80GB "
+            "has 79.65Gi), lower count, or pass inventory= with your cluster's ResourceSlices",
+        )
+    return None
+
+
 def check_requests(
-    resolved: Sequence[tuple[DeviceRequest, list[str]]],
+    resolved: Sequence[ResolvedRequest],
     target: Target,
     where: Where,
     inventory: Inventory | None,
 ) -> None:
-    """Check every selector; then, with an inventory, that every request can be satisfied."""
-    for request, selectors in resolved:
-        for expression in selectors:
-            _check_expression(where, request.name, expression, target)
+    """Check every selector; then, with an inventory, that every request can be satisfied.
+
+    A request with alternatives (``firstAvailable``) is satisfiable when any alternative is; a
+    run-time error in any alternative fails it (the scheduler fails the allocation).
+    """
+    for _, alternatives in resolved:
+        for request, selectors in alternatives:
+            for expression in selectors:
+                _check_expression(where, request.name, expression, target)
     if inventory is None:
         return
-    for request, selectors in resolved:
-        device_class = request.device_class()
-        if device_class not in DEVICE_CLASS_SELECTORS:
-            continue  # not an NVIDIA class: the inventory cannot speak for it
-        best, detail = _best_pool(device_class, tuple(selectors), target, inventory)
-        need = 1 if getattr(request, "allocation_mode", "ExactCount") == "All" else request.count
-        if detail is not None and detail.startswith("run-time error"):
-            raise DraConstructsError(
-                _where(where), f"requests[{request.name!r}].selectors", selectors, detail,
-                "guard optional attributes with `'name' in device.attributes['domain']` and compare "
-                "versions with semver(...)",
-            )
-        if best < need:
-            why = detail or f"at most {best} matching devices are on any one node"
-            raise DraConstructsError(
-                _where(where), f"requests[{request.name!r}]", f"count={need}",
-                f"no node of the inventory has {need} devices of class {device_class} matching the "
-                f"selectors: {why}",
-                "relax the selectors (NVML reports memory below the marketed size, e.g. an H100 80GB "
-                "has 79.65Gi), lower count, or pass inventory= with your cluster's ResourceSlices",
-            )
+    for name, alternatives in resolved:
+        problems = [_unsatisfied(r, s, target, where, inventory) for r, s in alternatives]
+        errors = [p for p in problems if p is not None and "run-time error" in p.problem]
+        if errors:
+            raise errors[0]
+        failures = [p for p in problems if p is not None]
+        if len(failures) < len(problems):
+            continue
+        if len(failures) == 1:
+            raise failures[0]
+        raise DraConstructsError(
+            _where(where), f"requests[{name!r}].alternatives", [r.name for r, _ in alternatives],
+            "no alternative can be allocated: " + "; ".join(
+                f"{r.name}: {p.problem}" for (r, _), p in zip(alternatives, failures, strict=True)),
+            "add an alternative the inventory has, or relax the selectors",
+        )
