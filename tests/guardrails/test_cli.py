@@ -53,7 +53,7 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(out)
     assert code == 1
     assert report["objects_scanned"] == 1
-    first = report["findings"][0]
+    first = next(f for f in report["findings"] if f["rule"] == "DRA001")
     assert {"rule", "severity", "object", "file", "path", "message", "fix"} <= set(first)
     assert first["object"] == "Pod/default/llm-sliced-inference"
     assert first["file"] == str(path)

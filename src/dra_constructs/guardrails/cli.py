@@ -6,13 +6,15 @@ Exit codes: 0 no error-level finding, 1 at least one, 2 unreadable or malformed 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from typing import Any
 
 from ..target import DEFAULT_KUBERNETES_VERSION, Target
 from .engine import audit
-from .loader import STDIN, load_paths
+from .loader import STDIN, STDIN_NAME, load_paths
+from .locate import with_field_lines
 from .model import Severity
 from .report import to_json, to_text
 
@@ -42,8 +44,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load, audit, report; the exit code follows the module docstring."""
     target = Target.parse(args.kubernetes_version, "--kubernetes-version")
-    manifests = load_paths(args.paths, stdin=sys.stdin if STDIN in args.paths else None)
+    stdin_text = sys.stdin.read() if STDIN in args.paths else None
+    stdin = io.StringIO(stdin_text) if stdin_text is not None else None
+    manifests = load_paths(args.paths, stdin=stdin)
     result = audit(manifests, kubernetes_version=target)
+    result = with_field_lines(result, {STDIN_NAME: stdin_text} if stdin_text is not None else None)
     if args.format == "json":
         text = to_json(result)
     elif args.format == "sarif":

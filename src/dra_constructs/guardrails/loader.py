@@ -19,7 +19,7 @@ import yaml
 from ..errors import DraConstructsError
 from .manifest import Manifest
 
-__all__ = ["MANIFEST_SUFFIXES", "STDIN", "load_paths", "load_text"]
+__all__ = ["MANIFEST_SUFFIXES", "STDIN", "STDIN_NAME", "load_paths", "load_text"]
 
 #: File suffixes a directory walk picks up.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -111,7 +111,14 @@ def _load_json(text: str, file: str) -> _Located:
     except json.JSONDecodeError as error:
         raise _bad(file, error.lineno, f"malformed JSON: {error.msg} (column {error.colno})",
                    "fix the JSON syntax at that line", _line_text(text, error.lineno)) from None
-    yield from _objects(doc, file, 1, [])
+    item_lines: list[int] = []
+    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+        try:  # JSON is YAML: libyaml's composer gives the line of every list item
+            node = yaml.compose(text, Loader=_Loader)
+            item_lines = _item_lines(node) if node is not None else []
+        except yaml.YAMLError:
+            item_lines = []
+    yield from _objects(doc, file, 1, item_lines)
 
 
 def load_text(text: str, file: str, *, is_json: bool = False) -> list[Manifest]:
