@@ -1,14 +1,16 @@
 """Point findings at the line of the offending field, not only at the object's first line.
 
-The audit keeps only each object's start line (cheap for 10,000 objects). For the files that
-have findings, this module composes the YAML again (libyaml nodes carry positions), finds each
-object's node by its start line and follows the finding's field path as deep as the document
-goes (a missing field points at its parent).
+The audit keeps only each object's start line (cheap for 10,000 objects). For each object with
+findings, this module composes its YAML document again (libyaml nodes carry positions; only
+those documents, cut at the ``---`` markers), finds the object's node by its start line and
+follows the finding's field path as deep as the document goes (a missing field points at the
+deepest key present).
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import re
 from collections import defaultdict
@@ -40,18 +42,46 @@ def parse_field_path(path: str) -> list[str | int] | None:
     return keys
 
 
-def _object_nodes(text: str) -> dict[int, yaml.Node]:
-    """Start line -> node of every object (documents and ``kind: List`` items) in a YAML text."""
-    nodes: dict[int, yaml.Node] = {}
-    for document in yaml.compose_all(text, Loader=_Loader):
+_MARKER = re.compile(r"^(---|\.\.\.)(\s|$)")
+
+
+class _File:
+    """One file's text, composed lazily one document at a time (only documents with findings)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines(keepends=True)
+        # 0-based indexes of document-marker lines: a marker at column 0 always ends a document.
+        self.markers = [i for i, line in enumerate(self.lines) if line.startswith(("---", "...")) and
+                        _MARKER.match(line)]
+        self.nodes: dict[int, yaml.Node] = {}
+        self.composed: set[int] = set()
+
+    def node_at(self, line: int) -> yaml.Node | None:
+        """The object node (document or ``kind: List`` item) starting on 1-based ``line``."""
+        if line not in self.nodes:
+            self._compose_around(line - 1)
+        return self.nodes.get(line)
+
+    def _compose_around(self, index: int) -> None:
+        before = bisect.bisect_left(self.markers, index)  # markers[:before] are above the object
+        start = self.markers[before - 1] + 1 if before else 0
+        if start in self.composed:
+            return
+        self.composed.add(start)
+        end = self.markers[before] if before < len(self.markers) else len(self.lines)
+        # Blank lines keep libyaml's line numbers equal to the file's.
+        chunk = "\n" * start + "".join(self.lines[start:end])
+        try:
+            document = yaml.compose(chunk, Loader=_Loader)
+        except yaml.YAMLError:
+            return
         if not isinstance(document, yaml.MappingNode):
-            continue
-        nodes[document.start_mark.line + 1] = document
+            return
+        self.nodes[document.start_mark.line + 1] = document
         for key, value in document.value:
             if isinstance(key, yaml.ScalarNode) and key.value == "items" and isinstance(value, yaml.SequenceNode):
                 for item in value.value:
-                    nodes[item.start_mark.line + 1] = item
-    return nodes
+                    self.nodes[item.start_mark.line + 1] = item
 
 
 def _field_line(node: yaml.Node, keys: Sequence[str | int]) -> int:
@@ -71,17 +101,16 @@ def _field_line(node: yaml.Node, keys: Sequence[str | int]) -> int:
     return line
 
 
-def _relocate(findings: Sequence[Finding], files: dict[str, dict[int, yaml.Node]]) -> list[Finding]:
+def _relocate(findings: Sequence[Finding], files: dict[str, _File]) -> list[Finding]:
     out = []
     for finding in findings:
-        nodes = files.get(finding.file or "")
-        node = nodes.get(finding.line or 0) if nodes else None
+        file = files.get(finding.file or "")
+        node = file.node_at(finding.line) if file is not None and finding.line else None
         keys = parse_field_path(finding.path) if node is not None else None
         if node is None or keys is None:
             out.append(finding)
             continue
-        line = _field_line(node, keys)
-        out.append(dataclasses.replace(finding, line=line))
+        out.append(dataclasses.replace(finding, line=_field_line(node, keys)))
     return out
 
 
@@ -99,15 +128,15 @@ def with_field_lines(result: AuditResult, texts: dict[str, str] | None = None) -
     for finding in (*result.findings, *(s.finding for s in result.suppressed)):
         if finding.file:
             by_file[finding.file].append(finding)
-    files: dict[str, dict[int, yaml.Node]] = {}
+    files: dict[str, _File] = {}
     for file in by_file:
         try:
             text = (texts or {}).get(file)
             if text is None:
                 text = Path(file).read_text(encoding="utf-8-sig")
-            files[file] = _object_nodes(text)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        except (OSError, UnicodeDecodeError):
             continue
+        files[file] = _File(text)
     findings = tuple(sorted(_relocate(result.findings, files), key=_order))
     suppressed = tuple(SuppressedFinding(f, s.reason) for f, s in
                        zip(_relocate([s.finding for s in result.suppressed], files), result.suppressed, strict=True))
