@@ -6,7 +6,10 @@ build the same manifests:
 
 - ``plain``: ``cdk8s.ApiObject`` + one ``JsonPatch.add("/spec", ...)`` per object, dicts written by hand;
 - ``library``: ``GpuClaimTemplate.mig`` + ``GpuPod``, including all validation (names, limits, CEL
-  check of every selector, satisfiability against the catalog inventory).
+  check of every selector, satisfiability against the catalog inventory, and the App-wide
+  guardrail rules at synth);
+- ``library-no-guardrails`` (diagnostic, ``--diagnostic``): the same without the synth-time rules,
+  to show where the time goes.
 
 Every measurement runs in a fresh Python process (jsii kernel state never leaks between routes);
 the routes alternate, each (route, N) is repeated and the median is kept. Times cover building the
@@ -29,8 +32,13 @@ WORKER = r"""
 import json, sys, time
 import cdk8s
 route, n = sys.argv[1], int(sys.argv[2])
-if route == "library":
+if route.startswith("library"):
     from dra_constructs import Container, GpuClaimTemplate, GpuPod
+if route == "library-no-guardrails":  # diagnostic only: what the App-wide synth-time rules cost
+    import dra_constructs._scope
+    dra_constructs._scope.guard = lambda scope: None
+    import dra_constructs.claims, dra_constructs.workloads
+    dra_constructs.claims.guard = dra_constructs.workloads.guard = lambda scope: None
 app = cdk8s.App()
 chart = cdk8s.Chart(app, "bench")
 start = time.perf_counter()
@@ -73,20 +81,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--diagnostic", action="store_true", help="also run library-no-guardrails")
     args = parser.parse_args()
-    results: dict[str, dict[int, float]] = {"plain": {}, "library": {}}
+    routes = ["plain", "library"] + (["library-no-guardrails"] if args.diagnostic else [])
+    results: dict[str, dict[int, float]] = {route: {} for route in routes}
     started = time.perf_counter()
     for n in args.sizes:
-        samples: dict[str, list[float]] = {"plain": [], "library": []}
+        samples: dict[str, list[float]] = {route: [] for route in routes}
         for _ in range(args.repeat):
-            for route in ("plain", "library"):
+            for route in routes:
                 samples[route].append(measure(route, n)["total"])
         for route in samples:
             results[route][n] = statistics.median(samples[route])
-    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'lib ms/workload':>16}")
+    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'lib ms/workload':>16}"
+          + (f" {'no-guardrails s':>16} {'ratio':>6}" if args.diagnostic else ""))
     for n in args.sizes:
         plain, library = results["plain"][n], results["library"][n]
-        print(f"{n:>6} {plain:>9.3f} {library:>10.3f} {library / plain:>6.2f} {1000 * library / n:>16.3f}")
+        line = f"{n:>6} {plain:>9.3f} {library:>10.3f} {library / plain:>6.2f} {1000 * library / n:>16.3f}"
+        if args.diagnostic:
+            bare = results["library-no-guardrails"][n]
+            line += f" {bare:>16.3f} {bare / plain:>6.2f}"
+        print(line)
     summary = {
         "sizes": args.sizes, "repeat": args.repeat, "median_seconds": results,
         "ratio": {n: results["library"][n] / results["plain"][n] for n in args.sizes},
