@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .errors import DraConstructsError
+from ._cli_runner import run_parser
 
 __all__ = ["main"]
 
@@ -42,22 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    func = getattr(args, "func", None)
-    if func is None:
-        parser.print_help(sys.stderr)
-        return 2
-    try:
-        return int(func(args))
-    except DraConstructsError as error:
-        print(f"dra-constructs: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
-        print(f"dra-constructs: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return run_parser(build_parser(), argv, "dra-constructs")
 
 
 if __name__ == "__main__":  # pragma: no cover

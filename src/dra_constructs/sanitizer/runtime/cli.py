@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from ..._cli_runner import run_parser
 from ...errors import DraConstructsError
 from .config import AgentConfig, load_config
 
@@ -162,22 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    func = getattr(args, "func", None)
-    if func is None:
-        parser.print_help(sys.stderr)
-        return 2
-    try:
-        return int(func(args))
-    except DraConstructsError as error:
-        print(f"{_PROG}: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
-        print(f"{_PROG}: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return run_parser(build_parser(), argv, _PROG)
 
 
 if __name__ == "__main__":  # pragma: no cover

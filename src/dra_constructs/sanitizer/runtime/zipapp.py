@@ -19,7 +19,9 @@ __all__ = ["ZIPAPP_MODULES", "build_zipapp", "zipapp_members"]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # .../dra_constructs
 #: Package-relative files and folders the agent needs (folders: every ``.py`` under them).
-ZIPAPP_MODULES: tuple[str, ...] = ("errors.py", "target.py", "catalog", "sanitizer/__init__.py", "sanitizer/runtime")
+ZIPAPP_MODULES: tuple[str, ...] = (
+    "errors.py", "_cli_runner.py", "target.py", "catalog", "sanitizer/__init__.py", "sanitizer/runtime",
+)
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 

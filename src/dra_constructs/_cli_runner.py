@@ -1,0 +1,35 @@
+"""Run an argparse command line with the project's exit-code contract (shared by both console scripts).
+
+0 success, 1 findings / failed checks (returned by the command), 2 usage or input errors, 130 on
+Ctrl-C. Bad input (:class:`~dra_constructs.errors.DraConstructsError`, unreadable files) becomes one
+line on stderr, never a traceback. Pure Python: the node agent's zipapp carries it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .errors import DraConstructsError
+
+__all__ = ["run_parser"]
+
+
+def run_parser(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str) -> int:
+    """Parse ``argv`` and call the chosen subcommand's ``func(args) -> int``."""
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args))
+    except DraConstructsError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"{prog}: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
