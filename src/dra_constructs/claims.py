@@ -23,7 +23,7 @@ from .requests import (
 )
 from .selector_checks import Inventory, catalog_inventory, check_requests
 from .target import Target
-from .validation import check_dns_label, check_dns_subdomain, to_dns_label
+from .validation import check_dns_label, check_labels, object_metadata, to_dns_label
 
 __all__ = ["CATALOG", "GpuClaimTemplate"]
 
@@ -83,32 +83,18 @@ class GpuClaimTemplate(cdk8s.ApiObject):
     ) -> None:
         where = lazy_path(scope, id)
         target = resolve_target(scope, kubernetes_version, id)
-        if name is not None:
-            check_dns_subdomain(where, "metadata.name", name)
-        if namespace is not None:
-            check_dns_label(where, "metadata.namespace", namespace)
+        metadata = object_metadata(where, name, namespace, labels, annotations)
         self.claim_name = check_dns_label(where, "claim_name", claim_name or to_dns_label(id))
         self.target = target
         self.requests: tuple[DeviceRequest | FirstAvailable, ...] = tuple(requests)
         spec, resolved = render_claim_spec(self.requests, constraints, target, where)
         check_requests(resolved, target, where, catalog_inventory() if inventory is CATALOG else inventory)
-
-        metadata: dict[str, Any] = {}
-        if name is not None:
-            metadata["name"] = name
-        if namespace is not None:
-            metadata["namespace"] = namespace
-        if labels:
-            metadata["labels"] = dict(labels)
-        if annotations:
-            metadata["annotations"] = dict(annotations)
         super().__init__(
-            scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate",
-            metadata=metadata or None,
+            scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
         )
         template: dict[str, Any] = {"spec": spec}
         if claim_labels:
-            template["metadata"] = {"labels": dict(claim_labels)}
+            template["metadata"] = {"labels": check_labels(where, "claim_labels", claim_labels)}
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", template))
         guard(scope)
         self._template_name = name

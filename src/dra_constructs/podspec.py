@@ -13,7 +13,15 @@ from pydantic import Field
 
 from .errors import DraConstructsError
 from .requests import _Model
-from .validation import Where, _where, check_dns_label, check_dns_subdomain, check_quantity, check_unique
+from .validation import (
+    Where,
+    _where,
+    check_dns_label,
+    check_dns_subdomain,
+    check_labels,
+    check_quantity,
+    check_unique,
+)
 
 __all__ = ["ClaimUse", "Container", "PodClaim", "PreStop", "render_pod_spec"]
 
@@ -102,10 +110,17 @@ def _render_container(container: Container, pre_stop: PreStop | None, where: Whe
     if resources:
         out["resources"] = resources
     if container.ports:
+        for port in container.ports:
+            if not 1 <= port <= 65535:
+                raise DraConstructsError(_where(where), f"{field}.ports", port, "not a port number",
+                                         "use a port between 1 and 65535")
         out["ports"] = [{"containerPort": p} for p in container.ports]
     if container.working_dir:
         out["workingDir"] = container.working_dir
     if container.image_pull_policy:
+        if container.image_pull_policy not in ("Always", "IfNotPresent", "Never"):
+            raise DraConstructsError(_where(where), f"{field}.image_pull_policy", container.image_pull_policy,
+                                     "not a pull policy", "use 'Always', 'IfNotPresent' or 'Never'")
         out["imagePullPolicy"] = container.image_pull_policy
     if container.volume_mounts:
         out["volumeMounts"] = [dict(m) for m in container.volume_mounts]
@@ -212,9 +227,12 @@ def render_pod_spec(
         ]
     spec["terminationGracePeriodSeconds"] = termination_grace_period_seconds
     if restart_policy is not None:
+        if restart_policy not in ("Always", "OnFailure", "Never"):
+            raise DraConstructsError(_where(where), "restart_policy", restart_policy, "not a restart policy",
+                                     "use 'Always', 'OnFailure' or 'Never' (Jobs: 'OnFailure' or 'Never')")
         spec["restartPolicy"] = restart_policy
     if node_selector:
-        spec["nodeSelector"] = dict(node_selector)
+        spec["nodeSelector"] = check_labels(where, "node_selector", node_selector)
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
     if service_account_name is not None:

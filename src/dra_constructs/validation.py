@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .errors import DraConstructsError
@@ -12,11 +12,14 @@ __all__ = [
     "DNS1123_LABEL_MAX",
     "DNS1123_SUBDOMAIN_MAX",
     "Where",
+    "check_annotations",
     "check_dns_label",
     "check_dns_subdomain",
+    "check_labels",
     "check_max_items",
     "check_quantity",
     "check_unique",
+    "object_metadata",
     "to_dns_label",
 ]
 
@@ -86,6 +89,66 @@ def check_unique(where: Where, field: str, names: Iterable[str], fix: str) -> No
         if name in seen:
             raise DraConstructsError(_where(where), field, name, "duplicate name", fix)
         seen.add(name)
+
+
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _check_qualified_key(where: Where, field: str, key: Any) -> None:
+    prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
+    if (not isinstance(key, str) or not name or len(name) > 63 or not _QUALIFIED_NAME.match(name)
+            or (prefix and (len(prefix) > DNS1123_SUBDOMAIN_MAX or not _SUBDOMAIN.match(prefix)))):
+        raise DraConstructsError(
+            _where(where), field, key,
+            "not a qualified name (optional DNS-subdomain prefix and '/', then at most 63 alphanumerics, "
+            "'-', '_' or '.', starting and ending alphanumeric)",
+            "use a key like 'example.com/team' or 'team'",
+        )
+
+
+def check_labels(where: Where, field: str, labels: Mapping[str, str] | None) -> dict[str, str] | None:
+    """Label keys are qualified names; values are empty or at most 63 name characters."""
+    if not labels:
+        return None
+    for key, value in labels.items():
+        _check_qualified_key(where, f"{field}[{key!r}]", key)
+        if not isinstance(value, str) or len(value) > 63 or (value and not _QUALIFIED_NAME.match(value)):
+            raise DraConstructsError(
+                _where(where), f"{field}[{key!r}]", value,
+                "not a label value (at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric)",
+                "shorten it or move it to an annotation",
+            )
+    return dict(labels)
+
+
+def check_annotations(where: Where, field: str, annotations: Mapping[str, str] | None) -> dict[str, str] | None:
+    """Annotation keys are qualified names; values are strings (256 KiB in total)."""
+    if not annotations:
+        return None
+    for key, value in annotations.items():
+        _check_qualified_key(where, f"{field}[{key!r}]", key)
+        if not isinstance(value, str):
+            raise DraConstructsError(_where(where), f"{field}[{key!r}]", value, "annotation values are strings",
+                                     "convert the value with str() or json.dumps()")
+    if sum(len(k) + len(v) for k, v in annotations.items()) > 256 * 1024:
+        raise DraConstructsError(_where(where), field, f"{len(annotations)} annotations",
+                                 "annotations exceed 256 KiB in total", "move large data to a ConfigMap")
+    return dict(annotations)
+
+
+def object_metadata(where: Where, name: str | None, namespace: str | None,
+                    labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None) -> dict[str, Any] | None:
+    """``metadata`` of an object we emit: name (DNS subdomain), namespace (DNS label), labels, annotations."""
+    metadata: dict[str, Any] = {}
+    if name is not None:
+        metadata["name"] = check_dns_subdomain(where, "metadata.name", name)
+    if namespace is not None:
+        metadata["namespace"] = check_dns_label(where, "metadata.namespace", namespace)
+    if labels:
+        metadata["labels"] = check_labels(where, "metadata.labels", labels)
+    if annotations:
+        metadata["annotations"] = check_annotations(where, "metadata.annotations", annotations)
+    return metadata or None
 
 
 def to_dns_label(text: str) -> str:

@@ -17,7 +17,7 @@ import constructs
 from ._scope import guard, lazy_path
 from .errors import DraConstructsError
 from .podspec import DEFAULT_GRACE_SECONDS, Container, PodClaim, PreStop, render_pod_spec
-from .validation import Where, _where, check_dns_label, check_dns_subdomain
+from .validation import Where, _where, check_dns_label, check_labels, object_metadata
 
 __all__ = ["GpuDeployment", "GpuJob", "GpuPod", "GpuStatefulSet", "PodOptions"]
 
@@ -32,20 +32,6 @@ class PodOptions:
     :param node_selector / tolerations / service_account_name / init_containers: as in the Pod API.
     :param extra_spec: other Pod spec fields, as in the API (camelCase).
     """
-
-
-def _metadata(where: Where, name: str | None, namespace: str | None,
-              labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None) -> dict[str, Any] | None:
-    metadata: dict[str, Any] = {}
-    if name is not None:
-        metadata["name"] = check_dns_subdomain(where, "metadata.name", name)
-    if namespace is not None:
-        metadata["namespace"] = check_dns_label(where, "metadata.namespace", namespace)
-    if labels:
-        metadata["labels"] = dict(labels)
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    return metadata or None
 
 
 _POD_OPTIONS = frozenset({
@@ -106,7 +92,7 @@ class GpuPod(cdk8s.ApiObject):
             tolerations=tolerations, service_account_name=service_account_name,
             init_containers=init_containers, extra_spec=extra_spec, where=where,
         )
-        metadata = _metadata(where, name, namespace, labels, annotations)
+        metadata = object_metadata(where, name, namespace, labels, annotations)
         super().__init__(scope, id, api_version="v1", kind="Pod", metadata=metadata)
         guard(scope)
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
@@ -118,6 +104,7 @@ class _TemplatedWorkload(cdk8s.ApiObject):
     _api_version = "apps/v1"
     _kind = ""
     _restart_policy: str | None = None
+    _restart_policies: tuple[str, ...] = ("Always",)
 
     def __init__(
         self,
@@ -135,10 +122,15 @@ class _TemplatedWorkload(cdk8s.ApiObject):
     ) -> None:
         where = lazy_path(scope, id)
         pod_spec = _pod_spec(where, pod, self._restart_policy)
-        metadata = _metadata(where, name, namespace, labels, annotations)
+        if pod_spec.get("restartPolicy", "Always") not in self._restart_policies:
+            raise DraConstructsError(
+                _where(where), "restart_policy", pod_spec["restartPolicy"], f"a {self._kind} does not allow it",
+                f"use one of {list(self._restart_policies)}",
+            )
+        metadata = object_metadata(where, name, namespace, labels, annotations)
         super().__init__(scope, id, api_version=self._api_version, kind=self._kind, metadata=metadata)
         guard(scope)
-        template_labels = dict(pod_labels or {})
+        template_labels = check_labels(where, "pod_labels", pod_labels) or {}
         spec: dict[str, Any] = dict(workload_spec)
         if selector:
             match = {"dra-constructs.io/workload": name or self.name}
@@ -189,6 +181,7 @@ class GpuJob(_TemplatedWorkload):
     _api_version = "batch/v1"
     _kind = "Job"
     _restart_policy = "Never"
+    _restart_policies = ("Never", "OnFailure")
 
     def __init__(self, scope: constructs.Construct, id: str, *, containers: Sequence[Container],
                  completions: int | None = None, parallelism: int | None = None, backoff_limit: int = 0,

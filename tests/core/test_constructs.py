@@ -165,3 +165,17 @@ def test_guardrails_cover_hand_built_objects_in_the_same_app() -> None:
         {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}))
     with pytest.raises(Exception, match=r"DRA00\d.*nvidia\.com/gpu"):
         chart.node.root.synth_yaml()  # type: ignore[attr-defined]
+
+
+def test_workload_specific_restart_policies_and_labels() -> None:
+    chart = new_chart()
+    gpu = GpuClaimTemplate.whole_gpus(chart, "gpu", models=["A30"])
+    containers = [Container(name="c", image="i", claims=(gpu.use(),))]
+    with pytest.raises(DraConstructsError, match="does not allow it"):
+        GpuJob(chart, "job", containers=containers, restart_policy="Always")
+    with pytest.raises(DraConstructsError, match="does not allow it"):
+        GpuDeployment(chart, "deploy", containers=containers, restart_policy="Never")
+    with pytest.raises(DraConstructsError, match="label"):
+        GpuPod(chart, "pod", containers=containers, labels={"team": "not ok!"})
+    with pytest.raises(DraConstructsError, match="qualified name"):
+        GpuClaimTemplate.mig(chart, "t", gpu="A30", profile="1g.6gb", annotations={"bad key": "v"})

@@ -55,3 +55,36 @@ def test_bad_pods_name_field_and_fix(kwargs: dict[str, Any], field: str) -> None
         render_pod_spec(**kwargs)
     assert field in info.value.field
     assert "Fix:" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("container", "field"),
+    [
+        (Container(name="a", image="i", ports=(0,)), "ports"),
+        (Container(name="a", image="i", image_pull_policy="Sometimes"), "image_pull_policy"),
+    ],
+)
+def test_container_fields_the_api_would_reject(container: Container, field: str) -> None:
+    with pytest.raises(DraConstructsError) as info:
+        render_pod_spec([container])
+    assert field in info.value.field
+
+
+@pytest.mark.parametrize(
+    ("labels", "ok"),
+    [({"team": "a"}, True), ({"example.com/team": "a-b_c.d"}, True), ({"team": ""}, True),
+     ({"team": "has space"}, False), ({"": "x"}, False), ({"a/b/c": "x"}, False), ({"team": "x" * 64}, False),
+     ({"UPPER.example.com/x": "y"}, False)],
+)
+def test_node_selector_labels_are_checked(labels: dict[str, str], ok: bool) -> None:
+    containers = [Container(name="a", image="i")]
+    if ok:
+        assert render_pod_spec(containers, node_selector=labels)["nodeSelector"] == labels
+    else:
+        with pytest.raises(DraConstructsError, match="node_selector"):
+            render_pod_spec(containers, node_selector=labels)
+
+
+def test_restart_policy_is_checked() -> None:
+    with pytest.raises(DraConstructsError, match="restart policy"):
+        render_pod_spec([Container(name="a", image="i")], restart_policy="Sometimes")

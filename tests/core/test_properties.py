@@ -11,6 +11,8 @@ from dra_constructs import Container, DraConstructsError, GpuClaimTemplate, GpuM
 
 from .helpers import new_chart, synth, validate_schema
 
+label_maps = st.dictionaries(st.sampled_from(["team", "example.com/tier", "bad key", ""]),
+                             st.one_of(st.sampled_from(["a", "x" * 64, ""]), st.text(max_size=8)), max_size=2)
 names = st.one_of(st.sampled_from(["gpu", "mig", "a", "trainer-1", "x" * 63]), st.text(max_size=70))
 profiles = st.one_of(
     st.sampled_from([p.name for m in GpuModel for p in m.spec.mig_profiles]), st.text(max_size=12)
@@ -40,12 +42,13 @@ requests = st.one_of(
 )
 
 
-def build(version: str, request_thunk: Any, container_name: str, grace: int) -> list[dict[str, Any]]:
+def build(version: str, request_thunk: Any, container_name: str, grace: int,
+          labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
     chart = new_chart(version)
     request = request_thunk()
     template = GpuClaimTemplate(chart, "claim", requests=[request])
     GpuPod(chart, "pod", containers=[Container(name=container_name, image="img", claims=(template.use(),))],
-           termination_grace_period_seconds=grace)
+           termination_grace_period_seconds=grace, labels=labels)
     return synth(chart)
 
 
@@ -55,12 +58,13 @@ def build(version: str, request_thunk: Any, container_name: str, grace: int) -> 
     request=requests | st.just(lambda: MigRequest(gpu="A30", profile="1g.6gb")),
     container_name=names,
     grace=st.integers(min_value=-1, max_value=600),
+    labels=label_maps,
 )
 def test_inputs_synthesize_valid_yaml_or_raise_our_error(
-    version: str, request: Any, container_name: str, grace: int
+    version: str, request: Any, container_name: str, grace: int, labels: dict[str, str]
 ) -> None:
     try:
-        docs = build(version, request, container_name, grace)
+        docs = build(version, request, container_name, grace, labels)
     except DraConstructsError as error:
         assert "Fix:" in str(error)
         return
