@@ -1,7 +1,9 @@
 """Checks the Kubernetes CEL environment runs after type checking, which cel-cpp does not.
 
 Kubernetes enables cel-go's AST validators (``base.go``, 1.29+): duration and timestamp
-literals, regular-expression literals of ``matches`` and homogeneous aggregate literals; and
+literals, regular-expression literals of ``matches`` and homogeneous aggregate literals (list and
+map literals anywhere under a ``format`` call are exempt), and the strings extension's
+``format`` validator (a literal format string checked against a list-literal argument); and
 the DRA compiler requires a ``bool`` (or ``dyn``) result. Ported rules of cel-go
 ``cel/validator.go``; a literal is "valid" when cel-cpp (RE2, like Go's ``regexp``) can evaluate it.
 """
@@ -121,14 +123,155 @@ def _equivalent(a: Any, b: Any) -> bool:
     return bool(a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True))
 
 
+_PRIMITIVE_KINDS = _astpb.PRIMITIVES
+_WELL_KNOWN_KINDS = {2: "timestamp", 3: "duration"}
+#: Argument kinds each format clause accepts (cel-go ext ``stringFormatChecker``); ``dyn`` always passes.
+_CLAUSE_KINDS = {
+    "s": {"list", "map", "int", "uint", "double", "bool", "string", "timestamp", "bytes", "duration", "type",
+          "null"},
+    "d": {"int", "uint"},
+    "f": {"double", "string"},
+    "e": {"double", "string"},
+    "b": {"int", "uint", "bool"},
+    "x": {"int", "uint", "string", "bytes"},
+    "X": {"int", "uint", "string", "bytes"},
+    "o": {"int", "uint"},
+}
+_KINDS_TEXT = "strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps"
+#: cel-go's messages for a clause given an argument of the wrong type.
+_CLAUSE_ERRORS = {
+    "s": f"string clause can only be used on {_KINDS_TEXT}, was given {{}}",
+    "d": "decimal clause can only be used on integers, was given {}",
+    "f": "fixed-point clause can only be used on doubles, was given {}",
+    "e": "scientific clause can only be used on doubles, was given {}",
+    "b": "only integers and bools can be formatted as binary, was given {}",
+    "x": "only integers, byte buffers, and strings can be formatted as hex, was given {}",
+    "X": "only integers, byte buffers, and strings can be formatted as hex, was given {}",
+    "o": "octal clause can only be used on integers, was given {}",
+}
+
+
+def _kind(t: Any) -> str:
+    """The runtime kind of a checked type, as cel-go's ``Type.Kind()`` compares them."""
+    which: str | None = t.WhichOneof("kind") if t is not None else None
+    if which == "primitive":
+        return _PRIMITIVE_KINDS.get(t.primitive, "other")
+    if which == "well_known":
+        return _WELL_KNOWN_KINDS.get(t.well_known, "other")
+    if which is not None and which in ("list_type", "map_type", "dyn", "type", "null"):
+        return {"list_type": "list", "map_type": "map"}.get(which, which)
+    return "other"
+
+
+def _format_string_issue(fmt: str, args: list[Any], types: Any) -> tuple[str, int | None] | None:
+    """cel-go's static check of ``'<fmt>'.format([<args>])``: (message, arg index or None) or ``None``."""
+
+    def verify_string(node: Any) -> bool:
+        kind = _kind(types.get(node.id))
+        if kind == "dyn":
+            return True
+        if kind not in _CLAUSE_KINDS["s"]:
+            return False
+        which = node.WhichOneof("kind")
+        if which == "list_expr":
+            return all(verify_string(e) for e in node.list_expr.elements)
+        if which == "struct_expr" and not node.struct_expr.message_name:
+            return all(verify_string(e.map_key) and verify_string(e.value) for e in node.struct_expr.entries)
+        return True
+
+    i, arg_index, requested = 0, 0, 0
+    while i < len(fmt):
+        if fmt[i] != "%":
+            i += 1
+            continue
+        if fmt.startswith("%%", i):
+            i += 2
+            continue
+        requested += 1
+        if i + 1 >= len(fmt):
+            return "unexpected end of string", None
+        if arg_index >= len(args):
+            return f"index {arg_index} out of range", None
+        j = i + 1
+        if fmt[j] == ".":
+            j += 1
+            start = j
+            while j < len(fmt) and fmt[j].isascii() and fmt[j].isdigit():
+                j += 1
+            if j >= len(fmt):
+                return ("could not parse formatting clause: error while parsing precision: "
+                        "could not find end of precision specifier"), None
+            if j == start:
+                return ("could not parse formatting clause: error while parsing precision: error while "
+                        'converting precision to integer: strconv.Atoi: parsing "": invalid syntax'), None
+        verb = fmt[j]
+        if verb not in _CLAUSE_KINDS:
+            return f'could not parse formatting clause: unrecognized formatting clause "{verb}"', None
+        arg = args[arg_index]
+        kind = _kind(types.get(arg.id))
+        ok = verify_string(arg) if verb == "s" else kind == "dyn" or kind in _CLAUSE_KINDS[verb]
+        if not ok:
+            given = format_type(types.get(arg.id))
+            return "error during formatting: " + _CLAUSE_ERRORS[verb].format(given), arg_index
+        arg_index += 1
+        i = j + 1
+    if len(args) > requested:
+        return f"too many arguments supplied to string.format (expected {requested}, got {len(args)})", None
+    return None
+
+
+def _exempt_literals(root: Any) -> set[int]:
+    """Ids of list/map literals with a ``format`` call among their ancestors (cel-go exempts them)."""
+    exempt: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, under_format = stack.pop()
+        kind = node.WhichOneof("kind")
+        if kind in ("list_expr", "struct_expr") and under_format:
+            exempt.add(node.id)
+        if kind == "call_expr" and node.call_expr.function == "format":
+            under_format = True
+        children: list[Any] = []
+        if kind == "select_expr":
+            children = [node.select_expr.operand]
+        elif kind == "call_expr":
+            children = [*node.call_expr.args] + ([node.call_expr.target] if node.call_expr.HasField("target") else [])
+        elif kind == "list_expr":
+            children = list(node.list_expr.elements)
+        elif kind == "struct_expr":
+            for entry in node.struct_expr.entries:
+                children.append(entry.value)
+                if entry.HasField("map_key"):
+                    children.append(entry.map_key)
+        elif kind == "comprehension_expr":
+            comp = node.comprehension_expr
+            children = [comp.iter_range, comp.accu_init, comp.loop_condition, comp.loop_step, comp.result]
+        stack.extend((child, under_format) for child in children)
+    return exempt
+
+
 def validate(checked: Any, text: str) -> list[str]:
     """The issues of the Kubernetes AST validators, in cel-go's format."""
     issues: list[str] = []
     types = checked.type_map
     dyn = _astpb.Type()
     dyn.dyn.SetInParent()
+    exempt = _exempt_literals(checked.expr)
     for node in _walk(checked.expr):
         kind = node.WhichOneof("kind")
+        if kind == "call_expr" and node.call_expr.function == "format" and node.call_expr.HasField("target") \
+                and len(node.call_expr.args) == 1:
+            target, arg = node.call_expr.target, node.call_expr.args[0]
+            if target.WhichOneof("kind") == "const_expr" and target.const_expr.WhichOneof("kind") == "string_value" \
+                    and arg.WhichOneof("kind") == "list_expr":
+                elements = list(arg.list_expr.elements)
+                problem = _format_string_issue(target.const_expr.string_value, elements, types)
+                if problem is not None:
+                    message, index = problem
+                    at = elements[index].id if index is not None else node.id
+                    issues.append(issue(checked, at, text, message))
+        if kind in ("list_expr", "struct_expr") and node.id in exempt:
+            continue
         if kind == "call_expr":
             call = node.call_expr
             if call.function in ("duration", "timestamp", "matches") and call.args:

@@ -1,0 +1,34 @@
+"""cel-go's static check of string.format with a literal format string, as the API server runs it."""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_constructs.cel import check
+
+
+@pytest.mark.parametrize("version", ["1.32.3", "1.34"])
+@pytest.mark.parametrize(
+    ("expression", "verdict", "message"),
+    [
+        ("'%s %d'.format(['a', 1]) == 'a 1'", "OK", None),  # format's list literal is exempt from homogeneity
+        ("'%.2f'.format([1.5]) == '1.50'", "OK", None),
+        ("'%x'.format([b'ab']) == '6162'", "OK", None),
+        ("'%s'.format([[1, 'a']]) == ''", "OK", None),
+        ("'100%%'.format([]) == '100%'", "OK", None),
+        ("'%s'.format([device.attributes['gpu.nvidia.com'].profile]) == '1g.5gb'", "OK", None),
+        ("'%d'.format(['a']) == 'x'", "Invalid", "decimal clause can only be used on integers, was given string"),
+        ("'%s'.format([1, 2]) == 'x'", "Invalid", "too many arguments supplied to string.format"),
+        ("'%z'.format([1]) == ''", "Invalid", 'unrecognized formatting clause "z"'),
+        ("'%d %d'.format([1]) == ''", "Invalid", "index 1 out of range"),
+        ("'%.f'.format([1.5]) == ''", "Invalid", "error while parsing precision"),
+        ("'%b'.format([1.5]) == ''", "Invalid", "formatted as binary"),
+        ("'%s'.format([quantity('1')]) == ''", "Invalid", "string clause can only be used on"),
+        ("['a', 1].size() == 2", "Invalid", "expected type 'string' but found 'int'"),
+    ],
+)
+def test_string_format_static_check(version: str, expression: str, verdict: str, message: str | None) -> None:
+    result = check(expression, version)
+    assert result.verdict == verdict, result.error
+    if message is not None:
+        assert result.error is not None and message in result.error
