@@ -71,28 +71,35 @@ def issue(checked: Any, expr_id: int, text: str, message: str) -> str:
     return f"ERROR: <input>:{line}:{column}: {message}\n | {source}\n | {caret}"
 
 
+def _children(node: Any) -> list[Any]:
+    """The direct sub-expressions of a checked expression node."""
+    kind = node.WhichOneof("kind")
+    if kind == "select_expr":
+        return [node.select_expr.operand]
+    if kind == "call_expr":
+        call = node.call_expr
+        return [*call.args, call.target] if call.HasField("target") else list(call.args)
+    if kind == "list_expr":
+        return list(node.list_expr.elements)
+    if kind == "struct_expr":
+        children = []
+        for entry in node.struct_expr.entries:
+            children.append(entry.value)
+            if entry.HasField("map_key"):
+                children.append(entry.map_key)
+        return children
+    if kind == "comprehension_expr":
+        comp = node.comprehension_expr
+        return [comp.iter_range, comp.accu_init, comp.loop_condition, comp.loop_step, comp.result]
+    return []
+
+
 def _walk(e: Any) -> Iterator[Any]:
     stack = [e]
     while stack:
         node = stack.pop()
         yield node
-        kind = node.WhichOneof("kind")
-        if kind == "select_expr":
-            stack.append(node.select_expr.operand)
-        elif kind == "call_expr":
-            stack.extend(node.call_expr.args)
-            if node.call_expr.HasField("target"):
-                stack.append(node.call_expr.target)
-        elif kind == "list_expr":
-            stack.extend(node.list_expr.elements)
-        elif kind == "struct_expr":
-            for entry in node.struct_expr.entries:
-                stack.append(entry.value)
-                if entry.HasField("map_key"):
-                    stack.append(entry.map_key)
-        elif kind == "comprehension_expr":
-            comp = node.comprehension_expr
-            stack.extend([comp.iter_range, comp.accu_init, comp.loop_condition, comp.loop_step, comp.result])
+        stack.extend(_children(node))
 
 
 @cache
@@ -229,24 +236,8 @@ def _exempt_literals(root: Any) -> set[int]:
         kind = node.WhichOneof("kind")
         if kind in ("list_expr", "struct_expr") and under_format:
             exempt.add(node.id)
-        if kind == "call_expr" and node.call_expr.function == "format":
-            under_format = True
-        children: list[Any] = []
-        if kind == "select_expr":
-            children = [node.select_expr.operand]
-        elif kind == "call_expr":
-            children = [*node.call_expr.args] + ([node.call_expr.target] if node.call_expr.HasField("target") else [])
-        elif kind == "list_expr":
-            children = list(node.list_expr.elements)
-        elif kind == "struct_expr":
-            for entry in node.struct_expr.entries:
-                children.append(entry.value)
-                if entry.HasField("map_key"):
-                    children.append(entry.map_key)
-        elif kind == "comprehension_expr":
-            comp = node.comprehension_expr
-            children = [comp.iter_range, comp.accu_init, comp.loop_condition, comp.loop_step, comp.result]
-        stack.extend((child, under_format) for child in children)
+        under_format = under_format or (kind == "call_expr" and node.call_expr.function == "format")
+        stack.extend((child, under_format) for child in _children(node))
     return exempt
 
 
