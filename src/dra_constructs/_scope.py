@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import constructs
 
 from .target import Target
 
-__all__ = ["KUBERNETES_VERSION_CONTEXT", "guard", "lazy_path", "resolve_target", "set_kubernetes_version"]
+if TYPE_CHECKING:
+    from .cel import Device
+
+__all__ = [
+    "KUBERNETES_VERSION_CONTEXT",
+    "guard",
+    "lazy_path",
+    "resolve_inventory",
+    "resolve_target",
+    "set_inventory",
+    "set_kubernetes_version",
+]
 
 #: cdk8s context key for the app-wide target (see :func:`set_kubernetes_version`).
 KUBERNETES_VERSION_CONTEXT = "dra-constructs/kubernetes-version"
@@ -56,3 +69,45 @@ def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -
     target = Target.parse(version, f"{scope.node.path or 'App'}: set_kubernetes_version")
     scope.node.set_context(KUBERNETES_VERSION_CONTEXT, str(target))
     return target
+
+
+# App (its node address: jsii may hand out a new proxy for an App created on the JS side, such
+# as cdk8s.Testing.app()) -> the inventory set with set_inventory (None: satisfiability checks off).
+_INVENTORY_BY_APP: dict[str, Sequence[Device] | None] = {}
+_APP_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, str] = weakref.WeakKeyDictionary()
+
+
+def set_inventory(
+    scope: constructs.Construct, inventory: str | Path | Iterable[str | Path] | Sequence[Device] | None
+) -> None:
+    """Check every claim under ``scope``'s App against these devices instead of the catalog.
+
+    ``inventory``: ResourceSlice files (``kubectl get resourceslices -o yaml``; v1beta1, v1beta2 or
+    v1), a list of :class:`dra_constructs.cel.Device`, or ``None`` to turn satisfiability checks off
+    (the CEL checks still run). A claim template's own ``inventory=`` still wins.
+    """
+    from .cel import Device, devices_from_slices, load_resource_slices
+
+    devices: Sequence[Device] | None
+    if inventory is None:
+        devices = None
+    elif isinstance(inventory, (str, Path)):
+        devices = tuple(devices_from_slices(load_resource_slices(inventory)))
+    else:
+        items = list(inventory)
+        if all(isinstance(item, Device) for item in items):
+            devices = tuple(item for item in items if isinstance(item, Device))
+        else:
+            devices = tuple(devices_from_slices(load_resource_slices([Path(str(item)) for item in items])))
+    _INVENTORY_BY_APP[scope.node.root.node.addr] = devices
+
+
+def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
+    """The App's inventory from :func:`set_inventory`, else ``default`` (the catalog)."""
+    if not _INVENTORY_BY_APP:
+        return default
+    app = _APP_BY_SCOPE.get(scope)
+    if app is None:
+        app = scope.node.root.node.addr
+        _APP_BY_SCOPE[scope] = app
+    return _INVENTORY_BY_APP.get(app, default)

@@ -8,7 +8,7 @@ from typing import Any
 import cdk8s
 import constructs
 
-from ._scope import guard, lazy_path, resolve_target
+from ._scope import guard, lazy_path, resolve_inventory, resolve_target
 from .catalog import GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse
@@ -62,7 +62,8 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         Default: the construct id as a DNS label.
     :param kubernetes_version: target. Default: the app's ``dra-constructs/kubernetes-version``
         context, else 1.32.
-    :param inventory: devices that must be able to satisfy every request. Default: the catalog.
+    :param inventory: devices that must be able to satisfy every request (``None``: no check).
+        Default: the App's ``set_inventory(...)``, else the catalog.
     """
 
     def __init__(
@@ -88,6 +89,8 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         self.target = target
         self.requests: tuple[DeviceRequest | FirstAvailable, ...] = tuple(requests)
         spec, resolved = render_claim_spec(self.requests, constraints, target, where)
+        if inventory is CATALOG:
+            inventory = resolve_inventory(scope, CATALOG)
         check_requests(resolved, target, where, catalog_inventory() if inventory is CATALOG else inventory)
         super().__init__(
             scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,

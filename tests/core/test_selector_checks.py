@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dra_constructs import CustomRequest, DraConstructsError, GpuClaimTemplate, GpuModel, GpuRequest, MigRequest
@@ -84,3 +86,30 @@ def test_model_pins_select_exactly_that_model() -> None:
                                 devices, "1.32")
         matched = {key.split("/")[1] for key, value in results.items() if value is True}
         assert matched == {f"catalog-{model.value.lower().replace('_', '-')}"}, model
+
+
+def test_app_wide_inventory_from_resource_slice_files(tmp_path: Path) -> None:
+    import yaml
+
+    from dra_constructs import set_inventory
+
+    slices = tmp_path / "slices.yaml"
+    slices.write_text(yaml.safe_dump_all(catalog_resource_slices(["H200_141GB"], resource_version="v1beta1")))
+    chart = new_chart()
+    set_inventory(chart.node.root, slices)  # type: ignore[arg-type]
+    GpuClaimTemplate.mig(chart, "h200", gpu="H200_141GB", profile="3g.71gb")
+    with pytest.raises(DraConstructsError, match="no node of the inventory"):
+        GpuClaimTemplate.mig(chart, "a100", gpu="A100_80GB", profile="3g.40gb")
+    # a template's own inventory= wins over the App's
+    GpuClaimTemplate.mig(chart, "a100-unchecked", gpu="A100_80GB", profile="3g.40gb", inventory=None)
+
+
+def test_app_wide_inventory_off() -> None:
+    from dra_constructs import set_inventory
+
+    chart = new_chart()
+    set_inventory(chart.node.root, None)  # type: ignore[arg-type]
+    GpuClaimTemplate(chart, "anything", requests=[GpuRequest(models=(GpuModel.H100_80GB,), min_memory="80Gi")])
+    with pytest.raises(DraConstructsError, match="Invalid"):  # the CEL checks still run
+        GpuClaimTemplate.whole_gpus(chart, "bad", models=[GpuModel.A30],
+                                    selectors=["device.capacity['gpu.nvidia.com'].memory >= quantity('1Gi')"])
