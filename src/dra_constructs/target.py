@@ -149,6 +149,11 @@ class Target:
         return self.minor >= 33
 
     @property
+    def cel_knows_ident_escape_syntax(self) -> bool:
+        """cel-go >= 0.23 (1.33+) parses backtick identifiers, then rejects them (not enabled)."""
+        return self.minor >= 33
+
+    @property
     def cel_declares_ip_cidr_type_names(self) -> bool:
         """1.32's IP and CIDR libraries also declare the identifiers ``net.IP`` and ``net.CIDR``."""
         return self.minor == 32

@@ -18,7 +18,7 @@ from cel_expr_python import cel
 
 from . import _astpb
 
-__all__ = ["format_type", "location", "validate"]
+__all__ = ["backtick_issue", "backtick_offset", "format_type", "location", "regex_constant_issues", "validate"]
 
 
 def format_type(t: Any) -> str:
@@ -300,3 +300,71 @@ def validate(checked: Any, text: str) -> list[str]:
                     issues.append(issue(checked, entry.value.id, text,
                                         f"expected type '{format_type(value_type)}' but found '{format_type(vt)}'"))
     return issues
+
+
+# Constant regular expressions compiled when the program is built (cel-go ``OptOptimize`` +
+# ``interpreter.CompileRegexConstants``): the standard ``matches`` and Kubernetes' ``find`` and
+# ``findAll`` (apiserver ``pkg/cel/library/regex.go``). The pattern is interpretable argument 1,
+# counting the receiver of a member call. An invalid literal fails ``env.Program`` ("program
+# instantiation failed"), so the DRA compiler returns an error before estimating the cost.
+_REGEX_CONSTANT_FUNCTIONS = ("matches", "find", "findAll")
+
+
+def regex_constant_issues(checked: Any) -> list[str]:
+    """``program instantiation failed`` messages for invalid constant regex patterns."""
+    issues: list[str] = []
+    for node in _walk(checked.expr):
+        if node.WhichOneof("kind") != "call_expr" or node.call_expr.function not in _REGEX_CONSTANT_FUNCTIONS:
+            continue
+        call = node.call_expr
+        args = ([call.target] if call.HasField("target") else []) + list(call.args)
+        if len(args) < 2:
+            continue
+        pattern = args[1]
+        if pattern.WhichOneof("kind") != "const_expr" or pattern.const_expr.WhichOneof("kind") != "string_value":
+            continue
+        if not _literal_ok("matches", pattern.const_expr.string_value):
+            issues.append(f"program instantiation failed: error parsing regexp: invalid regular expression "
+                          f"`{pattern.const_expr.string_value}`")
+    return issues
+
+
+def backtick_offset(text: str) -> int | None:
+    """Offset of the first backtick outside string literals and comments, or ``None``.
+
+    The Kubernetes CEL environment does not enable cel-go's backtick-escaped identifiers
+    (``EnableIdentEscapeSyntax``, cel-go >= 0.23; unknown to 0.22's grammar), which cel-cpp
+    parses by default.
+    """
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == "`":
+            return i
+        if char == "/" and text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if char in "'\"":
+            raw = i > 0 and text[i - 1] in "rR" and (i < 2 or not (text[i - 2].isalnum() or text[i - 2] == "_"))
+            quote = char * 3 if text.startswith(char * 3, i) else char
+            j = i + len(quote)
+            while j < n and not text.startswith(quote, j):
+                if text[j] == "\\" and not raw:
+                    j += 1
+                elif text[j] == "\n" and len(quote) == 1:
+                    break
+                j += 1
+            i = j + len(quote)
+            continue
+        i += 1
+    return None
+
+
+def backtick_issue(text: str, offset: int, escape_syntax_known: bool) -> str:
+    """cel-go's parse error for a backtick: ``unsupported syntax`` (0.24+) or a lexer error (0.22)."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    source = text.split("\n")[line - 1]
+    message = "unsupported syntax: '`'" if escape_syntax_known else "Syntax error: token recognition error at: '`'"
+    return f"ERROR: <input>:{line}:{column}: {message}\n | {source}\n | {'.' * (column - 1)}^"

@@ -18,7 +18,7 @@ from ..errors import DraConstructsError
 from ..target import Target
 from . import _astpb
 from ._env import EnvKey, check_env, env_key
-from ._validate import format_type, validate
+from ._validate import backtick_issue, backtick_offset, format_type, regex_constant_issues, validate
 from .cost import estimate_cost
 from .fixes import suggest_fix
 
@@ -93,7 +93,7 @@ def parse_target(target: Target | str | None) -> Target:
     return found
 
 
-_CONTENT_CHECKED = ("matches", "duration", "timestamp", "format")
+_CONTENT_CHECKED = ("matches", "find", "duration", "timestamp", "format")
 
 
 def shape(expression: str) -> str | None:
@@ -230,6 +230,10 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
     if program is None:
         message = f"compilation failed: {error}"
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    backtick = backtick_offset(expression)
+    if backtick is not None:
+        message = "compilation failed: " + backtick_issue(expression, backtick, target.cel_knows_ident_escape_syntax)
+        return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     serialized = program.serialize()
     checked = _astpb.decode_checked(serialized)
     issues = validate(checked, expression)
@@ -240,6 +244,10 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
     output_kind = None if output is None else output.WhichOneof("kind")
     if not (output_kind == "dyn" or (output_kind == "primitive" and output.primitive == 1)):
         message = f"must evaluate to bool or the unknown type, not {format_type(output)}"
+        return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    regex_issues = regex_constant_issues(checked)
+    if regex_issues:
+        message = regex_issues[0]
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     cost = estimate_cost(checked, target)
     if cost > MAX_COST:
