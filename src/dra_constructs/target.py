@@ -104,8 +104,14 @@ class Target:
 
     @property
     def cel_has_allow_multiple_allocations(self) -> bool:
-        """``device.allowMultipleAllocations`` is declared from 1.34 (DRAConsumableCapacity)."""
-        return self.minor >= 34
+        """Whether ``device.allowMultipleAllocations`` is declared with default feature gates.
+
+        The DRA compiler declares it only while DRAConsumableCapacity is on: alpha (off by
+        default) in 1.34-1.35, beta (on) from 1.36. An API server of 1.34 with default gates
+        rejects a selector that reads it (``check(..., allow_multiple_allocations=True)`` models
+        a server with the gate on).
+        """
+        return self.minor >= 36
 
     @property
     def cel_cost_estimator_bug(self) -> bool:

@@ -85,10 +85,13 @@ def test_semver_normalization_only_from_1_34() -> None:
     assert check(expression, "1.33").verdict == "Invalid"  # introduced in 1.33: new selectors from 1.34
 
 
-def test_allow_multiple_allocations_follows_the_target() -> None:
+def test_allow_multiple_allocations_follows_the_default_feature_gates() -> None:
+    # DRAConsumableCapacity: alpha (off) in 1.34-1.35, beta (on) from 1.36; compile.go declares the
+    # field only while the gate is on.
     expression = "device.allowMultipleAllocations == false"
-    assert check(expression, "1.34").cost == 3
-    result = check(expression, "1.32")
-    assert result.verdict == "Invalid"
-    assert "undefined field 'allowMultipleAllocations'" in (result.error or "")
-    assert check(expression, "1.34", allow_multiple_allocations=False).verdict == "Invalid"
+    for version in ("1.32", "1.34", "1.35"):
+        result = check(expression, version)
+        assert result.verdict == "Invalid", version
+        assert "undefined field 'allowMultipleAllocations'" in (result.error or "")
+    assert check(expression, "1.36").cost == 3
+    assert check(expression, "1.34", allow_multiple_allocations=True).cost == 3

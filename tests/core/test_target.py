@@ -54,5 +54,5 @@ def test_cost_estimator_bug_only_before_1_32_3() -> None:
     assert Target.parse("1.32.2").cel_cost_estimator_bug
     assert not Target.parse("1.32.3").cel_cost_estimator_bug
     assert not Target.parse("1.32").cel_cost_estimator_bug
-    assert Target.parse("1.34").cel_has_allow_multiple_allocations
-    assert not Target.parse("1.33").cel_has_allow_multiple_allocations
+    assert not Target.parse("1.34").cel_has_allow_multiple_allocations  # DRAConsumableCapacity alpha
+    assert Target.parse("1.36").cel_has_allow_multiple_allocations  # beta, on by default
