@@ -7,9 +7,9 @@ imported lazily on first access, so ``import dra_constructs`` never starts the j
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_getattr
 from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
@@ -84,8 +84,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dra_constructs' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -47,19 +47,8 @@ def _pod_spec(where: Where, pod: Mapping[str, Any], restart_policy: str | None) 
             _where(where), unknown[0], pod[unknown[0]], "not a pod option of this workload",
             f"use one of {sorted(_POD_OPTIONS)}, or extra_spec={{...}} for other Pod spec fields",
         )
-    return render_pod_spec(
-        pod["containers"],
-        claims=pod.get("claims", ()),
-        termination_grace_period_seconds=pod.get("termination_grace_period_seconds", DEFAULT_GRACE_SECONDS),
-        pre_stop=pod.get("pre_stop"),
-        restart_policy=pod.get("restart_policy", restart_policy),
-        node_selector=pod.get("node_selector"),
-        tolerations=pod.get("tolerations", ()),
-        service_account_name=pod.get("service_account_name"),
-        init_containers=pod.get("init_containers", ()),
-        extra_spec=pod.get("extra_spec"),
-        where=where,
-    )
+    options = {"restart_policy": restart_policy, **pod}  # the keys are render_pod_spec's parameters
+    return render_pod_spec(options.pop("containers"), **options, where=where)
 
 
 class GpuPod(cdk8s.ApiObject):

@@ -8,9 +8,9 @@ lazily on first attribute access.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_getattr
 from .context import SANITIZER_LABEL, TENANT_LABELS
 from .engine import AuditResult, audit
 from .loader import load_paths, load_text
@@ -53,8 +53,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dra_constructs.guardrails' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)
