@@ -331,3 +331,23 @@ def test_dra009_needs_two_explicit_tenant_namespaces_and_no_sanitizer() -> None:
 
 def test_every_rule_id_is_known() -> None:
     assert set(RULES_BY_ID) == {f"DRA00{i}" for i in range(10)}
+
+
+def test_dra009_tenant_scope_file_judges_each_file() -> None:
+    from dra_constructs.guardrails import Manifest, audit
+
+    def gpu_deployment(namespace: str, file: str) -> Manifest:
+        return Manifest({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w", "namespace": namespace},
+            "spec": {"template": {"spec": {
+                "terminationGracePeriodSeconds": 30,
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+                "containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "gpu"}]}}]}}},
+        }, file=file)
+
+    separate = [gpu_deployment("team-a", "a.yaml"), gpu_deployment("team-b", "b.yaml")]
+    together = [gpu_deployment("team-a", "ab.yaml"), gpu_deployment("team-b", "ab.yaml")]
+    rules = lambda result: {f.rule for f in result.findings}  # noqa: E731
+    assert "DRA009" in rules(audit(separate))  # the whole input is one set by default
+    assert "DRA009" not in rules(audit(separate, tenant_scope="file"))
+    assert "DRA009" in rules(audit(together, tenant_scope="file"))

@@ -38,6 +38,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--fail-on", choices=("error", "warning"), default="error",
                         help="lowest severity that makes the exit code 1 (default error)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("--tenant-scope", choices=("file", "set"), default="file",
+                        help="DRA009 (several tenants, no sanitizer): judge each file as its own manifest set "
+                             "(default; what one `kubectl apply -f` deploys) or all inputs together (set); a "
+                             "sanitizer DaemonSet anywhere in the input covers every tenant")
     parser.set_defaults(func=run)
 
 
@@ -47,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     stdin_text = sys.stdin.read() if STDIN in args.paths else None
     stdin = io.StringIO(stdin_text) if stdin_text is not None else None
     manifests = load_paths(args.paths, stdin=stdin)
-    result = audit(manifests, kubernetes_version=target)
+    result = audit(manifests, kubernetes_version=target, tenant_scope=args.tenant_scope)
     result = with_field_lines(result, {STDIN_NAME: stdin_text} if stdin_text is not None else None)
     if args.format == "json":
         text = to_json(result)

@@ -52,9 +52,11 @@ def _check_cel(expression: str, target: str) -> CelVerdict:
 class AuditContext:
     """The manifest set being audited, indexed for cross-object rules."""
 
-    def __init__(self, manifests: Sequence[Manifest], target: Target) -> None:
+    def __init__(self, manifests: Sequence[Manifest], target: Target, tenant_scope: str = "set") -> None:
         self.manifests = manifests
         self.target = target
+        #: DRA009's "manifest set": the whole input ("set") or each file on its own ("file").
+        self.tenant_scope = tenant_scope
         self._templates: dict[tuple[str, str], Manifest] = {}
         self._claims: dict[tuple[str, str], Manifest] = {}
         self._by_name: dict[tuple[str, str], list[Manifest]] = defaultdict(list)

@@ -86,15 +86,18 @@ def audit(
     *,
     kubernetes_version: str | Target | None = None,
     rules: Sequence[Rule] = RULES,
+    tenant_scope: str = "set",
 ) -> AuditResult:
     """Audit a manifest set (plain dicts or loaded :class:`Manifest`\\ s) against ``rules``.
 
-    Cross-object rules see the whole set. A finding is moved to ``suppressed`` when its object
-    carries a valid suppression of that rule; DRA000 (broken suppressions) is never suppressed.
+    Cross-object rules see the whole set; DRA009 (tenant barrier) counts tenants in the whole set
+    or, with ``tenant_scope="file"``, in each file (a sanitizer anywhere in the input covers all).
+    A finding is moved to ``suppressed`` when its object carries a valid suppression of that rule;
+    DRA000 (broken suppressions) is never suppressed.
     """
     target = Target.parse(kubernetes_version, "audit")
     manifests = _as_manifests(objects)
-    ctx = AuditContext(manifests, target)
+    ctx = AuditContext(manifests, target, tenant_scope)
     raw: list[tuple[Rule, Manifest, Hit]] = []
     for m in manifests:
         for rule in rules:

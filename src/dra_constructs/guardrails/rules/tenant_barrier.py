@@ -13,10 +13,10 @@ __all__ = ["RULE"]
 _SYSTEM_NAMESPACE_PREFIXES = ("kube-",)
 
 
-def _tenant_workloads(ctx: AuditContext) -> dict[str, list[Manifest]]:
+def _tenant_workloads(ctx: AuditContext, manifests: list[Manifest]) -> dict[str, list[Manifest]]:
     """GPU workloads by explicit namespace; node agents (adminAccess only) are not tenants."""
     by_namespace: dict[str, list[Manifest]] = {}
-    for m in ctx.manifests:
+    for m in manifests:
         if not m.pods or not m.namespace or m.namespace.startswith(_SYSTEM_NAMESPACE_PREFIXES):
             continue
         if not ctx.is_gpu_pod(m) or ctx.uses_only_admin_claims(m):
@@ -25,22 +25,33 @@ def _tenant_workloads(ctx: AuditContext) -> dict[str, list[Manifest]]:
     return by_namespace
 
 
+def _manifest_sets(ctx: AuditContext) -> list[list[Manifest]]:
+    """The sets DRA009 judges: the whole input, or each file on its own (``tenant_scope="file"``)."""
+    if ctx.tenant_scope != "file":
+        return [list(ctx.manifests)]
+    by_file: dict[str | None, list[Manifest]] = {}
+    for m in ctx.manifests:
+        by_file.setdefault(m.file, []).append(m)
+    return list(by_file.values())
+
+
 def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
     if ctx.sanitizer_present:
         return
-    tenants = _tenant_workloads(ctx)
-    if len(tenants) < 2:
-        return
-    names = ", ".join(sorted(tenants))
     key, value = SANITIZER_LABEL
-    for namespace, workloads in sorted(tenants.items()):
-        for m in workloads:
-            yield m, Hit(
-                "metadata.namespace",
-                f"GPU workloads of {len(tenants)} tenant namespaces ({names}) share the cluster's GPUs, but the "
-                f"manifest set has no sanitizer DaemonSet (label {key}: {value}): device memory passes from "
-                f"{namespace!r} to the next tenant without drain, zero-fill and verification",
-            )
+    for manifests in _manifest_sets(ctx):
+        tenants = _tenant_workloads(ctx, manifests)
+        if len(tenants) < 2:
+            continue
+        names = ", ".join(sorted(tenants))
+        for namespace, workloads in sorted(tenants.items()):
+            for m in workloads:
+                yield m, Hit(
+                    "metadata.namespace",
+                    f"GPU workloads of {len(tenants)} tenant namespaces ({names}) share the cluster's GPUs, but "
+                    f"the manifest set has no sanitizer DaemonSet (label {key}: {value}): device memory passes "
+                    f"from {namespace!r} to the next tenant without drain, zero-fill and verification",
+                )
 
 
 RULE = Rule(
