@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, TextIO
 
+from .._io import read_input
 from ..errors import DraConstructsError
 from ..target import DEFAULT_KUBERNETES_VERSION
 
@@ -72,17 +71,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def _read_jsonl(source: str) -> list[dict[str, Any]]:
     """Every object of a JSON-lines file; any malformed line is an input error (exit 2)."""
-    if source == "-":
-        lines: Iterable[str] = sys.stdin.read().splitlines()
-    else:
-        try:
-            lines = Path(source).read_text(encoding="utf-8").splitlines()
-        except OSError as error:
-            raise DraConstructsError(source, "--jsonl", source, f"cannot read the file ({error.strerror})",
-                                     "pass an existing JSON-lines file, or - for standard input") from None
-        except UnicodeDecodeError:
-            raise DraConstructsError(source, "--jsonl", source, "not UTF-8 text",
-                                     "pass a UTF-8 JSON-lines file") from None
+    lines = read_input(source, "--jsonl", "JSON-lines file, or - for standard input").splitlines()
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

@@ -8,7 +8,6 @@ ResourceSlices come as ``kubectl get resourceslices -o yaml`` dumps (``kind: Lis
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from .._io import read_input
 from ..errors import DraConstructsError
 
 __all__ = ["Device", "devices_from_slices", "load_resource_slices"]
@@ -99,17 +99,7 @@ def load_resource_slices(paths: str | Path | Iterable[str | Path]) -> list[dict[
     slices: list[dict[str, Any]] = []
     for path in paths:
         where = str(path)
-        if where == "-":
-            text = sys.stdin.read()
-        else:
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except OSError as error:
-                raise DraConstructsError(where, "slices", where, f"cannot read the file ({error.strerror})",
-                                         "pass an existing ResourceSlice YAML/JSON file") from None
-            except UnicodeDecodeError:
-                raise DraConstructsError(where, "slices", where, "not a UTF-8 text file",
-                                         "pass a ResourceSlice YAML/JSON file") from None
+        text = read_input(path, "slices", "ResourceSlice YAML/JSON file")
         for document in _documents(text, where):
             slices.extend(_flatten(document, where))
     return slices
