@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 from ...errors import DraConstructsError
 from ...target import Target
-from .backends.base import BackendError, MemoryScrubber, NvmlBackend, OsSignaller, ProcessSignaller
+from .backends.base import (
+    BackendError,
+    MemoryScrubber,
+    NvmlBackend,
+    OsSignaller,
+    PartitionBackend,
+    ProcessSignaller,
+)
 from .backends.simulated import SimulatedNode
 from .barrier import Barrier, BarrierDeps
 from .clock import Clock, RealClock
@@ -18,7 +25,7 @@ from .evidence import EvidenceWriter
 from .guard import Guard
 from .kube import ApiError, KubeClient, KubeOps, retrying
 from .metrics import Metrics
-from .state import StateStore
+from .state import Phase, StateStore
 
 __all__ = ["Runtime", "build_runtime"]
 
@@ -65,9 +72,11 @@ def build_runtime(
     scrubber: MemoryScrubber
     signaller: ProcessSignaller
     clock_for: Callable[[str], Clock]
+    partitions: PartitionBackend | None = None
     if config.backend == "simulated":
         node = node or SimulatedNode(config.simulated)
         nvml, scrubber, signaller, clock_for = node.nvml, node.scrubber, node.signaller, node.clock
+        partitions = node.partitions
     else:
         from .backends.cuda import CudaScrubber
         from .backends.nvml import NvmlDevices, host_pid_namespace
@@ -79,6 +88,9 @@ def build_runtime(
                                      "run on a GPU node with the NVIDIA driver, or use backend: simulated") from error
         if not host_pid_namespace():
             _LOG.error("not in the host PID namespace: NVML hides other containers' PIDs (set hostPID: true)")
+        from .backends.partitions import NvmlPartitions
+
+        partitions = NvmlPartitions(nvml)
         scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"))
         signaller = OsSignaller()
         real = RealClock()
@@ -104,14 +116,33 @@ def build_runtime(
     if scrub_off:
         _LOG.warning("the driver's scrub-on-free is DISABLED on this node (RMDisableScrubOnFree): freed GPU "
                      "memory is not zeroed by the driver; the barrier's fill is the only scrub")
+    store = StateStore(config.state_dir, fsync=fsync)
     deps = BarrierDeps(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
-        store=StateStore(config.state_dir, fsync=fsync), evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
+        store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
+        partitions=partitions,
     )
     try:
         devices = nvml.devices()
     except BackendError as error:
         raise DraConstructsError("node", "devices", config.backend, f"cannot enumerate devices: {error}",
                                  "check the driver and that the agent sees /dev/nvidia*") from error
+    deps.inventory.update({d.name: d for d in devices})
+    _wire_overlaps(guard, deps.inventory, store)
     return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node)
+
+
+def _wire_overlaps(guard: Guard, inventory: dict[str, DeviceInfo], store: StateStore) -> None:
+    """DynamicMIG: the guard taints placements overlapping a held one (see :mod:`.guard`)."""
+
+    def overlaps(name: str) -> list[str]:
+        device = inventory.get(name)
+        if device is None or not device.dynamic:
+            return []
+        return sorted(d.name for d in list(inventory.values()) if d.name != name and d.dynamic and d.overlaps(device))
+
+    def held(name: str) -> bool:
+        return store.load(name).phase is not Phase.CLEAN
+
+    guard.overlaps, guard.held = overlaps, held
