@@ -12,8 +12,10 @@ Crash safety: the phase being entered is persisted before any of its effects (se
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -143,12 +145,25 @@ class Barrier:
 
     def __init__(self, deps: BarrierDeps) -> None:
         self.deps = deps
+        self._parent_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _parent_lock(self, device: DeviceInfo) -> threading.Lock | None:
+        """DynamicMIG: one barrier at a time per GPU (overlapping placements share memory slices)."""
+        if not device.dynamic or device.parent_uuid is None:
+            return None
+        with self._locks_lock:
+            return self._parent_locks.setdefault(device.parent_uuid, threading.Lock())
 
     # --- entry points -----------------------------------------------------------------------
 
     def run(self, device: DeviceInfo, trigger: str, tenant: Tenant | None = None) -> EvidenceRecord:
         """One full cycle from the guard on; returns (and writes) its evidence record."""
-        with self.deps.store.lock(device.name):
+        parent = self._parent_lock(device)
+        with contextlib.ExitStack() as stack:
+            if parent is not None:
+                stack.enter_context(parent)
+            stack.enter_context(self.deps.store.lock(device.name))
             state = self.deps.store.load(device.name, device.uuid)
             if state.phase is not Phase.RESETTING:
                 state.uuid = device.uuid
@@ -198,7 +213,17 @@ class Barrier:
                 self.deps.guard.taint(device.name, "quarantined", clock, state.reason)
             except GuardError as error:
                 _LOG.warning("%s: cannot re-apply quarantine taint: %s", device.name, error)
+            if (state.reason or "").startswith(AWAITING_ZERO_CONTEXTS) and self._no_contexts(device):
+                return self.run(device, "zero-contexts")  # the claim's policy: sanitize once they are gone
         return None
+
+    def _no_contexts(self, device: DeviceInfo) -> bool:
+        """True if NVML lists no process on the device (an error: False, keep waiting)."""
+        try:
+            pids = self.deps.nvml.processes(device)
+        except BackendError:
+            return False
+        return not [p for p in pids if p not in self.deps.own_pids]
 
     def mark_allocated(self, device: DeviceInfo, tenant: Tenant) -> None:
         """A claim now holds the device: guard it for the moment it is released."""

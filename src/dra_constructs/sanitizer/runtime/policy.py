@@ -55,8 +55,8 @@ class PreemptionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     api_version: Literal["sanitizer.dra-constructs.io/v1alpha1"] = Field(
-        default=POLICY_API_VERSION, alias="apiVersion")
-    kind: Literal["PreemptionPolicy"] = POLICY_KIND
+        default="sanitizer.dra-constructs.io/v1alpha1", alias="apiVersion")
+    kind: Literal["PreemptionPolicy"] = "PreemptionPolicy"
     grace_period_seconds: float | None = Field(
         default=None, ge=0, le=3600, alias="gracePeriodSeconds",
         description="SIGTERM to SIGKILL for this claim's processes (default: the agent's grace_period_s).")

@@ -47,7 +47,7 @@ class Runtime:
 
     def device(self, name: str) -> DeviceInfo:
         """A device by DRA name or UUID; a clear error naming the devices there are."""
-        for info in self.devices:
+        for info in [*self.barrier.deps.inventory.values(), *self.devices]:  # current infos first
             if name in (info.name, info.uuid):
                 return info
         raise DraConstructsError(

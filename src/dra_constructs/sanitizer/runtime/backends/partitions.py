@@ -63,7 +63,8 @@ class NvmlPartitions:
         profile_id, start = self._where(device)
         array = (nv.c_nvmlGpuInstance_t * _MAX_INSTANCES)()
         count = ctypes.c_uint(_MAX_INSTANCES)
-        self._call("nvmlDeviceGetGpuInstances", nv.nvmlDeviceGetGpuInstances, gpu, profile_id, array, ctypes.byref(count))
+        self._call("nvmlDeviceGetGpuInstances", nv.nvmlDeviceGetGpuInstances, gpu, profile_id, array,
+                   ctypes.byref(count))
         for index in range(count.value):
             info = self._call("nvmlGpuInstanceGetInfo", nv.nvmlGpuInstanceGetInfo, array[index])
             if int(info.placement.start) == start:

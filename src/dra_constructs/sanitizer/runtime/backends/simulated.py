@@ -383,6 +383,8 @@ class _SimNvml:
 
     def __init__(self, node: SimulatedNode) -> None:
         self._node = node
+        #: Errors of the last enumeration (tests set them, as a real NVML would report them).
+        self.enumeration_errors: list[str] = []
 
     def devices(self) -> list[DeviceInfo]:
         return self._node.device_infos
