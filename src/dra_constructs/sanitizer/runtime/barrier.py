@@ -94,7 +94,8 @@ class _Cycle:
         self.target: DeviceInfo | None = device
         self.transient: DeviceInfo | None = None
         #: A cold reset was cut off (crash): the instance may be gone or have a new UUID.
-        self.resuming_reset = state.phase is Phase.RESETTING
+        self.resuming_reset = state.phase is Phase.RESETTING or (
+            state.reset is not None and state.reset.new_uuid is None)  # or one that failed half-way
         self.state = state
         self.clock = deps.clock_for(device.name)
         self.policy = PreemptionPolicy.model_validate(state.policy) if state.policy else None
@@ -545,7 +546,7 @@ class Barrier:
         c.end_phase()
         c.state.phase, c.state.updated = Phase.CLEAN, c.clock.wall()
         c.state.claim = c.state.tenant_namespace = c.state.reason = c.state.boundary = None
-        c.state.policy = None
+        c.state.policy = c.state.reset = None
         self.deps.store.save(c.state)
         return c.record
 
