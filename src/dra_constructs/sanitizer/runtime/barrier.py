@@ -447,6 +447,7 @@ class Barrier:
             tainted = False
         if not tainted:
             c.record.taint = f"missing: {self.deps.guard.describe(c.device.name)}"
+        c.record.guarded_overlaps = self.deps.guard.overlaps(c.device.name)
 
     def _processes(self, c: _Cycle) -> list[int] | None:
         """NVML's process list; None on a transient error (a fatal one raises)."""
