@@ -22,6 +22,7 @@ from .requests import (
     MigRequest,
     render_claim_spec,
 )
+from .sanitizer.runtime.policy import ContextsRemaining, PreemptionPolicy
 from .target import Target
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import suppress
     from .sanitizer.construct import SanitizerDaemonSet
+    from .sanitizer.policy_class import PreemptionPolicyDeviceClass
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
 __version__ = "0.1.0"
@@ -45,6 +47,7 @@ _LAZY = {
     "KUBERNETES_VERSION_CONTEXT": "._scope",
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
     "SanitizerDaemonSet": ".sanitizer.construct",
+    "PreemptionPolicyDeviceClass": ".sanitizer.policy_class",
     "suppress": ".guardrails.app_validation",
     "set_inventory": "._scope",
     "set_kubernetes_version": "._scope",
@@ -57,6 +60,7 @@ __all__ = [
     "KUBERNETES_VERSION_CONTEXT",
     "ClaimUse",
     "Container",
+    "ContextsRemaining",
     "CustomRequest",
     "DeviceToleration",
     "DraConstructsError",
@@ -73,6 +77,8 @@ __all__ = [
     "MigRequest",
     "PodClaim",
     "PreStop",
+    "PreemptionPolicy",
+    "PreemptionPolicyDeviceClass",
     "SanitizerDaemonSet",
     "Target",
     "__version__",
