@@ -439,8 +439,8 @@ CUresult cuModuleGetFunction(void **fn, void *module, const char *name) {
     return CUDA_SUCCESS;
 }
 
-/* count_words(const ulonglong2 *p, u64 n16, u64 value, int match, u64 *out): out[0] += words that
- * differ from (match=0) or equal (match=1) value; out[1] += 64-bit words examined. */
+/* count_words(const ulonglong2 *p, u64 n16, u64 expect, u64 marker, u64 *out): out[0] += words equal
+ * to neither expect nor marker, out[1] += words equal to marker, out[2] += 64-bit words read. */
 CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, void *stream, void **params, void **extra) {
     (void)shmem; (void)stream; (void)extra;
@@ -450,16 +450,20 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
     if (!params || (uint64_t)gx * gy * gz * bx * by * bz == 0) return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr p = *(CUdeviceptr *)params[0];
     uint64_t n16 = *(uint64_t *)params[1];
-    uint64_t value = *(uint64_t *)params[2];
-    int match = *(int *)params[3];
+    uint64_t expect = *(uint64_t *)params[2];
+    uint64_t marker = *(uint64_t *)params[3];
     CUdeviceptr out = *(CUdeviceptr *)params[4];
-    uint64_t *o = (uint64_t *)inside(out, 16);
+    uint64_t *o = (uint64_t *)inside(out, 24);
     const uint64_t *w = (const uint64_t *)inside(p, n16 * 16);
     if (!o || (n16 && !w) || p % 16) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    uint64_t c = 0;
-    for (uint64_t i = 0; i < 2 * n16; i++) c += match ? (w[i] == value) : (w[i] != value);
-    o[0] += c;
-    o[1] += 2 * n16;
+    uint64_t other = 0, marks = 0;
+    for (uint64_t i = 0; i < 2 * n16; i++) {
+        marks += w[i] == marker;
+        other += w[i] != marker && w[i] != expect;
+    }
+    o[0] += other;
+    o[1] += marks;
+    o[2] += 2 * n16;
     return CUDA_SUCCESS;
 }
 
