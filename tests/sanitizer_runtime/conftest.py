@@ -57,3 +57,11 @@ def fake_api() -> Iterator[FakeApi]:
     api = FakeApi()
     yield api
     api.close()
+
+
+@pytest.fixture(scope="session")
+def standin_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stand-in ``libcuda.so.1`` / ``libnvidia-ml.so.1``, compiled once per session."""
+    from .standin import build
+
+    return build(tmp_path_factory.mktemp("standin-lib"))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_constructs.sanitizer.runtime.agent import Agent
+from dra_constructs.sanitizer.runtime.backends.base import EnumerationError
 from dra_constructs.sanitizer.runtime.clock import VirtualClock
 from dra_constructs.sanitizer.runtime.config import AgentConfig, KubeSettings
 from dra_constructs.sanitizer.runtime.runtime import Runtime, build_runtime
@@ -83,7 +84,8 @@ def test_a_claim_on_an_unknown_device_is_alerted_and_guarded(fake_api: FakeApi, 
     agent.startup()
     late = "gpu-0-mig-1g10gb-19-6"  # a MIG instance created after the agent started
     assert late not in {d.name for d in rt.devices}
-    rt.node.nvml.enumeration_errors = ["nvmlDeviceGetMigDeviceHandleByIndex(gpu 0, 6): NVML_ERROR_NO_PERMISSION"]
+    rt.node.enumeration_errors = [EnumerationError(0, "nvmlDeviceGetMigDeviceHandleByIndex", "NVML_ERROR_NO_PERMISSION",
+                                                   minor=0, gpu_instance_id=13)]
     agent._claims = {"u9": claim("c9", "team-b", "u9", [late], reserved=["p9"])}
     agent.reconcile()
     rule = fake_api.rules[f"dra-sanitizer-node-a-{late}"]
@@ -94,7 +96,7 @@ def test_a_claim_on_an_unknown_device_is_alerted_and_guarded(fake_api: FakeApi, 
     agent.reconcile()  # alerted once per claim
     assert sum(1 for e in fake_api.events if e["reason"] == "UnmappedDevice") == 1
     # The instance becomes visible (the enumeration error is gone): re-enumerated, guarded as in-use.
-    rt.node.nvml.enumeration_errors = []
+    rt.node.enumeration_errors = []
     rt.node.add_mig_device(0, 6)
     agent.reconcile()
     assert rt.barrier.deps.store.load(late).phase is Phase.ALLOCATED

@@ -62,6 +62,10 @@ class Agent:
             self._devices.update({d.name: d for d in runtime.devices})
         self._unmapped: dict[str, str] = {}  # device -> claim uid alerted for
         self._enumeration_errors: list[str] = []
+        self._may_hide: Callable[[str], bool] = lambda _name: False
+        if runtime.enumeration is not None:
+            self._enumeration_errors = [str(e) for e in runtime.enumeration.errors]
+            self._may_hide = runtime.enumeration.may_hide
         #: False while the claims could not be listed: no barrier that signals may run.
         self.api_known = runtime.kube is None
         self._pool = ThreadPoolExecutor(max_workers=runtime.config.max_parallel, thread_name_prefix="barrier")
@@ -167,13 +171,16 @@ class Agent:
         """Re-enumerate (new MIG instances, DynamicMIG, reconfiguration); the devices that are new."""
         nvml = self.rt.barrier.deps.nvml
         try:
-            found = nvml.devices()
+            result = nvml.enumerate()
         except BackendError as error:
             self._enumeration_errors = [str(error)]
+            self._may_hide = lambda _name: True  # nothing is known: any name may be hidden
             self.rt.metrics.enumeration_errors.inc()
             _LOG.error("device enumeration failed: %s", error)
             return []
-        self._enumeration_errors = [str(e) for e in getattr(nvml, "enumeration_errors", None) or []]
+        found = result.devices
+        self._enumeration_errors = [str(e) for e in result.errors]
+        self._may_hide = result.may_hide
         if self._enumeration_errors:
             self.rt.metrics.enumeration_errors.inc(len(self._enumeration_errors))
             _LOG.error("device enumeration had errors (devices may be missing): %s",
@@ -211,7 +218,8 @@ class Agent:
         if self._unmapped.get(name) == tenant.uid:
             return
         self._unmapped[name] = str(tenant.uid)
-        errors = f"; enumeration errors: {'; '.join(self._enumeration_errors)}" if self._enumeration_errors else ""
+        errors = (f"; enumeration errors that may hide it: {'; '.join(self._enumeration_errors)}"
+                  if self._may_hide(name) else "")
         message = (f"claim {tenant.claim} holds {name}, which the agent cannot map to a device it enumerated"
                    f"{errors}; guarded until it can be mapped and sanitized")
         _LOG.error("%s", message)

@@ -10,6 +10,7 @@ from ...errors import DraConstructsError
 from ...target import Target
 from .backends.base import (
     BackendError,
+    EnumerationResult,
     MemoryScrubber,
     NvmlBackend,
     OsSignaller,
@@ -24,6 +25,7 @@ from .devices import DeviceInfo
 from .evidence import EvidenceWriter
 from .guard import Guard
 from .kube import ApiError, KubeClient, KubeOps, retrying
+from .limits import worker_slots
 from .metrics import Metrics
 from .state import Phase, StateStore
 
@@ -44,6 +46,8 @@ class Runtime:
     metrics: Metrics
     kube: KubeClient | None = None
     node: SimulatedNode | None = None
+    #: The enumeration ``devices`` came from, with the GPUs / MIG instances NVML could not read.
+    enumeration: EnumerationResult | None = None
 
     def device(self, name: str) -> DeviceInfo:
         """A device by DRA name or UUID; a clear error naming the devices there are."""
@@ -91,7 +95,11 @@ def build_runtime(
         from .backends.partitions import NvmlPartitions
 
         partitions = NvmlPartitions(nvml)
-        scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"))
+        slots = worker_slots(config)
+        if slots < config.max_parallel:
+            _LOG.info("at most %d CUDA fill workers at once (memory limit; max_parallel %d)", slots,
+                      config.max_parallel)
+        scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"), max_workers=slots)
         signaller = OsSignaller()
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
@@ -124,13 +132,15 @@ def build_runtime(
         partitions=partitions,
     )
     try:
-        devices = nvml.devices()
+        enumeration = nvml.enumerate()
     except BackendError as error:
         raise DraConstructsError("node", "devices", config.backend, f"cannot enumerate devices: {error}",
                                  "check the driver and that the agent sees /dev/nvidia*") from error
-    deps.inventory.update({d.name: d for d in devices})
+    for failure in enumeration.errors:  # never skipped silently: the agent guards what these may hide
+        _LOG.error("device enumeration failed for %s", failure)
+    deps.inventory.update({d.name: d for d in enumeration.devices})
     _wire_overlaps(guard, deps.inventory, store)
-    return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node)
+    return Runtime(config, target, enumeration.devices, Barrier(deps), guard, metrics, kube, node, enumeration)
 
 
 def _wire_overlaps(guard: Guard, inventory: dict[str, DeviceInfo], store: StateStore) -> None:

@@ -65,6 +65,13 @@ class VerifyFigures(BaseModel):
     bytes_verified: int = 0
     nonzero_words: int | None = None
     coverage: float = 0.0
+    coverage_of_total: float | None = None
+    bytes_not_covered: int | None = None
+    bytes_reserved: int | None = None
+    bytes_free_before_context: int | None = None
+    bytes_context: int | None = None
+    control_planted: int | None = None
+    control_found: int | None = None
     fill_bytes_per_s: float | None = None
     verify_bytes_per_s: float | None = None
 
