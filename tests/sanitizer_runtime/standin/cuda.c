@@ -13,6 +13,7 @@
  * architecture (CUDA_ERROR_NO_BINARY_FOR_GPU), out-of-range pointers. Kernels: the module must
  * contain the entry name, and only "count_words" (the sanitizer's verify kernel, signature in
  * backends/cuda.py KERNEL_SOURCE) can run: it is executed here on the host.
+ * $DRA_STANDIN_KERNEL_FAULT=zero-length makes every launch see a length of 0 (a mis-packed argument).
  */
 #define _GNU_SOURCE
 #include "standin.h"
@@ -98,7 +99,8 @@ CUresult cuInit(unsigned flags) {
     } else {
         char buf[1024];
         snprintf(buf, sizeof buf, "%s", env);
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        char *save = NULL;  /* strtok_r: never leave glibc's strtok state pointing into this stack */
+        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             while (isspace((unsigned char)*tok)) tok++;
             int ok;
             if (isdigit((unsigned char)tok[0])) {
@@ -450,6 +452,8 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
     if (!params || (uint64_t)gx * gy * gz * bx * by * bz == 0) return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr p = *(CUdeviceptr *)params[0];
     uint64_t n16 = *(uint64_t *)params[1];
+    const char *fault = getenv("DRA_STANDIN_KERNEL_FAULT");  /* a broken launch the control must catch */
+    if (fault && strcmp(fault, "zero-length") == 0) n16 = 0;
     uint64_t expect = *(uint64_t *)params[2];
     uint64_t marker = *(uint64_t *)params[3];
     CUdeviceptr out = *(CUdeviceptr *)params[4];
@@ -497,6 +501,13 @@ CUresult cuGetErrorName(CUresult e, const char **s) {
 }
 
 CUresult cuGetErrorString(CUresult e, const char **s) { return cuGetErrorName(e, s); }
+
+/* NVRTC itself dlopens libcuda.so.1 and asks for private export tables: there are none here. */
+CUresult cuGetExportTable(const void **table, const void *uuid) {
+    (void)uuid;
+    if (table) *table = NULL;
+    return CUDA_ERROR_NOT_FOUND;
+}
 
 #define ENTRY(name) {#name, (void *)name}
 static const struct { const char *name; void *fn; } table[] = {

@@ -173,9 +173,10 @@ class SignalRefused(BackendError):
 def _process_identity(pid: int) -> tuple[int, int] | None:
     """(uid, start time in clock ticks) of a live process, from /proc; None if unreadable."""
     try:
-        stat = open(f"/proc/{pid}/stat", encoding="ascii", errors="replace").read()  # noqa: SIM115
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("ascii", "replace")
         uid = os.stat(f"/proc/{pid}").st_uid
-    except OSError:
+    except (OSError, LookupError):
         return None
     fields = stat[stat.rfind(")") + 2:].split()
     return uid, int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else -1
@@ -240,8 +241,8 @@ def _refusal_detail(pid: int, error: OSError) -> str:
     identity = _process_identity(pid)
     if identity is not None and identity[0] != os.geteuid():
         parts.append(f"target uid {identity[0]}, agent euid {os.geteuid()}")
-    with contextlib.suppress(OSError):
-        lsm = open("/sys/kernel/security/lsm", encoding="ascii").read().strip()  # noqa: SIM115
+    with contextlib.suppress(OSError, LookupError), open("/sys/kernel/security/lsm", "rb") as handle:
+        lsm = handle.read().decode("ascii", "replace")
         active = [m for m in re.split(r"[,\s]+", lsm) if m in ("apparmor", "selinux", "smack", "tomoyo", "landlock")]
         if active:
             parts.append(f"active security modules: {', '.join(active)}")
