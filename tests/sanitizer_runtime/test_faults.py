@@ -44,6 +44,22 @@ def test_a_thousand_randomized_schedules_have_no_dirty_release(tmp_path: Path) -
     assert total >= 1000 and recovery_releases > 0 and resets > 0
 
 
+@pytest.mark.slow
+def test_dynamic_mig_schedules_have_no_dirty_release(tmp_path: Path) -> None:
+    """DynamicMIG: random placements, instances gone (or not) before the barrier, crashes, faults."""
+    records = tmp_path / "records.jsonl"
+    summary = simulate(devices=60, cycles=30, fault_rate=0.05, seed=21, records=str(records), dynamic_mig=True)
+    assert summary.schedules >= 80 and summary.crashes > 0
+    assert summary.dirty_releases == 0, summary.dirty_release_details
+    assert summary.released_without_proof == 0 and summary.failures_without_reason == 0
+    lines = [json.loads(x) for x in records.read_text().splitlines()]
+    transient = [r for r in lines if r["result"] == "released" and r["transient_instance"]]
+    in_place = [r for r in lines if r["result"] == "released" and r["trigger"] == "deallocated"
+                and not r["transient_instance"]]
+    assert transient and in_place  # both paths ran: the slice gone, and still prepared
+    assert all(r["guarded_overlaps"] for r in transient)
+
+
 def test_the_audit_catches_a_barrier_that_lies(monkeypatch: pytest.MonkeyPatch) -> None:
     """Negative control: a verify that always says "all zero" lets silent memset faults through."""
     real_verify = simulated._SimSession.verify

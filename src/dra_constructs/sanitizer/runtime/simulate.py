@@ -18,6 +18,7 @@ releases included) without verified bytes or with coverage below the threshold: 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import tempfile
@@ -28,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .backends.base import ComputeMode
-from .backends.simulated import FAULT_OPS, FaultInjector, SimulatedCrash, SimulatedNode
+from .backends.base import BackendError, ComputeMode
+from .backends.simulated import DYNAMIC_PROFILES, FAULT_OPS, FaultInjector, SimulatedCrash, SimulatedNode
 from .config import AgentConfig, KubeSettings, PartitionReset, SimulatedBackendSettings
 from .devices import DeviceInfo
 from .evidence import EvidenceRecord
@@ -116,6 +117,9 @@ class _Auditor:
     def untainted(self, device: str) -> None:
         self._check(device, "taint deleted", count=False)
 
+    def handed_to_next_tenant(self, device: str) -> None:
+        self._check(device, "prepared for the next tenant", count=False)
+
 
 def _kind(reason: str | None) -> str:
     text = (reason or "").split(":", 1)[0]
@@ -125,10 +129,30 @@ def _kind(reason: str | None) -> str:
     return text[:40] or "?"
 
 
+_DYNAMIC_PLACEMENTS = [start for _, _, _, starts in DYNAMIC_PROFILES for start in starts]
+
+
+def _pick_placement(rt: Runtime, node: SimulatedNode, targets: list[str], rng: random.Random, gpus: int,
+                    cycle: int) -> str | None:
+    """A placement the scheduler could allocate: clean, untainted, no overlapping instance."""
+    minor = (cycle * 7 + rng.randrange(gpus)) % gpus
+    free = []
+    for name in targets:
+        info = rt.barrier.deps.inventory[name]
+        if info.minor != minor or rt.barrier.deps.store.load(name).phase is not Phase.CLEAN:
+            continue
+        if rt.guard.has_taints and any(rt.guard.held(o) for o in rt.guard.overlaps(name)):
+            continue  # a guard on an overlapping placement keeps the scheduler away
+        if any(node.instance_exists(o) for o in [name, *rt.guard.overlaps(name)]):
+            continue  # the counters: an overlapping instance consumes the slices
+        free.append(name)
+    return rng.choice(free) if free else None
+
+
 def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed: int = 0,
              records: str | None = None, kubernetes_version: str = "1.34",
              crash_rate: float | None = None, memory_bytes: int = 4096,
-             partition_reset: str = "off") -> SimulationSummary:
+             partition_reset: str = "off", dynamic_mig: bool = False) -> SimulationSummary:
     """Run ``devices`` x ``cycles`` schedules; see the module docstring."""
     started = time.perf_counter()
     summary = SimulationSummary(devices, cycles, fault_rate, seed, kubernetes_version,
@@ -139,8 +163,10 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
     for polled in _POLLED_OPS:  # called every poll interval while draining: per call, much rarer
         rates[polled] = fault_rate / 10
     faults = FaultInjector(rng, rates)
-    gpus = max(1, math.ceil(devices / 7))
-    settings = SimulatedBackendSettings(gpus=gpus, mig_slices_per_gpu=7, memory_bytes=memory_bytes)
+    per_gpu = len(_DYNAMIC_PLACEMENTS) if dynamic_mig else 7
+    gpus = max(1, math.ceil(devices / per_gpu))
+    settings = SimulatedBackendSettings(gpus=gpus, mig_slices_per_gpu=7, memory_bytes=memory_bytes,
+                                        dynamic_mig=dynamic_mig)
     auditor = _Auditor(summary)
     node = SimulatedNode(settings, faults, on_compute_mode=auditor.mode_changed)
     auditor.node = node
@@ -228,9 +254,15 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
             crashes_this_cycle[0] = 0
             settle(name, lambda r, n=name: r.barrier.recover(cur(r, n)))
             operator_repairs(name)
+        # DynamicMIG: one claim per GPU and cycle, on a random placement the scheduler could pick.
+        slots: list[str | None] = [None] * gpus if dynamic_mig else list(targets)
         for cycle in range(cycles):
             auditor.cycle = cycle
-            for name in targets:
+            for slot in slots:
+                picked = slot if slot is not None else _pick_placement(rt, node, targets, rng, len(slots), cycle)
+                if picked is None:
+                    continue
+                name = picked
                 state = rt.barrier.deps.store.load(name)
                 if state.phase is Phase.QUARANTINED:
                     continue  # still out of service after the operator gave up on it
@@ -248,13 +280,24 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                         behaviours.append(("ignore-term", 0.0))
                     else:
                         behaviours.append(("obey", rng.uniform(0, 45)))
+                if dynamic_mig:
+                    # What the next tenant's new instance can read: checked before it exists.
+                    auditor.handed_to_next_tenant(name)
+                    node.prepare(name)  # the DRA driver creates the instance at prepare
                 node.start_tenant(name, behaviours, rng)
                 stuck = any(b == "unkillable" for b, _ in behaviours)
+                if dynamic_mig and rng.random() < 0.7:  # usually the driver has unprepared by now
+                    node.kubelet_stop(name)
+                    with contextlib.suppress(BackendError):  # IN_USE: a D-state process keeps it
+                        node.unprepare(name)
                 settle(name, lambda r, n=name, t=tenant: r.barrier.run(cur(r, n), "deallocated", t))
                 state = rt.barrier.deps.store.load(name)
                 if stuck and state.phase is not Phase.QUARANTINED:
                     summary.stuck_tenants_released += 1  # must stay 0: a D-state process never drains
                 operator_repairs(name)
+                if dynamic_mig and rt.barrier.deps.store.load(name).phase is Phase.CLEAN:
+                    with contextlib.suppress(BackendError):
+                        node.unprepare(name)  # the driver's retried unprepare, after the barrier
         summary.left_quarantined = sum(
             1 for n in targets if rt.barrier.deps.store.load(n).phase is Phase.QUARANTINED)
     summary.faults_injected = dict(Counter(faults.injected))

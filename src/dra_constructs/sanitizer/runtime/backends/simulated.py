@@ -277,7 +277,7 @@ class SimulatedNode:
 
     def prepare(self, device: str) -> DeviceInfo:
         """The DRA driver prepares a claim: it creates the MIG instance (DynamicMIG)."""
-        return self.partitions.create(self._dev(device).info)
+        return self.partitions.create(self._dev(device).info, faults=False)
 
     def unprepare(self, device: str) -> None:
         """The DRA driver unprepares: it destroys the instance (IN_USE while processes live)."""
@@ -356,6 +356,17 @@ class SimulatedNode:
         with dev.lock:
             for pid in [p.pid for p in dev.processes.values() if p.behaviour != "worker"]:
                 dev.remove(pid)
+
+    def kubelet_stop(self, device: str) -> None:
+        """The kubelet stopped the pod's containers (SIGKILL after its grace): only D-state ones stay."""
+        dev = self._dev(device)
+        with dev.lock:
+            for pid in [p.pid for p in dev.processes.values() if p.behaviour in ("obey", "ignore-term")]:
+                dev.remove(pid)
+
+    def instance_exists(self, device: str) -> bool:
+        """True while a MIG instance exists at the device's placement (DynamicMIG)."""
+        return self._dev(device).exists
 
     def audit(self, device: str) -> AuditResult:
         """The hardware's view: residue a next tenant of ``device`` could read, and live contexts.
@@ -487,7 +498,9 @@ class _SimSession:
             self._overhead = free[:need]
             dev.take(self._proc, self._overhead)
             # No zeroing by fiat: the context's memory keeps what was there (no fill reaches it).
-            dev.gpu.context_granules = {dev.base + g for g in self._overhead}
+            # Cumulative: residue in any granule a sanitizer context held stays uncovered until a
+            # tenant takes the granule again (then the next fill must reach it).
+            dev.gpu.context_granules |= {dev.base + g for g in self._overhead}
             dev.processes[self._proc.pid] = self._proc
             self._free_at_open = (len(free) - need) * gran
 
@@ -592,7 +605,7 @@ class _SimPartitions:
             dev.mode = ComputeMode.DEFAULT
             dev.clock.sleep(_RESET_SECONDS / 2)
 
-    def create(self, device: DeviceInfo) -> DeviceInfo:
+    def create(self, device: DeviceInfo, faults: bool = True) -> DeviceInfo:
         node = self._node
         dev = node._dev(device.name)
         with dev.lock:
@@ -601,7 +614,7 @@ class _SimPartitions:
                                    "(an instance exists at this placement)")
             busy = [o.info.name for o in node._devices.values()
                     if o is not dev and o.gpu is dev.gpu and o.exists and o.info.overlaps(dev.info)]
-            if busy or node.faults.hit("nvml.insufficient_resources"):
+            if busy or (faults and node.faults.hit("nvml.insufficient_resources")):
                 raise BackendError("nvmlDeviceCreateGpuInstanceWithPlacement",
                                    f"NVML_ERROR_INSUFFICIENT_RESOURCES (overlaps {', '.join(busy) or 'a reservation'})")
             dev.generation += 1
