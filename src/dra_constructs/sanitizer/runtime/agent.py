@@ -189,6 +189,8 @@ class Agent:
         with self._lock:
             for info in found:
                 old = self._devices.get(info.name)
+                if old is not None and old.dynamic:
+                    continue  # a DynamicMIG placement: its instance comes and goes, the device stays
                 if old is None or (old.uuid != info.uuid and not info.dynamic):
                     new.append(info)
                 self._devices[info.name] = info

@@ -197,6 +197,8 @@ class AgentConfig(BaseModel):
                     "before our context; None: (1 - coverage_threshold) x (total - reserved).",
     )
     fill_timeout_s: float = Field(default=120.0, gt=0, description="Limit of one CUDA fill+verify worker.")
+    dynamic_mig: bool = Field(
+        default=False, description="The NVIDIA DRA driver runs with DynamicMIG: every MIG placement is a device.")
     partition_reset: PartitionReset = Field(
         default=PartitionReset.OFF, description="Cold partition reset at every release (off | mig-instance | gpu).")
     tenant_boundary: TenantBoundary = Field(

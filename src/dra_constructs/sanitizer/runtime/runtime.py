@@ -138,6 +138,8 @@ def build_runtime(
                                  "check the driver and that the agent sees /dev/nvidia*") from error
     for failure in enumeration.errors:  # never skipped silently: the agent guards what these may hide
         _LOG.error("device enumeration failed for %s", failure)
+    if config.dynamic_mig and config.backend == "nvml":
+        enumeration = _with_placements(enumeration, partitions)
     deps.inventory.update({d.name: d for d in enumeration.devices})
     _wire_overlaps(guard, deps.inventory, store)
     return Runtime(config, target, enumeration.devices, Barrier(deps), guard, metrics, kube, node, enumeration)
@@ -156,3 +158,19 @@ def _wire_overlaps(guard: Guard, inventory: dict[str, DeviceInfo], store: StateS
         return store.load(name).phase is not Phase.CLEAN
 
     guard.overlaps, guard.held = overlaps, held
+
+
+def _with_placements(enumeration: EnumerationResult, partitions: PartitionBackend | None) -> EnumerationResult:
+    """DynamicMIG: every possible placement replaces the MIG instances that happen to exist now."""
+    placements = getattr(partitions, "dynamic_devices", None)
+    if placements is None:
+        return enumeration
+    try:
+        dynamic = placements()
+    except BackendError as error:
+        raise DraConstructsError("AgentConfig", "dynamic_mig", True, f"cannot list MIG placements: {error}",
+                                 "check the driver (nvmlDeviceGetGpuInstancePossiblePlacements), or set "
+                                 "dynamic_mig: false") from error
+    parents = {d.parent_uuid for d in dynamic}
+    kept = [d for d in enumeration.devices if d.parent_uuid not in parents]
+    return EnumerationResult([*kept, *dynamic], enumeration.errors)

@@ -19,10 +19,12 @@ import subprocess
 from dataclasses import replace
 from typing import Any
 
-from ..devices import DeviceInfo
+from ..devices import DeviceInfo, mig_device_name, mig_profile_name
 from .base import BackendError
 
 __all__ = ["NvmlPartitions", "parse_mig_name"]
+
+_MiB = 1 << 20
 
 _MAX_INSTANCES = 8
 
@@ -173,3 +175,39 @@ class NvmlPartitions:
             raise BackendError("nvidia-smi --gpu-reset", f"exit {done.returncode}: {' '.join(text)[:300]} "
                                "(IN_USE: another client holds the GPU)")
         return device
+
+    def dynamic_devices(self) -> list[DeviceInfo]:
+        """DynamicMIG: every possible placement of every MIG-enabled GPU, as the driver advertises them.
+
+        Named like static MIG devices (profile, GI profile id, placement start: the driver's
+        canonical name; [INFER] that DynamicMIG keeps it), with a stable placeholder UUID
+        (``DYN-<gpu uuid>-<profile id>-<start>``); the instance's real UUID comes from
+        :meth:`instance` while it exists.
+        """
+        nv = self._nv
+        found: list[DeviceInfo] = []
+        for index in range(int(self._call("nvmlDeviceGetCount", nv.nvmlDeviceGetCount))):
+            gpu = self._call("nvmlDeviceGetHandleByIndex", nv.nvmlDeviceGetHandleByIndex, index)
+            if not self._dev._mig_enabled(gpu):
+                continue
+            minor = int(self._call("nvmlDeviceGetMinorNumber", nv.nvmlDeviceGetMinorNumber, gpu))
+            raw = self._call("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, gpu)
+            gpu_uuid = raw.decode() if isinstance(raw, bytes) else str(raw)
+            total = int(self._call("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, gpu).total)
+            for profile_id, (profile_index, memory_mb) in sorted(self._dev._gi_profiles(gpu).items()):
+                profile = mig_profile_name(profile_index, memory_mb, total)
+                if profile is None:
+                    continue
+                placements = (nv.c_nvmlGpuInstancePlacement_t * _MAX_INSTANCES)()
+                count = ctypes.c_uint(_MAX_INSTANCES)
+                self._call("nvmlDeviceGetGpuInstancePossiblePlacements",
+                           nv.nvmlDeviceGetGpuInstancePossiblePlacements, gpu, profile_id, placements,
+                           ctypes.byref(count))
+                for i in range(count.value):
+                    start, size = int(placements[i].start), int(placements[i].size)
+                    found.append(DeviceInfo(
+                        mig_device_name(minor, profile, profile_id, start), f"DYN-{gpu_uuid}-{profile_id}-{start}",
+                        minor, memory_mb * _MiB, parent_uuid=gpu_uuid, mig_profile=profile,
+                        placement=(profile_id, start, size), dynamic=True,
+                    ))
+        return found
