@@ -137,6 +137,20 @@ def test_a_tenant_on_the_second_compute_instance_is_drained(standin: MakeNode, t
     assert node.compute_mode("MIG-ci0") == node.compute_mode("MIG-ci1") == 0
 
 
+def test_compute_mode_covers_every_compute_instance(standin: MakeNode) -> None:
+    from dra_constructs.sanitizer.runtime.backends.base import ComputeMode
+
+    node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1), CI("MIG-ci2", 2)])])])
+    nvml = NvmlDevices()
+    (device,) = nvml.devices()
+    nvml.set_compute_mode(device, ComputeMode.PROHIBITED)
+    assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [2, 2, 2]
+    nvml.set_compute_mode(device, ComputeMode.EXCLUSIVE_PROCESS)  # our worker's CI only; the others stay shut
+    assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [3, 2, 2]
+    nvml.set_compute_mode(device, ComputeMode.DEFAULT)
+    assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [0, 0, 0]
+
+
 # --- 4: memory nobody lists, and what coverage does not include --------------------------------
 
 
@@ -302,6 +316,49 @@ def test_workers_are_bounded_by_the_memory_limit(standin: MakeNode, tmp_path: Pa
     standin([GPU("GPU-a")])
     rt = runtime(tmp_path, memory_limit_bytes=2 << 30, max_parallel=64)
     assert rt.barrier.deps.scrubber.max_workers == 9  # (2 GiB - 256 MiB) // 192 MiB  # type: ignore[attr-defined]
+
+
+def test_the_cgroup_memory_limit_is_read(tmp_path: Path) -> None:
+    from dra_constructs.sanitizer.runtime.limits import cgroup_memory_limit, worker_slots
+
+    (tmp_path / "memory.max").write_text("max\n")
+    assert cgroup_memory_limit(tmp_path) is None
+    (tmp_path / "memory.max").write_text("2147483648\n")
+    assert cgroup_memory_limit(tmp_path) == 2 << 30
+    (tmp_path / "memory.max").unlink()
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text(str(9223372036854771712))  # v1: unlimited
+    assert cgroup_memory_limit(tmp_path) is None
+    config = agent_config(tmp_path)
+    assert worker_slots(config, 2 << 30) == 9 and worker_slots(config, 128 << 20) == 1
+    assert worker_slots(config, 64 << 30) == 64  # never above max_parallel
+
+
+def test_a_barrier_waits_for_a_free_worker_slot(standin: MakeNode) -> None:
+    import threading
+
+    from dra_constructs.sanitizer.runtime.backends.cuda import CudaScrubber
+
+    standin([GPU("GPU-a"), GPU("GPU-b", minor=1)])
+    devices = NvmlDevices().devices()
+    scrubber = CudaScrubber(max_workers=1)
+    first = scrubber.open(devices[0], 60)
+    opened = threading.Event()
+    second: list[Any] = []
+
+    def open_second() -> None:
+        second.append(scrubber.open(devices[1], 60))
+        opened.set()
+
+    thread = threading.Thread(target=open_second)
+    thread.start()
+    try:
+        assert not opened.wait(1.0)  # one worker lives at a time
+    finally:
+        first.close()
+    assert opened.wait(30)
+    thread.join()
+    second[0].close()
 
 
 # --- 10: the verify proves itself ------------------------------------------------------------------
