@@ -305,8 +305,9 @@ def test_sigkill_after_sigterm_goes_through_the_same_pidfd(monkeypatch: pytest.M
         child.kill()
         child.wait()
         child.stdout.close()
-    assert len(sent) == 2 and sent[0] == sent[1]  # one pidfd, opened before the grace period
+    assert sent[0] == sent[-1] and len(set(sent)) == 1  # one pidfd, opened before the grace period
     assert signaller.signal(child.pid, signal.SIGKILL) is False  # gone (and reaped)
+    assert not signaller._fds  # no pidfd kept for a process that is gone
 
 
 # --- 8: workers bounded by memory ------------------------------------------------------------------
@@ -373,3 +374,17 @@ def test_a_verify_kernel_that_reads_nothing_fails_the_positive_control(standin: 
     assert record.result == "quarantined"
     assert record.reason is not None and record.reason.startswith("verify positive control failed")
     assert record.control_planted == 2 and record.control_found == 0
+
+
+def test_fill_bandwidth_is_the_memset_alone(standin: MakeNode, tmp_path: Path) -> None:
+    from dra_constructs.sanitizer.runtime.backends.cuda import CudaScrubber
+
+    standin([GPU("GPU-a")])
+    session = CudaScrubber().open(NvmlDevices().devices()[0], 60)
+    try:
+        fill = session.fill()
+        verify = session.verify()
+    finally:
+        session.close()
+    assert fill.memset_seconds is not None and 0 < fill.memset_seconds <= fill.seconds
+    assert verify.bytes_verified == fill.bytes_zeroed and verify.control_found == verify.control_planted == 2
