@@ -137,6 +137,20 @@ def test_a_tenant_on_the_second_compute_instance_is_drained(standin: MakeNode, t
     assert node.compute_mode("MIG-ci0") == node.compute_mode("MIG-ci1") == 0
 
 
+def test_compute_mode_covers_every_compute_instance(standin: MakeNode) -> None:
+    from dra_constructs.sanitizer.runtime.backends.base import ComputeMode
+
+    node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1), CI("MIG-ci2", 2)])])])
+    nvml = NvmlDevices()
+    (device,) = nvml.devices()
+    nvml.set_compute_mode(device, ComputeMode.PROHIBITED)
+    assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [2, 2, 2]
+    nvml.set_compute_mode(device, ComputeMode.EXCLUSIVE_PROCESS)  # our worker's CI only; the others stay shut
+    assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [3, 2, 2]
+    nvml.set_compute_mode(device, ComputeMode.DEFAULT)
+    assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [0, 0, 0]
+
+
 # --- 4: memory nobody lists, and what coverage does not include --------------------------------
 
 
@@ -154,10 +168,10 @@ def test_evidence_says_what_the_fill_did_not_cover(standin: MakeNode, tmp_path: 
     rt = runtime(tmp_path)
     record = rt.barrier.run(rt.devices[0], "deallocated")
     assert record.result == "released", record.reason
-    assert record.bytes_free_before_context == 62 * MiB and record.bytes_context == 6 * MiB  # context + counter
-    assert record.coverage == 1.0 and record.bytes_verified == record.bytes_zeroed == 56 * MiB
-    assert record.coverage_of_total == pytest.approx(56 / 64)
-    assert record.bytes_not_covered == 8 * MiB
+    assert record.bytes_free_before_context == 62 * MiB and record.bytes_context == 4 * MiB  # our context
+    assert record.coverage == 1.0 and record.bytes_verified == record.bytes_zeroed == 58 * MiB
+    assert record.coverage_of_total == pytest.approx(58 / 64)
+    assert record.bytes_not_covered == 6 * MiB  # RM's reservation and our context
     # What is still non-zero on the device (RM's reservation, our context) is within what was reported.
     left = sum(1 for b in node.memory() if b)
     assert 0 < left <= record.bytes_not_covered
@@ -291,8 +305,9 @@ def test_sigkill_after_sigterm_goes_through_the_same_pidfd(monkeypatch: pytest.M
         child.kill()
         child.wait()
         child.stdout.close()
-    assert len(sent) == 2 and sent[0] == sent[1]  # one pidfd, opened before the grace period
+    assert sent[0] == sent[-1] and len(set(sent)) == 1  # one pidfd, opened before the grace period
     assert signaller.signal(child.pid, signal.SIGKILL) is False  # gone (and reaped)
+    assert not signaller._fds  # no pidfd kept for a process that is gone
 
 
 # --- 8: workers bounded by memory ------------------------------------------------------------------
@@ -302,6 +317,49 @@ def test_workers_are_bounded_by_the_memory_limit(standin: MakeNode, tmp_path: Pa
     standin([GPU("GPU-a")])
     rt = runtime(tmp_path, memory_limit_bytes=2 << 30, max_parallel=64)
     assert rt.barrier.deps.scrubber.max_workers == 9  # (2 GiB - 256 MiB) // 192 MiB  # type: ignore[attr-defined]
+
+
+def test_the_cgroup_memory_limit_is_read(tmp_path: Path) -> None:
+    from dra_constructs.sanitizer.runtime.limits import cgroup_memory_limit, worker_slots
+
+    (tmp_path / "memory.max").write_text("max\n")
+    assert cgroup_memory_limit(tmp_path) is None
+    (tmp_path / "memory.max").write_text("2147483648\n")
+    assert cgroup_memory_limit(tmp_path) == 2 << 30
+    (tmp_path / "memory.max").unlink()
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text(str(9223372036854771712))  # v1: unlimited
+    assert cgroup_memory_limit(tmp_path) is None
+    config = agent_config(tmp_path)
+    assert worker_slots(config, 2 << 30) == 9 and worker_slots(config, 128 << 20) == 1
+    assert worker_slots(config, 64 << 30) == 64  # never above max_parallel
+
+
+def test_a_barrier_waits_for_a_free_worker_slot(standin: MakeNode) -> None:
+    import threading
+
+    from dra_constructs.sanitizer.runtime.backends.cuda import CudaScrubber
+
+    standin([GPU("GPU-a"), GPU("GPU-b", minor=1)])
+    devices = NvmlDevices().devices()
+    scrubber = CudaScrubber(max_workers=1)
+    first = scrubber.open(devices[0], 60)
+    opened = threading.Event()
+    second: list[Any] = []
+
+    def open_second() -> None:
+        second.append(scrubber.open(devices[1], 60))
+        opened.set()
+
+    thread = threading.Thread(target=open_second)
+    thread.start()
+    try:
+        assert not opened.wait(1.0)  # one worker lives at a time
+    finally:
+        first.close()
+    assert opened.wait(30)
+    thread.join()
+    second[0].close()
 
 
 # --- 10: the verify proves itself ------------------------------------------------------------------
@@ -316,3 +374,17 @@ def test_a_verify_kernel_that_reads_nothing_fails_the_positive_control(standin: 
     assert record.result == "quarantined"
     assert record.reason is not None and record.reason.startswith("verify positive control failed")
     assert record.control_planted == 2 and record.control_found == 0
+
+
+def test_fill_bandwidth_is_the_memset_alone(standin: MakeNode, tmp_path: Path) -> None:
+    from dra_constructs.sanitizer.runtime.backends.cuda import CudaScrubber
+
+    standin([GPU("GPU-a")])
+    session = CudaScrubber().open(NvmlDevices().devices()[0], 60)
+    try:
+        fill = session.fill()
+        verify = session.verify()
+    finally:
+        session.close()
+    assert fill.memset_seconds is not None and 0 < fill.memset_seconds <= fill.seconds
+    assert verify.bytes_verified == fill.bytes_zeroed and verify.control_found == verify.control_planted == 2

@@ -213,7 +213,21 @@ class OsSignaller:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def _prune(self) -> None:
+        """Close the pidfds of processes that have exited (they exit after SIGTERM on their own)."""
+        with self._lock:
+            cached = list(self._fds.items())
+        for pid, fd in cached:
+            try:
+                signal.pidfd_send_signal(fd, 0)  # type: ignore[arg-type]
+            except ProcessLookupError:
+                self._forget(pid)
+            except OSError:
+                pass
+
     def signal(self, pid: int, signum: int) -> bool:
+        if self._pidfd:
+            self._prune()
         try:
             if self._pidfd:
                 fd = self._fd(pid)

@@ -45,6 +45,7 @@ from .base import BackendError, FillResult, VerifyResult
 __all__ = ["KERNEL_SOURCE", "CudaContext", "CudaScrubber", "kernel_target", "worker_main"]
 
 _ALIGN = 2 << 20  # cuMemAlloc granularity on current GPUs
+_COUNTERS = 32    # the kernel's three 64-bit counters, padded to keep the block's tail 16-byte aligned
 
 #: The device-side check, one 16-byte load per element: out[0] += words equal to neither
 #: ``expect`` nor ``marker``, out[1] += words equal to ``marker``, out[2] += words read.
@@ -145,14 +146,17 @@ class CudaContext:
             attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device)))
         minor = int(self._check("cuDeviceGetAttribute", cu.cuDeviceGetAttribute(
             attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device)))
-        # Load the kernel and the 24-byte counters before the fill, so neither competes with it.
+        # Load the kernel and the counters before the fill, so neither competes with it. The
+        # counters get a whole 2 MiB block of their own: a small allocation would share a page
+        # whose other bytes (maybe the last tenant's) nobody fills; this block is filled and
+        # verified with the rest (its first 32 bytes, the counters, are read back by the host).
         self.image_kind, self.image_arch, image = self._kernel_image(major, minor, ptx_cache)
         self.module = self._check("cuModuleLoadData", cu.cuModuleLoadData(image))
         self.kernel = self._check("cuModuleGetFunction", cu.cuModuleGetFunction(self.module, b"count_words"))
-        self.counter = self._check("cuMemAlloc", cu.cuMemAlloc(24))
         free, total = self.mem_info()
         self.free_at_open = free
         self.total = total
+        self.counter = self._check("cuMemAlloc", cu.cuMemAlloc(_ALIGN))
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -248,6 +252,11 @@ class CudaContext:
                 self._check("cuMemAlloc", (err,))
         return sum(size for _, size in self.allocations)
 
+    @property
+    def bytes_filled(self) -> int:
+        """What :meth:`fill_zero` zeroes: every allocation and the counter block."""
+        return sum(size for _, size in self.allocations) + _ALIGN
+
     def memset(self, value32: int) -> float:
         """Set every allocated byte (32-bit pattern); returns seconds (launch to sync)."""
         start = time.perf_counter()
@@ -256,15 +265,27 @@ class CudaContext:
         self.sync()
         return time.perf_counter() - start
 
-    def count(self, expect: int, marker: int) -> tuple[int, int, int, float]:
-        """One kernel pass over every allocation: (words neither ``expect`` nor ``marker``,
-        words equal to ``marker``, words read, seconds)."""
+    def fill_zero(self) -> float:
+        """Zero every allocation and the counter block; returns the memset seconds."""
+        start = time.perf_counter()
+        self._check("cuMemsetD32Async", self.cu.cuMemsetD32Async(self.counter, 0, _ALIGN // 4, self.stream))
+        for ptr, size in self.allocations:
+            self._check("cuMemsetD32Async", self.cu.cuMemsetD32Async(ptr, 0, size // 4, self.stream))
+        self.sync()
+        return time.perf_counter() - start
+
+    def count(self, expect: int, marker: int, counter_block: bool = False) -> tuple[int, int, int, float]:
+        """One kernel pass over every allocation (and the counter block's tail): (words neither
+        ``expect`` nor ``marker``, words equal to ``marker``, words read, seconds)."""
         cu = self.cu
         start = time.perf_counter()
-        self._check("cuMemsetD8Async", cu.cuMemsetD8Async(self.counter, 0, 24, self.stream))
+        self._check("cuMemsetD8Async", cu.cuMemsetD8Async(self.counter, 0, _COUNTERS, self.stream))
         types = (ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_void_p)
-        for ptr, size in self.allocations:
-            args = (int(ptr), size // 16, expect, marker, int(self.counter))
+        blocks = [(int(ptr), size) for ptr, size in self.allocations]
+        if counter_block:
+            blocks.append((int(self.counter) + _COUNTERS, _ALIGN - _COUNTERS))
+        for ptr, size in blocks:
+            args = (ptr, size // 16, expect, marker, int(self.counter))
             self._check("cuLaunchKernel", cu.cuLaunchKernel(
                 self.kernel, self.sms * 8, 1, 1, 256, 1, 1, 0, self.stream, (args, types), 0))
         host = (ctypes.c_ulonglong * 3)()
@@ -287,16 +308,17 @@ class CudaContext:
             self._check("cuMemsetD32Async", cu.cuMemsetD32Async(spot, marker & 0xFFFFFFFF, 1, self.stream))
             self._check("cuMemsetD32Async", cu.cuMemsetD32Async(spot + 4, marker >> 32, 1, self.stream))
         self.sync()
-        other, found, words, seconds = self.count(0, marker)
+        other, found, words, seconds = self.count(0, marker, counter_block=True)
         for spot in spots:  # un-plant, and prove it by reading the words back
             self._check("cuMemsetD8Async", cu.cuMemsetD8Async(spot, 0, 8, self.stream))
+        self._check("cuMemsetD8Async", cu.cuMemsetD8Async(self.counter, 0, _COUNTERS, self.stream))
         back = ctypes.c_ulonglong(0)
         left = 0
         self.sync()
-        for spot in spots:
+        for spot in [*spots, *range(int(self.counter), int(self.counter) + _COUNTERS, 8)]:
             self._check("cuMemcpyDtoH", cu.cuMemcpyDtoH(ctypes.addressof(back), spot, 8))
             left += back.value != 0
-        return {"bytes_verified": words * 8, "nonzero_words": other + left, "seconds": seconds,
+        return {"bytes_verified": words * 8 + _COUNTERS, "nonzero_words": other + left, "seconds": seconds,
                 "control_planted": len(spots), "control_found": found}
 
     def count_words(self, value64: int, match: bool) -> tuple[int, float]:
@@ -313,6 +335,7 @@ class CudaContext:
         for ptr, _ in self.allocations:
             cu.cuMemFree(ptr)
         self.allocations.clear()
+        cu.cuMemFree(self.counter)
         cu.cuDevicePrimaryCtxRelease(self.device)
 
 
@@ -338,9 +361,9 @@ def worker_main(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> 
             op = command = line.strip()
             if command == "fill":
                 start = time.perf_counter()
-                zeroed = ctx.allocate_all()
-                memset_s = ctx.memset(0)
-                say(event="filled", bytes_zeroed=zeroed, bytes_free=ctx.free_at_open, bytes_total=ctx.total,
+                ctx.allocate_all()
+                memset_s = ctx.fill_zero()
+                say(event="filled", bytes_zeroed=ctx.bytes_filled, bytes_free=ctx.free_at_open, bytes_total=ctx.total,
                     seconds=time.perf_counter() - start, memset_seconds=memset_s)
             elif command == "verify":
                 say(event="verified", **ctx.verify_zero())

@@ -236,8 +236,11 @@ class NvmlDevices:
             ComputeMode.EXCLUSIVE_PROCESS: nv.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS,
             ComputeMode.PROHIBITED: nv.NVML_COMPUTEMODE_PROHIBITED,
         }[mode]
-        for handle in self._handles_of(device):  # per compute instance on MIG
-            self._call("nvmlDeviceSetComputeMode", nv.nvmlDeviceSetComputeMode, handle, value)
+        handles = self._handles_of(device)
+        for index, handle in enumerate(handles):  # compute mode is per compute instance on MIG
+            # Our worker opens the first CI; the others must not take a context meanwhile.
+            mode_value = nv.NVML_COMPUTEMODE_PROHIBITED if index and mode is ComputeMode.EXCLUSIVE_PROCESS else value
+            self._call("nvmlDeviceSetComputeMode", nv.nvmlDeviceSetComputeMode, handle, mode_value)
 
     def scrub_on_free_disabled(self) -> bool | None:
         return scrub_on_free_disabled()
