@@ -158,6 +158,12 @@ class GpuRequest(_RequestBase):
 
     def validate_for(self, where: Where) -> None:
         super().validate_for(where)
+        if not self.models and self.min_memory is None and self.architecture is not None:
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}].architecture", self.architecture,
+                "architecture alone does not pin the hardware (it spans models with very different memory)",
+                f"add min_memory='40Gi' or models=[...] next to architecture={self.architecture!r}",
+            )
         if not self.models and self.min_memory is None:
             raise DraConstructsError(
                 _where(where), f"requests[{self.name!r}]", "no models and no min_memory",
