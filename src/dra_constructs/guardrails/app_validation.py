@@ -154,9 +154,9 @@ def _install_translation() -> None:
         return
     for owner, name in ((cdk8s.App, "synth"), (cdk8s.App, "synth_yaml"), (cdk8s.Chart, "to_json")):
         wrapped = _translate(getattr(owner, name))
-        wrapped.__dra_translated__ = True  # type: ignore[attr-defined]
+        setattr(wrapped, "__dra_translated__", True)  # noqa: B010 (a function attribute mypy cannot see)
         setattr(owner, name, wrapped)
-    cdk8s.Testing.synth = staticmethod(_translate(cdk8s.Testing.synth))
+    setattr(cdk8s.Testing, "synth", staticmethod(_translate(cdk8s.Testing.synth)))  # noqa: B010
 
 
 _install_translation()

@@ -121,7 +121,20 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dra-sanitizer`` argument parser."""
-    parser = argparse.ArgumentParser(prog=_PROG, description=(__doc__ or "").splitlines()[0])
+    from ... import __version__
+
+    parser = argparse.ArgumentParser(
+        prog=_PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The GPU node agent: when a device leaves a tenant it is guarded, drained, zero-filled "
+                    "and verified before it is handed out again (or quarantined with the reason).",
+        epilog="exit codes: 0 success, 1 a failed check (a device quarantined by once/release, a dirty "
+               "release in simulate), 2 bad input.\n"
+               "examples:\n"
+               "  dra-sanitizer status --config /etc/dra-sanitizer/config.yaml\n"
+               "  dra-sanitizer release --device gpu-0 --reason 'memory test passed (ticket 123)'\n"
+               "  dra-sanitizer simulate --devices 8 --cycles 3",
+    )
+    parser.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def agent_args(p: argparse.ArgumentParser) -> None:
