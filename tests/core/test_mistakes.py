@@ -232,3 +232,31 @@ def test_pod_claims_as_dicts_and_claim_uses_as_dicts() -> None:
     _raises(lambda: GpuPod(chart, "bad", containers=[container],
                            claims=[{"name": "shared", "resource_claim_name": "team"}]),  # type: ignore[list-item]
             "claims[0]", "test/bad")
+
+
+# --- section 4: messages that point at the fix ---------------------------------------------------
+
+@pytest.mark.parametrize("call, text", [
+    (lambda: Container(name="c", imag="x"), "imag='x'"),  # type: ignore[call-arg]
+    (lambda: Container(name="c", image="i", claims=[{"claim": "x", "requets": "y"}]), "did you mean 'request'"),
+    (lambda: GpuClaimTemplate.whole_gpus(new_chart(), "g", models=["H100-80GB"]), "did you mean 'H100_80GB'"),
+])
+def test_misspellings_get_a_did_you_mean(call: Any, text: str) -> None:
+    with pytest.raises(DraConstructsError) as raised:
+        call()
+    assert text in str(raised.value) and "did you mean" in str(raised.value)
+    assert str(raised.value).count("Fix:") == 1
+
+
+def test_architecture_alone_says_what_it_needs() -> None:
+    with pytest.raises(DraConstructsError) as raised:
+        GpuClaimTemplate.whole_gpus(new_chart(), "g", architecture="Hopper")
+    assert raised.value.field == "requests['gpu'].architecture"
+    assert "min_memory" in raised.value.fix and "models" in raised.value.fix
+
+
+def test_misspelt_nvidia_attribute_in_a_selector() -> None:
+    with pytest.raises(DraConstructsError) as raised:
+        GpuClaimTemplate.whole_gpus(new_chart(), "g", models=["H100_80GB"],
+                                    selectors=["device.attributes['gpu.nvidia.com'].archtecture == 'Hopper'"])
+    assert "did you mean 'architecture'" in raised.value.fix
