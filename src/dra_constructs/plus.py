@@ -29,6 +29,7 @@ from .podspec import (
     render_claim_uses,
     render_pod_claims,
 )
+from .validation import check_dns_subdomain
 
 if TYPE_CHECKING:
     from .claims import GpuClaimTemplate
@@ -160,6 +161,15 @@ def attach_claims(
     if not isinstance(claims, Mapping):
         raise DraConstructsError(where, "claims", claims, f"must map container names to claim uses, not "
                                  f"{type(claims).__name__}", "pass {'container-name': [template.use()]}")
+    try:
+        check_dns_subdomain(where, "metadata.name", current.name)
+    except DraConstructsError:
+        raise DraConstructsError(
+            where, "metadata.name", current.name,
+            "not a DNS-1123 name: cdk8s keeps '_' and '.' of construct ids in generated names, and the API "
+            "server rejects them", "use a construct id of letters, digits and '-', or pass "
+            "metadata=cdk8s.ApiObjectMetadata(name='...') to the workload",
+        ) from None
     pod_claims = items_of(where, "pod_claims", pod_claims, PodClaim, "PodClaim(name=..., resource_claim_name=...)")
     names = _container_names(workload, where)
     new_uses: dict[str, list[ClaimUse]] = {}

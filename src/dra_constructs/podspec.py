@@ -335,13 +335,14 @@ def render_pod_spec(
     extra_spec: Mapping[str, Any] | None = None,
     kubernetes_version: str | Target | None = None,
     where: Where = "pod",
-    _claim_template_volumes: Sequence[str] = (),
+    claim_template_volumes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A Pod spec whose containers reference DRA claims, with a grace path for preemption.
 
     Lists may be given as lists or tuples. ``extra_spec`` holds other PodSpec fields (camelCase);
     their names and JSON types are checked against ``kubernetes_version`` (default 1.32), and every
-    ``volumeMounts[].name`` must name a volume.
+    ``volumeMounts[].name`` must name a volume (or one of ``claim_template_volumes``, the
+    ``volumeClaimTemplates`` of a StatefulSet the spec is for).
     """
     target = None if kubernetes_version is None else Target.parse(kubernetes_version, _where(where))
     containers = items_of(where, "containers", containers, Container, "Container(name=..., image=...)")
@@ -415,7 +416,7 @@ def render_pod_spec(
     typed = {k: v for k, v in _TYPED_POD_FIELDS.items() if k in spec or k in ("containers", "resourceClaims")}
     for key, value in check_api_fields(where, "extra_spec", extra_spec, POD_SPEC_FIELDS, target, typed).items():
         spec[key] = value
-    _check_volume_references(where, spec, _claim_template_volumes)
+    _check_volume_references(where, spec, claim_template_volumes)
     return spec
 
 

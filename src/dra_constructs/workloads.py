@@ -90,7 +90,7 @@ class PodOptions:
             restart_policy=self.restart_policy, node_selector=self.node_selector, tolerations=self.tolerations,
             service_account_name=self.service_account_name, init_containers=self.init_containers,
             volumes=self.volumes, priority_class_name=self.priority_class_name, extra_spec=self.extra_spec,
-            kubernetes_version=target, where=where, _claim_template_volumes=self.claim_template_volumes,
+            kubernetes_version=target, where=where, claim_template_volumes=self.claim_template_volumes,
         )
 
 

@@ -97,6 +97,8 @@ def test_attach_claims_mistakes() -> None:
         (pod, [gpu.use()], "claims"),
         (kplus.ConfigMap(chart, "cm"), {"main": [gpu.use()]}, "workload"),
         (pod, {"main": [ClaimUse(claim="nope")]}, "containers['main'].claims"),
+        (kplus.Pod(chart, "my_pod", containers=[kplus.ContainerProps(name="main", image="i")]), {"main": [gpu]},
+         "metadata.name"),
     ]
     for workload, claims, field in cases:
         with pytest.raises(DraConstructsError) as raised:
