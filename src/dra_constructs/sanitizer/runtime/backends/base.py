@@ -218,7 +218,7 @@ class OsSignaller:
             cached = list(self._fds.items())
         for pid, fd in cached:
             try:
-                signal.pidfd_send_signal(fd, 0)  # type: ignore[arg-type]
+                signal.pidfd_send_signal(fd, 0)
             except ProcessLookupError:
                 self._forget(pid)
             except OSError:
