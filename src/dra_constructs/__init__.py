@@ -24,12 +24,14 @@ from .requests import (
 )
 from .sanitizer.runtime.policy import ContextsRemaining, PreemptionPolicy
 from .target import Target
+from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
     from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
-    from .guardrails.app_validation import suppress
+    from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
+    from .plus import attach_claims
     from .sanitizer.construct import SanitizerDaemonSet
     from .sanitizer.policy_class import PreemptionPolicyDeviceClass
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
@@ -46,6 +48,9 @@ _LAZY = {
     "GpuStatefulSet": ".workloads",
     "KUBERNETES_VERSION_CONTEXT": "._scope",
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
+    "GuardrailsError": ".guardrails.app_validation",
+    "attach_claims": ".plus",
+    "enable_guardrails": ".guardrails.app_validation",
     "SanitizerDaemonSet": ".sanitizer.construct",
     "PreemptionPolicyDeviceClass": ".sanitizer.policy_class",
     "suppress": ".guardrails.app_validation",
@@ -73,15 +78,21 @@ __all__ = [
     "GpuRequest",
     "GpuStatefulSet",
     "GuardrailsAdmissionPolicy",
+    "GuardrailsError",
     "MatchAttribute",
     "MigRequest",
     "PodClaim",
+    "PodFailurePolicy",
     "PreStop",
     "PreemptionPolicy",
     "PreemptionPolicyDeviceClass",
+    "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
+    "VolumeClaimTemplate",
     "__version__",
+    "attach_claims",
+    "enable_guardrails",
     "render_claim_spec",
     "render_pod_spec",
     "set_inventory",
