@@ -17,7 +17,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .._io import read_input
+from .._io import display_name, read_input
+from .._safe_load import json_document
 from ..errors import DraConstructsError
 from ..target import DEFAULT_KUBERNETES_VERSION
 
@@ -71,18 +72,21 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def _read_jsonl(source: str) -> list[dict[str, Any]]:
     """Every object of a JSON-lines file; any malformed line is an input error (exit 2)."""
+    where = display_name(source)
     lines = read_input(source, "--jsonl", "JSON-lines file, or - for standard input").splitlines()
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DraConstructsError(f"{source}:{number}", "line", line[:80], f"not JSON ({error.msg})",
+            record = json_document(line, where, "line", first_line=number)
+        except DraConstructsError as error:
+            if not error.problem.startswith("malformed JSON"):
+                raise
+            raise DraConstructsError(f"{where}:{number}", "line", line[:80], f"not JSON ({error.problem[16:]})",
                                      'write one JSON object per line, e.g. {"expression": "true"}') from None
         if not isinstance(record, dict) or not isinstance(record.get("expression"), str):
-            raise DraConstructsError(f"{source}:{number}", "expression", line[:80],
+            raise DraConstructsError(f"{where}:{number}", "expression", line[:80],
                                      "each line must be a JSON object with a string \"expression\"",
                                      'write {"expression": "..."} (other keys are passed through)')
         records.append(record)
@@ -90,7 +94,18 @@ def _read_jsonl(source: str) -> list[dict[str, Any]]:
 
 
 def _write(record: dict[str, Any], out: TextIO) -> None:
-    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    # Input NaN is refused when read; allow_nan=False keeps any other from reaching the output.
+    out.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def _utf8_expression(expression: str, where: str) -> str:
+    """An expression from the command line whose bytes were not UTF-8 (surrogate-escaped) is refused."""
+    try:
+        expression.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DraConstructsError(where, "EXPRESSION", expression, f"not valid UTF-8 (at character {error.start})",
+                                 "pass the expression as UTF-8 text") from None
+    return expression
 
 
 def _run_check(args: argparse.Namespace) -> int:
@@ -114,7 +129,7 @@ def _run_check(args: argparse.Namespace) -> int:
                                  "pass one or more expressions, or --jsonl FILE")
     all_ok = True
     for expression in args.expressions:
-        result = check(expression, target)
+        result = check(_utf8_expression(expression, "cel check"), target)
         all_ok &= result.ok
         cost = f" (cost {result.cost})" if result.cost is not None else ""
         print(f"{result.verdict}{cost}: {expression}")
@@ -156,7 +171,7 @@ def _run_match(args: argparse.Namespace) -> int:
             all_ok &= result is not None
             _write({**record, "matches": result}, sys.stdout)
         return 0 if all_ok else 1
-    verdict = check(args.expression, target)
+    verdict = check(_utf8_expression(args.expression, "cel match"), target)
     if not verdict.ok:
         print(f"{verdict.verdict}: {verdict.error}", file=sys.stderr)
         if verdict.fix:

@@ -1,0 +1,283 @@
+"""Parsing untrusted YAML and JSON with limits: nesting depth, alias expansion, duplicate keys, NaN.
+
+Each limit fails with a :class:`~dra_constructs.errors.DraConstructsError` that names
+``file:line`` and the limit (the command line's exit 2), never a parser traceback, a
+``RecursionError`` or a hang. YAML goes through libyaml's composer (C, linear: aliases are
+shared nodes); before a document is constructed its node tree is walked once (iteratively,
+expanding aliases as consumers would) to bound depth and the nodes aliases add, and to reject
+duplicate keys, as the API server does for JSON. JSON is scanned for nesting depth before
+``json.loads``; ``NaN``/``Infinity`` are refused and lone surrogate escapes become U+FFFD
+(what the API server's Go decoder does). Limits: docs/input-limits.md. Pure Python.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from .errors import DraConstructsError
+
+__all__ = ["MAX_ALIAS_NODES", "MAX_DEPTH", "YamlDocument", "json_document", "line_of", "no_gc", "node_line",
+           "yaml_documents"]
+
+#: Deepest nesting of mappings and sequences accepted. Real objects stay far below (a pod is
+#: about 10 levels, the deepest CRD schemas about 60); the rules' walkers stay well within
+#: Python's recursion limit.
+MAX_DEPTH = 200
+#: Nodes that aliases may add (expanded, per input): anchors for shared env blocks add tens;
+#: a "billion laughs" bomb adds billions and is refused after this many.
+MAX_ALIAS_NODES = 100_000
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+# An alias token (``*name`` after a space, a flow indicator or the line start). Texts without
+# one are walked without alias bookkeeping; false positives (``*`` in prose) only cost time.
+_ALIAS = re.compile(r"(?:^|[\s\[{,:])\*[^\s\[\]{},]", re.MULTILINE)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_LIMITS_DOC = "limits: docs/input-limits.md"
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """One constructed YAML document with its node (positions) and 1-based start line."""
+
+    value: Any
+    node: yaml.Node
+    line: int
+
+
+def line_of(text: str, line: int | None) -> str | None:
+    """The source line ``line`` (1-based, shortened), shown as an error's value."""
+    if not line:
+        return None
+    start = 0
+    for _ in range(line - 1):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return None
+    end = text.find("\n", start)
+    snippet = text[start:end if end >= 0 else len(text)].strip()
+    return snippet[:80] or None
+
+
+def node_line(node: yaml.Node, keys: Sequence[str | int]) -> int:
+    """1-based line of the deepest key (or list item) of ``keys`` present under ``node``."""
+    line = int(node.start_mark.line) + 1
+    for key in keys:
+        if isinstance(node, yaml.MappingNode) and isinstance(key, str):
+            pair = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+            if pair is None:
+                break
+            line, node = int(pair[0].start_mark.line) + 1, pair[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+            node = node.value[key]
+            line = int(node.start_mark.line) + 1
+        else:
+            break
+    return line
+
+
+def _error(where: str, line: int | None, field: str, value: Any, problem: str, fix: str) -> DraConstructsError:
+    return DraConstructsError(f"{where}:{line}" if line else where, field, value, problem, fix)
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Parsing allocates millions of acyclic objects: skip the collector's passes over them.
+
+    Wrap a whole load (not each document: re-enabling triggers a collection at once).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _AliasBudget:
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+        self.limit = limit
+
+
+def _check_tree(root: yaml.Node, where: str, field: str, budget: _AliasBudget, aliases: bool) -> None:
+    """Depth, alias-expansion and duplicate-key limits of one document's node tree."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if aliases:
+            if id(node) in seen:  # a second visit: an alias expanded here
+                budget.left -= 1
+                if budget.left < 0:
+                    raise _error(where, node.start_mark.line + 1, field, "*alias",
+                                 f"aliases expand to more than {budget.limit:,} extra nodes (an alias bomb?)",
+                                 f"write the repeated parts out, or split the input ({_LIMITS_DOC})")
+            else:
+                seen.add(id(node))
+        value = node.value
+        if type(value) is not list:
+            continue
+        if depth > MAX_DEPTH:
+            raise _error(where, node.start_mark.line + 1, field, f"depth>{MAX_DEPTH}",
+                         f"nested deeper than {MAX_DEPTH} levels", f"flatten the document ({_LIMITS_DOC})")
+        if isinstance(node, yaml.MappingNode):
+            keys: dict[tuple[str, str], int] = {}
+            for key, item in value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE_TAG:
+                    first = keys.get((key.tag, key.value))
+                    if first is not None:
+                        raise _error(where, key.start_mark.line + 1, field, key.value,
+                                     f"duplicate key (first on line {first}); the API server rejects duplicate "
+                                     "fields", "keep one of the two keys")
+                    keys[key.tag, key.value] = key.start_mark.line + 1
+                push((key, depth + 1))
+                push((item, depth + 1))
+        else:
+            for item in value:
+                push((item, depth + 1))
+
+
+def _mark_line(error: yaml.MarkedYAMLError) -> int | None:
+    mark = error.problem_mark or error.context_mark
+    return mark.line + 1 if mark is not None else None
+
+
+def yaml_documents(text: str, where: str, field: str = "document") -> Iterator[YamlDocument]:
+    """Every non-empty document of a YAML stream, checked against the limits, in order."""
+    loader = _Loader(text)
+    budget = _AliasBudget(MAX_ALIAS_NODES)
+    aliases = _ALIAS.search(text) is not None
+    line: int | None = None
+    try:
+        while True:
+            if not loader.check_node():
+                break
+            node = loader.get_node()
+            if node is None:
+                continue
+            line = node.start_mark.line + 1
+            _check_tree(node, where, field, budget, aliases)
+            value = loader.construct_document(node)
+            yield YamlDocument(value, node, line)
+    except yaml.MarkedYAMLError as error:
+        at = _mark_line(error)
+        problem = " ".join(p for p in (error.context, error.problem) if p) or "invalid YAML"
+        opened = error.context_mark
+        if opened is not None and at is not None and opened.line + 1 != at:
+            problem += f" (opened on line {opened.line + 1})"
+        raise _error(where, at, field, line_of(text, at), f"malformed YAML: {problem}",
+                     "fix the YAML syntax at that line") from None
+    except yaml.YAMLError as error:
+        raise _error(where, None, field, None, f"malformed YAML: {error}", "fix the YAML syntax") from None
+    except DraConstructsError:
+        raise
+    except RecursionError:
+        raise _error(where, line, field, f"depth>{MAX_DEPTH}", f"nested deeper than {MAX_DEPTH} levels",
+                     f"flatten the document ({_LIMITS_DOC})") from None
+    except ValueError as error:  # an integer of more than 4,300 digits, a bad timestamp
+        raise _error(where, line, field, None, f"a value cannot be read ({error})",
+                     "write numbers as Kubernetes does (64-bit integers)") from None
+    finally:
+        loader.dispose()
+
+
+_JSON_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Constant(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Constant(name)
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests more than :data:`MAX_DEPTH` lists and dicts (iteratively)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _clean_surrogates(value: Any) -> Any:
+    """Lone surrogates (from ``\\ud800`` escapes) become U+FFFD, as Go's JSON decoder does."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_clean_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_clean_surrogates(k): _clean_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return result
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _line_at(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def json_document(text: str, where: str, field: str = "document", *, first_line: int = 1) -> Any:
+    """One JSON value, checked against the limits (``first_line``: where ``text`` starts in its file)."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_duplicate_keys)
+    except json.JSONDecodeError as error:
+        raise _error(where, first_line + error.lineno - 1, field, line_of(text, error.lineno),
+                     f"malformed JSON: {error.msg} (column {error.colno})",
+                     "fix the JSON syntax at that line") from None
+    except _Constant as constant:
+        found = next((m for m in _JSON_CONSTANT.finditer(text) if m.group(1)), None)
+        at = first_line + _line_at(text, found.start()) - 1 if found else None
+        raise _error(where, at, field, str(constant), "NaN and Infinity are not JSON numbers",
+                     "write a finite number (the API server rejects NaN and Infinity)") from None
+    except _DuplicateKey as duplicate:
+        key = re.escape(json.dumps(duplicate.key, ensure_ascii=False))
+        found_at = [m.start() for m in re.finditer(key + r"\s*:", text)]
+        at = first_line + _line_at(text, found_at[1]) - 1 if len(found_at) > 1 else None
+        raise _error(where, at, field, duplicate.key,
+                     "duplicate key; the API server rejects duplicate fields", "keep one of the two keys") from None
+    except RecursionError:
+        raise _error(where, first_line if first_line > 1 else None, field, f"depth>{MAX_DEPTH}",
+                     f"nested deeper than {MAX_DEPTH} levels", f"flatten the document ({_LIMITS_DOC})") from None
+    except ValueError as error:  # an integer of more than 4,300 digits
+        raise _error(where, first_line if first_line > 1 else None, field, None, f"a value cannot be read ({error})",
+                     "write numbers as Kubernetes does (64-bit integers)") from None
+    if _too_deep(value):
+        raise _error(where, first_line if first_line > 1 else None, field, f"depth>{MAX_DEPTH}",
+                     f"nested deeper than {MAX_DEPTH} levels", f"flatten the document ({_LIMITS_DOC})")
+    if _SURROGATE_ESCAPE.search(text):
+        value = _clean_surrogates(value)
+    return value
