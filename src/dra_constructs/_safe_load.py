@@ -250,33 +250,38 @@ def _line_at(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def json_document(text: str, where: str, field: str = "document", *, first_line: int = 1) -> Any:
-    """One JSON value, checked against the limits (``first_line``: where ``text`` starts in its file)."""
+def json_document(text: str, where: str, field: str = "document", *, first_line: int | None = None) -> Any:
+    """One JSON value, checked against the limits.
+
+    ``first_line``: the line ``text`` starts on in its file (a JSON-lines line); errors without
+    a position (depth) then name it too.
+    """
+    base = first_line or 1
     try:
         value = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_duplicate_keys)
     except json.JSONDecodeError as error:
-        raise _error(where, first_line + error.lineno - 1, field, line_of(text, error.lineno),
+        raise _error(where, base + error.lineno - 1, field, line_of(text, error.lineno),
                      f"malformed JSON: {error.msg} (column {error.colno})",
                      "fix the JSON syntax at that line") from None
     except _Constant as constant:
         found = next((m for m in _JSON_CONSTANT.finditer(text) if m.group(1)), None)
-        at = first_line + _line_at(text, found.start()) - 1 if found else None
+        at = base + _line_at(text, found.start()) - 1 if found else None
         raise _error(where, at, field, str(constant), "NaN and Infinity are not JSON numbers",
                      "write a finite number (the API server rejects NaN and Infinity)") from None
     except _DuplicateKey as duplicate:
         key = re.escape(json.dumps(duplicate.key, ensure_ascii=False))
         found_at = [m.start() for m in re.finditer(key + r"\s*:", text)]
-        at = first_line + _line_at(text, found_at[1]) - 1 if len(found_at) > 1 else None
+        at = base + _line_at(text, found_at[1]) - 1 if len(found_at) > 1 else None
         raise _error(where, at, field, duplicate.key,
                      "duplicate key; the API server rejects duplicate fields", "keep one of the two keys") from None
     except RecursionError:
-        raise _error(where, first_line if first_line > 1 else None, field, f"depth>{MAX_DEPTH}",
+        raise _error(where, first_line, field, f"depth>{MAX_DEPTH}",
                      f"nested deeper than {MAX_DEPTH} levels", f"flatten the document ({_LIMITS_DOC})") from None
     except ValueError as error:  # an integer of more than 4,300 digits
-        raise _error(where, first_line if first_line > 1 else None, field, None, f"a value cannot be read ({error})",
+        raise _error(where, first_line, field, None, f"a value cannot be read ({error})",
                      "write numbers as Kubernetes does (64-bit integers)") from None
     if _too_deep(value):
-        raise _error(where, first_line if first_line > 1 else None, field, f"depth>{MAX_DEPTH}",
+        raise _error(where, first_line, field, f"depth>{MAX_DEPTH}",
                      f"nested deeper than {MAX_DEPTH} levels", f"flatten the document ({_LIMITS_DOC})")
     if _SURROGATE_ESCAPE.search(text):
         value = _clean_surrogates(value)
