@@ -5,13 +5,15 @@ Each limit fails with a :class:`~dra_constructs.errors.DraConstructsError` that 
 ``RecursionError`` or a hang. YAML goes through libyaml's composer (C, linear: aliases are
 shared nodes); before a document is constructed its node tree is walked once (iteratively,
 expanding aliases as consumers would) to bound depth and the nodes aliases add, and to reject
-duplicate keys, as the API server does for JSON. JSON is scanned for nesting depth before
+duplicate keys, as the API server does for JSON; documents without aliases are checked and
+constructed in one pass (faster than PyYAML's constructor). JSON is scanned for nesting depth before
 ``json.loads``; ``NaN``/``Infinity`` are refused and lone surrogate escapes become U+FFFD
 (what the API server's Go decoder does). Limits: docs/input-limits.md. Pure Python.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import re
@@ -147,6 +149,119 @@ def _check_tree(root: yaml.Node, where: str, field: str, budget: _AliasBudget, a
                 push((item, depth + 1))
 
 
+_UNSET = object()
+
+
+class _Unusual(Exception):
+    """A node the fast constructor leaves to PyYAML's (tags, merge keys, complex keys)."""
+
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _NULL, _BOOL, _INT, _FLOAT, _MAP, _SEQ = (_TAG + t for t in ("str", "null", "bool", "int", "float", "map", "seq"))
+
+
+def _spend_alias(node: yaml.Node, depth: int, budget: _AliasBudget, where: str, field: str) -> None:
+    """Charge the nodes an alias to ``node`` (at ``depth``) adds, as a consumer would walk them."""
+    stack = [(node, depth)]
+    while stack:
+        item, level = stack.pop()
+        budget.left -= 1
+        if budget.left < 0:
+            raise _error(where, node.start_mark.line + 1, field, "*alias",
+                         f"aliases expand to more than {budget.limit:,} extra nodes (an alias bomb?)",
+                         f"write the repeated parts out, or split the input ({_LIMITS_DOC})")
+        value = item.value
+        if type(value) is list:
+            if level > MAX_DEPTH:
+                raise _error(where, node.start_mark.line + 1, field, f"depth>{MAX_DEPTH}",
+                             f"nested deeper than {MAX_DEPTH} levels (through an alias)",
+                             f"flatten the document ({_LIMITS_DOC})")
+            for child in value:
+                if type(child) is tuple:
+                    stack.extend((part, level + 1) for part in child)
+                else:
+                    stack.append((child, level + 1))
+
+
+def _construct_checked(root: yaml.Node, loader: yaml.SafeLoader, where: str, field: str,
+                       budget: _AliasBudget) -> Any:
+    """Check the limits and construct a document in one iterative pass.
+
+    PyYAML's constructor (generators, one Python call chain per node) is the slowest part of a
+    load; plain documents (str/int/float/bool/null scalars, plain mappings and sequences) are
+    built here directly, with the same scalar rules (PyYAML's own methods). Anything else
+    raises :class:`_Unusual` and goes the general way. An alias to a mapping or sequence shares
+    the object (as PyYAML does) and is charged its expanded size against ``budget``.
+    """
+    seen: dict[int, Any] = {}
+    construct_int, construct_float, construct_bool = (
+        loader.construct_yaml_int, loader.construct_yaml_float, loader.construct_yaml_bool)
+    scalar_class, mapping_class = yaml.ScalarNode, yaml.MappingNode
+
+    def scalar(node: yaml.Node) -> Any:
+        tag = node.tag
+        if tag == _STR:
+            return node.value
+        if tag == _INT:
+            return construct_int(node)
+        if tag == _NULL:
+            return None
+        if tag == _BOOL:
+            return construct_bool(node)
+        if tag == _FLOAT:
+            return construct_float(node)
+        raise _Unusual
+
+    def container(node: yaml.Node) -> Any:
+        if node.tag == _MAP and node.__class__ is mapping_class:
+            made: Any = {}
+        elif node.tag == _SEQ and node.__class__ is not mapping_class:
+            made = []
+        else:
+            raise _Unusual
+        seen[id(node)] = made
+        return made
+
+    result = container(root) if root.__class__ is not scalar_class else None
+    if result is None:
+        return scalar(root)
+    stack: list[tuple[yaml.Node, Any, int]] = [(root, result, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, target, depth = pop()
+        if depth > MAX_DEPTH:
+            raise _error(where, node.start_mark.line + 1, field, f"depth>{MAX_DEPTH}",
+                         f"nested deeper than {MAX_DEPTH} levels", f"flatten the document ({_LIMITS_DOC})")
+        if node.__class__ is mapping_class:
+            for key_node, value_node in node.value:
+                if key_node.__class__ is not scalar_class:
+                    raise _Unusual
+                key = scalar(key_node)
+                if key in target:
+                    raise _error(where, key_node.start_mark.line + 1, field, key_node.value,
+                                 "duplicate key; the API server rejects duplicate fields", "keep one of the two keys")
+                if value_node.__class__ is scalar_class:
+                    target[key] = scalar(value_node)
+                elif id(value_node) in seen:  # an alias
+                    _spend_alias(value_node, depth + 1, budget, where, field)
+                    target[key] = seen[id(value_node)]
+                else:
+                    target[key] = child = container(value_node)
+                    push((value_node, child, depth + 1))
+        else:
+            append = target.append
+            for item in node.value:
+                if item.__class__ is scalar_class:
+                    append(scalar(item))
+                elif id(item) in seen:  # an alias
+                    _spend_alias(item, depth + 1, budget, where, field)
+                    append(seen[id(item)])
+                else:
+                    append(child := container(item))
+                    push((item, child, depth + 1))
+    return result
+
+
 def _mark_line(error: yaml.MarkedYAMLError) -> int | None:
     mark = error.problem_mark or error.context_mark
     return mark.line + 1 if mark is not None else None
@@ -166,8 +281,12 @@ def yaml_documents(text: str, where: str, field: str = "document") -> Iterator[Y
             if node is None:
                 continue
             line = node.start_mark.line + 1
-            _check_tree(node, where, field, budget, aliases)
-            value = loader.construct_document(node)
+            value: Any = _UNSET
+            with contextlib.suppress(_Unusual):  # else the general path below
+                value = _construct_checked(node, loader, where, field, budget)
+            if value is _UNSET:
+                _check_tree(node, where, field, budget, aliases)
+                value = loader.construct_document(node)
             yield YamlDocument(value, node, line)
     except yaml.MarkedYAMLError as error:
         at = _mark_line(error)

@@ -206,3 +206,15 @@ def test_node_agent_config_limits(tmp_path: Path) -> None:
                         (_write(tmp_path, "deep.json", "[" * 10_000), ("nested",)),
                         ("/dev/zero", ("character device",))):
         assert_input_error(run_cli("run", "--config", path, module=module), path, *words)
+
+
+def test_jsonl_record_limit(tmp_path: Path) -> None:
+    jsonl = _write(tmp_path, "many.jsonl", '{"expression": "true"}\n' * 100_001)
+    assert_input_error(run_cli("cel", "check", "--jsonl", jsonl), "many.jsonl:100001", "100,000 expressions")
+
+
+def test_match_evaluation_limit(tmp_path: Path) -> None:
+    jsonl = _write(tmp_path, "e.jsonl", '{"expression": "true"}\n' * 100_000)
+    devices = [{"name": f"gpu-{i}"} for i in range(21)]
+    slices = _write(tmp_path, "s.json", json.dumps({**SLICE, "spec": {**SLICE["spec"], "devices": devices}}))
+    assert_input_error(run_cli("cel", "match", "--slices", slices, "--jsonl", jsonl), "2,000,000 evaluations")

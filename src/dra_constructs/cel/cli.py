@@ -22,7 +22,12 @@ from .._safe_load import json_document
 from ..errors import DraConstructsError
 from ..target import DEFAULT_KUBERNETES_VERSION
 
-__all__ = ["register"]
+__all__ = ["MAX_JSONL_RECORDS", "MAX_MATCH_EVALUATIONS", "register"]
+
+#: Expressions one ``--jsonl`` run checks (about 40 s when none is shared; docs/input-limits.md).
+MAX_JSONL_RECORDS = 100_000
+#: Expression x device evaluations one ``cel match`` run does (a few seconds).
+MAX_MATCH_EVALUATIONS = 2_000_000
 
 
 def register(subparsers: Any) -> None:
@@ -90,6 +95,10 @@ def _read_jsonl(source: str) -> list[dict[str, Any]]:
                                      "each line must be a JSON object with a string \"expression\"",
                                      'write {"expression": "..."} (other keys are passed through)')
         records.append(record)
+        if len(records) > MAX_JSONL_RECORDS:
+            raise DraConstructsError(f"{where}:{number}", "--jsonl", f">{MAX_JSONL_RECORDS:,} records",
+                                     f"more than {MAX_JSONL_RECORDS:,} expressions in one run",
+                                     "split the file into several runs (limits: docs/input-limits.md)")
     return records
 
 
@@ -158,6 +167,12 @@ def _run_match(args: argparse.Namespace) -> int:
                                  "pass exactly one of EXPRESSION and --jsonl FILE")
     records = _read_jsonl(args.jsonl) if args.jsonl is not None else []
     devices = devices_from_slices(load_resource_slices(args.slices))
+    evaluations = max(len(records), 1) * len(devices)
+    if evaluations > MAX_MATCH_EVALUATIONS:
+        raise DraConstructsError("cel match", "--slices", f"{len(devices):,} devices x {max(len(records), 1):,} "
+                                 "expressions", f"more than {MAX_MATCH_EVALUATIONS:,} evaluations in one run",
+                                 "split the expressions or the ResourceSlices into several runs "
+                                 "(limits: docs/input-limits.md)")
 
     def matches(expression: str) -> dict[str, bool | str] | None:
         if not check(expression, target).ok:
