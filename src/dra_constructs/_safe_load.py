@@ -198,7 +198,7 @@ def _construct_checked(root: yaml.Node, loader: yaml.SafeLoader, where: str, fie
         loader.construct_yaml_int, loader.construct_yaml_float, loader.construct_yaml_bool)
     scalar_class, mapping_class = yaml.ScalarNode, yaml.MappingNode
 
-    def scalar(node: yaml.Node) -> Any:
+    def scalar(node: Any) -> Any:  # a ScalarNode (the callers check its class)
         tag = node.tag
         if tag == _STR:
             return node.value
