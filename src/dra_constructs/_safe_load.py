@@ -26,16 +26,19 @@ import yaml
 
 from .errors import DraConstructsError
 
-__all__ = ["MAX_ALIAS_NODES", "MAX_DEPTH", "YamlDocument", "json_document", "line_of", "no_gc", "node_line",
-           "yaml_documents"]
+__all__ = ["MAX_ALIAS_NODES", "MAX_ALIAS_NODES_PER_INPUT", "MAX_DEPTH", "YamlDocument", "json_document", "line_of",
+           "no_gc", "node_line", "yaml_documents"]
 
 #: Deepest nesting of mappings and sequences accepted. Real objects stay far below (a pod is
 #: about 10 levels, the deepest CRD schemas about 60); the rules' walkers stay well within
 #: Python's recursion limit.
 MAX_DEPTH = 200
-#: Nodes that aliases may add (expanded, per input): anchors for shared env blocks add tens;
-#: a "billion laughs" bomb adds billions and is refused after this many.
+#: Nodes that aliases may add (expanded) per document: anchors for shared labels or env blocks
+#: add tens; a "billion laughs" bomb adds billions and is refused after this many.
 MAX_ALIAS_NODES = 100_000
+#: ... and per input (all documents of a file or stdin): PyYAML-dumped files alias every shared
+#: dict (about 10,000 nodes per MB); this bounds a bomb spread over many documents.
+MAX_ALIAS_NODES_PER_INPUT = 1_000_000
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
 # An alias token (``*name`` after a space, a flow indicator or the line start). Texts without
@@ -105,9 +108,21 @@ def no_gc() -> Iterator[None]:
 
 
 class _AliasBudget:
-    def __init__(self, limit: int) -> None:
-        self.left = limit
-        self.limit = limit
+    """Nodes aliases may still add: in this document, and in the whole input."""
+
+    def __init__(self) -> None:
+        self.document = MAX_ALIAS_NODES
+        self.total = MAX_ALIAS_NODES_PER_INPUT
+
+    def spend(self, node: yaml.Node, where: str, field: str) -> None:
+        self.document -= 1
+        self.total -= 1
+        if self.document < 0 or self.total < 0:
+            limit = f"{MAX_ALIAS_NODES:,} extra nodes in a document" if self.document < 0 else (
+                f"{MAX_ALIAS_NODES_PER_INPUT:,} extra nodes in one input")
+            raise _error(where, node.start_mark.line + 1, field, "*alias",
+                         f"aliases expand to more than {limit} (an alias bomb?)",
+                         f"write the repeated parts out, or split the input ({_LIMITS_DOC})")
 
 
 def _check_tree(root: yaml.Node, where: str, field: str, budget: _AliasBudget, aliases: bool) -> None:
@@ -119,11 +134,7 @@ def _check_tree(root: yaml.Node, where: str, field: str, budget: _AliasBudget, a
         node, depth = pop()
         if aliases:
             if id(node) in seen:  # a second visit: an alias expanded here
-                budget.left -= 1
-                if budget.left < 0:
-                    raise _error(where, node.start_mark.line + 1, field, "*alias",
-                                 f"aliases expand to more than {budget.limit:,} extra nodes (an alias bomb?)",
-                                 f"write the repeated parts out, or split the input ({_LIMITS_DOC})")
+                budget.spend(node, where, field)
             else:
                 seen.add(id(node))
         value = node.value
@@ -165,11 +176,7 @@ def _spend_alias(node: yaml.Node, depth: int, budget: _AliasBudget, where: str, 
     stack = [(node, depth)]
     while stack:
         item, level = stack.pop()
-        budget.left -= 1
-        if budget.left < 0:
-            raise _error(where, node.start_mark.line + 1, field, "*alias",
-                         f"aliases expand to more than {budget.limit:,} extra nodes (an alias bomb?)",
-                         f"write the repeated parts out, or split the input ({_LIMITS_DOC})")
+        budget.spend(node, where, field)
         value = item.value
         if type(value) is list:
             if level > MAX_DEPTH:
@@ -270,7 +277,7 @@ def _mark_line(error: yaml.MarkedYAMLError) -> int | None:
 def yaml_documents(text: str, where: str, field: str = "document") -> Iterator[YamlDocument]:
     """Every non-empty document of a YAML stream, checked against the limits, in order."""
     loader = _Loader(text)
-    budget = _AliasBudget(MAX_ALIAS_NODES)
+    budget = _AliasBudget()
     aliases = _ALIAS.search(text) is not None
     line: int | None = None
     try:
@@ -281,6 +288,7 @@ def yaml_documents(text: str, where: str, field: str = "document") -> Iterator[Y
             if node is None:
                 continue
             line = node.start_mark.line + 1
+            budget.document = MAX_ALIAS_NODES
             value: Any = _UNSET
             with contextlib.suppress(_Unusual):  # else the general path below
                 value = _construct_checked(node, loader, where, field, budget)

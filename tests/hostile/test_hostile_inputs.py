@@ -45,7 +45,7 @@ def _write(tmp_path: Path, name: str, text: str | bytes) -> str:
 def test_alias_bomb_in_a_custom_resource(tmp_path: Path) -> None:
     crd = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:\n" + _bomb(indent="  ")
     path = _write(tmp_path, "bomb.yaml", crd)
-    assert_input_error(run_cli("audit", path), path, "aliases expand to more than 100,000")
+    assert_input_error(run_cli("audit", path), path, "aliases expand to more than 100,000 extra nodes in a document")
 
 
 def test_alias_bomb_inside_a_list(tmp_path: Path) -> None:
@@ -218,3 +218,22 @@ def test_match_evaluation_limit(tmp_path: Path) -> None:
     devices = [{"name": f"gpu-{i}"} for i in range(21)]
     slices = _write(tmp_path, "s.json", json.dumps({**SLICE, "spec": {**SLICE["spec"], "devices": devices}}))
     assert_input_error(run_cli("cel", "match", "--slices", slices, "--jsonl", jsonl), "2,000,000 evaluations")
+
+
+def test_text_inside_manifests_is_bounded_too(tmp_path: Path) -> None:
+    """A device-plugin ConfigMap's YAML and a suppressions annotation are parsed again: same limits."""
+    bomb = json.dumps("sharing:\n" + _bomb(indent="  "))
+    huge = json.dumps("sharing: " + "9" * 5000)
+    deep = json.dumps("[" * 5000 + "]" * 5000)
+    path = _write(tmp_path, "cm.json", '{"apiVersion": "v1", "kind": "List", "items": ['
+                  f'{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "a"}}, "data": {{"x": {bomb}}}}},'
+                  f'{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "b"}}, "data": {{"x": {huge}}}}},'
+                  '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": '
+                  f'{{"guardrails.dra-constructs.io/suppressions": {deep}}}}}, "spec": {{"containers": []}}}}]}}')
+    assert_clean(run_cli("audit", path), 0, 1)
+
+
+def test_alias_bombs_spread_over_many_documents(tmp_path: Path) -> None:
+    doc = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:\n" + _bomb(levels=4, indent="  ")
+    path = _write(tmp_path, "many.yaml", "---\n".join([doc] * 20))
+    assert_input_error(run_cli("audit", path), path, "1,000,000 extra nodes in one input")
