@@ -26,8 +26,10 @@ import yaml
 
 from .errors import DraConstructsError
 
-__all__ = ["MAX_ALIAS_NODES", "MAX_ALIAS_NODES_PER_INPUT", "MAX_DEPTH", "YamlDocument", "json_document", "line_of",
-           "no_gc", "node_line", "yaml_documents"]
+__all__ = [
+    "MAX_ALIAS_NODES", "MAX_ALIAS_NODES_PER_INPUT", "MAX_DEPTH", "MAX_NODES_PER_DOCUMENT", "YamlDocument",
+    "count_nodes", "json_document", "line_of", "no_gc", "node_line", "yaml_documents",
+]
 
 #: Deepest nesting of mappings and sequences accepted. Real objects stay far below (a pod is
 #: about 10 levels, the deepest CRD schemas about 60); the rules' walkers stay well within
@@ -36,6 +38,14 @@ MAX_DEPTH = 200
 #: Nodes that aliases may add (expanded) per document: anchors for shared labels or env blocks
 #: add tens; a "billion laughs" bomb adds billions and is refused after this many.
 MAX_ALIAS_NODES = 100_000
+#: Nodes (mappings, sequences, scalars, aliases) in one document. libyaml composes a whole
+#: document before anything can look at it, ~300 bytes per node: 2,000,000 nodes are ~600 MB
+#: (a 20 MB ``kind: List`` dump has about 2,000,000). 32 MiB of ``[1,1,1,...`` would be 16,000,000.
+MAX_NODES_PER_DOCUMENT = 2_000_000
+#: Documents (chunks between ``---`` markers) shorter than this cannot reach the node limit
+#: (at most one node per 2 bytes) and are composed without counting first.
+_COUNT_ABOVE = 2 * MAX_NODES_PER_DOCUMENT
+_MARKERS = re.compile(r"^(?:---|\.\.\.)", re.MULTILINE)
 #: ... and per input (all documents of a file or stdin): PyYAML-dumped files alias every shared
 #: dict (about 10,000 nodes per MB); this bounds a bomb spread over many documents.
 MAX_ALIAS_NODES_PER_INPUT = 1_000_000
@@ -274,8 +284,49 @@ def _mark_line(error: yaml.MarkedYAMLError) -> int | None:
     return mark.line + 1 if mark is not None else None
 
 
+def _largest_chunk(text: str) -> int:
+    """Characters of the longest stretch between document markers (an upper bound per document)."""
+    largest = previous = 0
+    for match in _MARKERS.finditer(text):
+        largest = max(largest, match.start() - previous)
+        previous = match.start()
+    return max(largest, len(text) - previous)
+
+
+def count_nodes(text: str, where: str, field: str = "document") -> None:
+    """Refuse a document of more than :data:`MAX_NODES_PER_DOCUMENT` nodes before it is composed.
+
+    Only the parser's events are counted (nothing is kept), so the count needs no memory.
+    Texts whose every document is short are not parsed at all.
+    """
+    if len(text) <= _COUNT_ABOVE or _largest_chunk(text) <= _COUNT_ABOVE:
+        return
+    parser = _Loader(text)
+    count = 0
+    counted = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
+    try:
+        while parser.check_event():
+            event = parser.get_event()  # type: ignore[no-untyped-call]
+            if isinstance(event, counted):
+                count += 1
+                if count > MAX_NODES_PER_DOCUMENT:
+                    mark = event.start_mark
+                    raise _error(where, mark.line + 1 if mark is not None else None, field,
+                                 f">{MAX_NODES_PER_DOCUMENT:,} nodes",
+                                 f"a document of more than {MAX_NODES_PER_DOCUMENT:,} nodes",
+                                 "split it into several documents or runs (kubectl get ... per namespace; "
+                                 f"{_LIMITS_DOC})")
+            elif isinstance(event, yaml.DocumentStartEvent):
+                count = 0
+    except yaml.YAMLError:
+        return  # reported with its line by the composer that runs next
+    finally:
+        parser.dispose()
+
+
 def yaml_documents(text: str, where: str, field: str = "document") -> Iterator[YamlDocument]:
     """Every non-empty document of a YAML stream, checked against the limits, in order."""
+    count_nodes(text, where, field)
     loader = _Loader(text)
     budget = _AliasBudget()
     aliases = _ALIAS.search(text) is not None

@@ -237,3 +237,9 @@ def test_alias_bombs_spread_over_many_documents(tmp_path: Path) -> None:
     doc = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:\n" + _bomb(levels=4, indent="  ")
     path = _write(tmp_path, "many.yaml", "---\n".join([doc] * 20))
     assert_input_error(run_cli("audit", path), path, "1,000,000 extra nodes in one input")
+
+
+def test_one_document_with_too_many_nodes(tmp_path: Path) -> None:
+    """8 MB of ``1,`` would be 4,000,000 nodes (~1.2 GB composed): refused from the parser's events."""
+    path = _write(tmp_path, "flat.yaml", "apiVersion: v1\nkind: ConfigMap\nx: [" + "1," * 4_000_000 + "1]\n")
+    assert_input_error(run_cli("audit", path), f"{path}:3", "more than 2,000,000 nodes")

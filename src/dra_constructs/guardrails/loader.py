@@ -19,7 +19,7 @@ from typing import IO, Any
 import yaml
 
 from .._io import ReadBudget, read_input
-from .._safe_load import json_document, no_gc, node_line, yaml_documents
+from .._safe_load import count_nodes, json_document, no_gc, node_line, yaml_documents
 from ..errors import DraConstructsError
 from .manifest import Manifest, field_path
 from .shape import shape_problem
@@ -110,8 +110,9 @@ def _load_yaml(text: str, file: str) -> _Located:
         yield from _objects(document.value, file, document.line, document.node)
 
 
-def _compose_json(text: str) -> yaml.Node | None:
-    """JSON is YAML: libyaml's composer gives the positions json.loads does not."""
+def _compose_json(text: str, file: str) -> yaml.Node | None:
+    """JSON is YAML: libyaml's composer gives the positions json.loads does not (within the node limit)."""
+    count_nodes(text, file)
     try:
         return yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError:
@@ -120,7 +121,7 @@ def _compose_json(text: str) -> yaml.Node | None:
 
 def _load_json(text: str, file: str) -> _Located:
     doc = json_document(text, file)
-    node: _NodeSource = functools.cache(lambda: _compose_json(text))
+    node: _NodeSource = functools.cache(lambda: _compose_json(text, file))
     yield from _objects(doc, file, 1, node)
 
 
