@@ -26,7 +26,7 @@ from dra_constructs.sanitizer.runtime.config import load_config
 
 from .helpers import assert_clean, run_cli
 
-_SETTINGS = settings(max_examples=150, deadline=timedelta(seconds=5), derandomize=True,
+_SETTINGS = settings(max_examples=150, deadline=timedelta(seconds=20), derandomize=True,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 # Pieces of YAML/JSON that reach the corners: anchors and aliases, nesting, document markers,
