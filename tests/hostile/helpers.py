@@ -22,16 +22,18 @@ class Run:
     stderr: str
 
 
-def _limits(close_stdin: bool) -> Any:
+def _limits(close_stdin: bool, close_stdout: bool = False) -> Any:
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
         if close_stdin:
             os.close(0)
+        if close_stdout:
+            os.close(1)
     return apply
 
 
 def run_cli(*args: str, stdin: bytes | None = None, stdin_file: str | None = None, close_stdin: bool = False,
-            module: str = "dra_constructs.cli", cwd: Path | None = None) -> Run:
+            module: str = "dra_constructs.cli", cwd: Path | None = None, close_stdout: bool = False) -> Run:
     """``python -m dra_constructs.cli ARGS`` under the limits; fails the test on a timeout."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "imports")]),
            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
@@ -44,7 +46,7 @@ def run_cli(*args: str, stdin: bytes | None = None, stdin_file: str | None = Non
         if stdin_file is not None:
             kwargs["stdin"] = handle
         done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, timeout=TIMEOUT_S,
-                              preexec_fn=_limits(close_stdin), env=env, cwd=cwd, check=False, **kwargs)
+                              preexec_fn=_limits(close_stdin, close_stdout), env=env, cwd=cwd, check=False, **kwargs)
     return Run(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
 
 

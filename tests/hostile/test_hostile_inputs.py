@@ -243,3 +243,9 @@ def test_one_document_with_too_many_nodes(tmp_path: Path) -> None:
     """8 MB of ``1,`` would be 4,000,000 nodes (~1.2 GB composed): refused from the parser's events."""
     path = _write(tmp_path, "flat.yaml", "apiVersion: v1\nkind: ConfigMap\nx: [" + "1," * 4_000_000 + "1]\n")
     assert_input_error(run_cli("audit", path), f"{path}:3", "more than 2,000,000 nodes")
+
+
+def test_closed_stdout_keeps_the_exit_code(tmp_path: Path) -> None:
+    pod = _write(tmp_path, "p.yaml", POD.replace("image: i}", "image: i, resources: {limits: {nvidia.com/gpu: 1}}}"))
+    assert_clean(run_cli("audit", pod, close_stdout=True), 1)
+    assert_clean(run_cli("cel", "check", "true", close_stdout=True), 0)

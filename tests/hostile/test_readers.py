@@ -84,3 +84,15 @@ def test_valid_slices_still_load(tmp_path: Path) -> None:
                     "      capacity: {memory: {value: 80Gi}}\n")
     [device] = devices_from_slices(load_resource_slices(path))
     assert device.capacity == {"memory": "80Gi"} and device.attributes["index"] == {"int": 0}
+
+
+def test_set_inventory_refuses_wrong_typed_slices(tmp_path: Path) -> None:
+    import cdk8s
+
+    from dra_constructs import set_inventory
+
+    path = tmp_path / "s.json"
+    path.write_text('{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}, '
+                    '"spec": {"driver": "gpu.nvidia.com", "devices": 5}}')
+    with pytest.raises(DraConstructsError, match=r"spec\.devices.*must be a list of devices"):
+        set_inventory(cdk8s.Testing.app(), str(path))
