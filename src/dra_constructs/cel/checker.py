@@ -283,7 +283,11 @@ def check(expression: str, target: Target | str | None = "1.32", *,
     if shape_key is not None and shape_key in _shapes:
         result, compiled = CelCheck(expression, str(parsed), "OK", None, _shapes[shape_key]), None
     else:
-        result, compiled = _judge(expression, parsed, key)
+        try:
+            result, compiled = _judge(expression, parsed, key)
+        except Exception as error:  # an engine failure is this expression's verdict, never a crash
+            result = CelCheck(expression, str(parsed), "Invalid", f"internal error: {type(error).__name__}: {error}")
+            compiled = None
         if shape_key is not None and result.ok:
             _shapes[shape_key] = result.cost or 0
     with _lock:
