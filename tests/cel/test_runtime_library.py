@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 from dra_constructs.catalog import catalog_resource_slices
-from dra_constructs.cel import CelRuntimeError, Device, evaluate, match_devices
-from dra_constructs.cel import _runtime, matching
+from dra_constructs.cel import CelRuntimeError, Device, _runtime, evaluate, match_devices, matching
 from dra_constructs.cel._regex import find_all
 from dra_constructs.cli import main
 
@@ -75,7 +74,7 @@ class _Exploding:
 
 
 def test_engine_failure_is_a_runtime_error() -> None:
-    with pytest.raises(CelRuntimeError, match="^Unimplemented type: 13$") as caught:
+    with pytest.raises(CelRuntimeError, match=r"^Unimplemented type: 13$") as caught:
         _runtime.run(_Exploding(), None)
     assert not caught.value.__cause__
 

@@ -17,6 +17,7 @@ from typing import Any
 from cel_expr_python import cel
 
 from . import _astpb
+from ._gotypes import type_name
 
 __all__ = ["backtick_issue", "backtick_offset", "format_type", "location", "regex_constant_issues", "validate"]
 
@@ -171,20 +172,29 @@ def _kind(t: Any) -> str:
 
 
 def _format_string_issue(fmt: str, args: list[Any], types: Any) -> tuple[str, int | None] | None:
-    """cel-go's static check of ``'<fmt>'.format([<args>])``: (message, arg index or None) or ``None``."""
+    """cel-go's static check of ``'<fmt>'.format([<args>])``: (message, node id or None) or ``None``."""
 
-    def verify_string(node: Any) -> bool:
+    def verify_string(node: Any) -> Any:
+        """``None`` when valid, else the offending (sub-)node (cel-go ``verifyString``)."""
         kind = _kind(types.get(node.id))
         if kind == "dyn":
-            return True
+            return None
         if kind not in _CLAUSE_KINDS["s"]:
-            return False
+            return node
         which = node.WhichOneof("kind")
         if which == "list_expr":
-            return all(verify_string(e) for e in node.list_expr.elements)
-        if which == "struct_expr" and not node.struct_expr.message_name:
-            return all(verify_string(e.map_key) and verify_string(e.value) for e in node.struct_expr.entries)
-        return True
+            for element in node.list_expr.elements:
+                bad = verify_string(element)
+                if bad is not None:
+                    return bad
+        elif which == "struct_expr" and not node.struct_expr.message_name:
+            for entry in node.struct_expr.entries:
+                bad = verify_string(entry.map_key)
+                if bad is None:
+                    bad = verify_string(entry.value)
+                if bad is not None:
+                    return bad
+        return None
 
     i, arg_index, requested = 0, 0, 0
     while i < len(fmt):
@@ -215,11 +225,14 @@ def _format_string_issue(fmt: str, args: list[Any], types: Any) -> tuple[str, in
         if verb not in _CLAUSE_KINDS:
             return f'could not parse formatting clause: unrecognized formatting clause "{verb}"', None
         arg = args[arg_index]
-        kind = _kind(types.get(arg.id))
-        ok = verify_string(arg) if verb == "s" else kind == "dyn" or kind in _CLAUSE_KINDS[verb]
-        if not ok:
-            given = format_type(types.get(arg.id))
-            return "error during formatting: " + _CLAUSE_ERRORS[verb].format(given), arg_index
+        if verb == "s":
+            bad = verify_string(arg)
+        else:
+            kind = _kind(types.get(arg.id))
+            bad = None if kind == "dyn" or kind in _CLAUSE_KINDS[verb] else arg
+        if bad is not None:
+            given = type_name(types.get(bad.id))
+            return "error during formatting: " + _CLAUSE_ERRORS[verb].format(given), bad.id
         arg_index += 1
         i = j + 1
     if len(args) > requested:
@@ -241,10 +254,10 @@ def _exempt_literals(root: Any) -> set[int]:
     return exempt
 
 
-def validate(checked: Any, text: str) -> list[str]:
-    """The issues of the Kubernetes AST validators, in cel-go's format."""
+def validate(checked: Any, text: str, types: Any = None) -> list[str]:
+    """The issues of the Kubernetes AST validators, in cel-go's format (``types``: cel-go's view)."""
     issues: list[str] = []
-    types = checked.type_map
+    types = checked.type_map if types is None else types
     dyn = _astpb.Type()
     dyn.dyn.SetInParent()
     exempt = _exempt_literals(checked.expr)
@@ -258,8 +271,8 @@ def validate(checked: Any, text: str) -> list[str]:
                 elements = list(arg.list_expr.elements)
                 problem = _format_string_issue(target.const_expr.string_value, elements, types)
                 if problem is not None:
-                    message, index = problem
-                    at = elements[index].id if index is not None else node.id
+                    message, bad_id = problem
+                    at = bad_id if bad_id is not None else node.id
                     issues.append(issue(checked, at, text, message))
         if kind in ("list_expr", "struct_expr") and node.id in exempt:
             continue

@@ -18,7 +18,8 @@ from ..errors import DraConstructsError
 from ..target import Target
 from . import _astpb
 from ._env import EnvKey, check_env, env_key
-from ._validate import backtick_issue, backtick_offset, format_type, regex_constant_issues, validate
+from ._gotypes import go_types
+from ._validate import backtick_issue, backtick_offset, format_type, issue, regex_constant_issues, validate
 from .cost import estimate_cost
 from .fixes import suggest_fix
 
@@ -221,6 +222,16 @@ def compile_selector(expression: str, target: Target | str | None = None,
     return compiled
 
 
+def _acceptable_result(output: Any, target: Target) -> bool:
+    """``bool`` or ``any`` (an attribute value); ``dyn`` only with list-typed attributes (compile.go)."""
+    kind = None if output is None else output.WhichOneof("kind")
+    if kind == "primitive":
+        return bool(output.primitive == 1)
+    if kind == "well_known":
+        return bool(output.well_known == 1)
+    return kind == "dyn" and target.cel_list_type_attributes
+
+
 def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Compiled | None]:
     name = str(target)
     if len(expression.encode("utf-8", "surrogatepass")) > MAX_LENGTH:
@@ -236,13 +247,17 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     serialized = program.serialize()
     checked = _astpb.decode_checked(serialized)
-    issues = validate(checked, expression)
+    go = go_types(checked, expression)
+    if go is not None and go.range_errors:  # cel-go's checker errors come before any validator runs
+        ordered = sorted(go.range_errors, key=lambda error: checked.source_info.positions.get(error[0], 0))
+        message = "compilation failed: " + "\n".join(issue(checked, i, expression, m) for i, m in ordered)
+        return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    issues = validate(checked, expression, go)
     if issues:
         message = "compilation failed: " + "\n".join(issues)
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    output = checked.type_map.get(checked.expr.id, None)
-    output_kind = None if output is None else output.WhichOneof("kind")
-    if not (output_kind == "dyn" or (output_kind == "primitive" and output.primitive == 1)):
+    output = (go or checked.type_map).get(checked.expr.id, None)
+    if not _acceptable_result(output, target):
         message = f"must evaluate to bool or the unknown type, not {format_type(output)}"
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     regex_issues = regex_constant_issues(checked)
