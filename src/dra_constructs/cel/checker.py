@@ -18,6 +18,7 @@ from ..errors import DraConstructsError
 from ..target import Target
 from . import _astpb
 from ._env import EnvKey, check_env, env_key
+from ._fold import folding_issue
 from ._gotypes import go_types
 from ._validate import backtick_issue, backtick_offset, format_type, issue, regex_constant_issues, validate
 from .cost import estimate_cost
@@ -260,9 +261,9 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
     if not _acceptable_result(output, target):
         message = f"must evaluate to bool or the unknown type, not {format_type(output)}"
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    regex_issues = regex_constant_issues(checked)
-    if regex_issues:
-        message = regex_issues[0]
+    program_issues = [folded] if (folded := folding_issue(checked.expr)) else regex_constant_issues(checked)
+    if program_issues:
+        message = program_issues[0]
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     cost = estimate_cost(checked, target)
     if cost > MAX_COST:
