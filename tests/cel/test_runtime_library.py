@@ -107,3 +107,26 @@ def test_match_jsonl_isolates_a_failing_expression(tmp_path: Path, capsys: pytes
     first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert first["matches"] is None and first["error"] == "error: RuntimeError: INTERNAL: engine exploded"
     assert isinstance(second["matches"], dict) and "error" not in second
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    (f"{A}.index == 'x'", False), (f"{A}.index != 'x'", True), (f"{A}.type == 1", False),
+    (f"{A}.type != 1.5", True), (f"'x' == {A}.cudaComputeCapability", False), (f"{A}.type in [1, 2]", False),
+    (f"{A}.index in ['a']", False), (f"{A}.cudaComputeCapability == null", False),
+    (f"{A}.cudaComputeCapability in [b'x']", False),  # bytes: no set, cel-go's Contains skips errors
+])
+def test_heterogeneous_equality(expression: str, expected: bool) -> None:
+    assert evaluate(expression, GPU, "1.34") is expected
+
+
+@pytest.mark.parametrize("expression", [
+    "optional.of(1) == optional.of(1)", "optional.of(1) in [optional.of(1)]", "[optional.none()] == [optional.none()]",
+    f"{A}[?'index'] == optional.of(3)",
+])
+def test_optionals_stay_in_the_engine(expression: str) -> None:
+    assert evaluate(expression, GPU, "1.34") is True  # passing an optional to Python crashed the process
+
+
+def test_optionals_the_engine_cannot_take_are_errors() -> None:
+    with pytest.raises(CelRuntimeError, match="mapInsert"):
+        evaluate("{'a': 1}.transformMap(k, v, optional.of(v)).size() == 1", GPU, "1.34")

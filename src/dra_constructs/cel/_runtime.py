@@ -180,6 +180,20 @@ def _k8s_in(element: Any, container: Any) -> bool:
     raise _no_overload()
 
 
+def _k8s_in_set(element: Any, container: list[Any]) -> bool:
+    """cel-go's ``OptOptimize`` set membership for ``x in [<primitive constants>]``.
+
+    cel-go looks ``x`` up in a Go map: a Semver (a struct holding slices) or a list or map value
+    is not hashable, and the evaluation fails with Go's panic message.
+    """
+    if isinstance(element, SemverMsg):
+        raise ValueError("internal error: runtime error: hash of unhashable type cel.Semver")
+    if isinstance(element, list | dict):
+        kind = "types.baseList" if isinstance(element, list) else "types.baseMap"
+        raise ValueError(f"internal error: runtime error: hash of unhashable type {kind}")
+    return _k8s_in(element, container)
+
+
 def _k8s_ne(lhs: Any, rhs: Any) -> bool:
     return not go_equal(lhs, rhs)
 
@@ -557,6 +571,8 @@ RENAMED_OVERLOADS = {
     "string_find_all_string": "k8s_find_all",
     "string_find_all_string_int": "k8s_find_all",
 }
+#: cel-go's ``cel.@mapInsert`` (``transformMap``, ``transformMapEntry``), which cel-cpp's runtime lacks.
+_MAP_INSERT = "cel.@mapInsert"
 #: Function names renamed when the overload is ambiguous (a ``dyn`` receiver).
 RENAMED_FUNCTIONS = {"sum": "k8s_sum_dyn", "max": "k8s_max_dyn", "min": "k8s_min_dyn", "isSorted": "k8s_is_sorted",
                      "find": "k8s_find", "findAll": "k8s_find_all"}
@@ -580,7 +596,7 @@ def _list_functions() -> list[Any]:
                          is_member=True, impl=find_all),
             cel.Overload("dra_find_all_n", _type("list(string)"), [cel.Type.STRING, cel.Type.STRING, cel.Type.INT],
                          is_member=True, impl=find_all)]),
-        cel.FunctionDecl("cel.@mapInsert", [
+        cel.FunctionDecl("k8s_map_insert", [
             cel.Overload("dra_map_insert_kv", _type("map(dyn, dyn)"), [cel.Type(_ANY)] * 3, impl=_map_insert),
             cel.Overload("dra_map_insert_map", _type("map(dyn, dyn)"), [cel.Type(_ANY)] * 2, impl=_map_insert)]),
     ]
@@ -593,6 +609,7 @@ def _functions(key: EnvKey) -> list[Any]:
         _fn("k8s.eq", go_equal, [_ANY, _ANY], "bool"),
         _fn("k8s.ne", _k8s_ne, [_ANY, _ANY], "bool"),
         _fn("k8s.in", _k8s_in, [_ANY, _ANY], "bool"),
+        _fn("k8s.in_set", _k8s_in_set, [_ANY, _ANY], "bool"),
         _fn("k8s.domain", _domain, [_ANY, _ANY], "dyn"),
         _fn("quantity", _quantity, ["string"], q),
         _fn("isQuantity", _is_quantity, ["string"], "bool"),
@@ -692,6 +709,32 @@ def _is_simple(t: Any) -> bool:
         return _is_simple(t.list_type.elem_type)
     if kind == "map_type":
         return _is_simple(t.map_type.key_type) and _is_simple(t.map_type.value_type)
+    return False
+
+
+_PRIMITIVE_CONSTANTS = frozenset({"bool_value", "double_value", "int64_value", "string_value", "uint64_value"})
+
+
+def _constant_primitive_list(e: Any) -> bool:
+    """A non-empty list literal of bool/int/uint/double/string constants (cel-go makes it a set)."""
+    elements = e.list_expr.elements if e.WhichOneof("kind") == "list_expr" else []
+    return bool(elements) and not e.list_expr.optional_indices and all(
+        el.WhichOneof("kind") == "const_expr" and el.const_expr.WhichOneof("kind") in _PRIMITIVE_CONSTANTS
+        for el in elements)
+
+
+def _holds_optional(t: Any) -> bool:
+    """Can a value of checked type ``t`` be, or contain, an optional?"""
+    if t is None:
+        return False
+    kind = t.WhichOneof("kind")
+    if kind == "abstract_type":
+        return t.abstract_type.name == "optional_type" or any(_holds_optional(p)
+                                                               for p in t.abstract_type.parameter_types)
+    if kind == "list_type":
+        return _holds_optional(t.list_type.elem_type)
+    if kind == "map_type":
+        return _holds_optional(t.map_type.key_type) or _holds_optional(t.map_type.value_type)
     return False
 
 
@@ -821,6 +864,12 @@ class _Rewriter:
             e.id = node_id
             self.checked.reference_map.pop(node_id, None)
             return True
+        operands = ([call.target] if call.HasField("target") else []) + list(call.args)
+        if any(_holds_optional(self.type_of(operand)) for operand in operands):
+            return False  # cel_expr_python crashes on an optional passed to Python: leave it to cel-cpp
+        if call.function == _MAP_INSERT:
+            self.rename(e, "k8s_map_insert")
+            return True
         renamed = {RENAMED_OVERLOADS.get(i, "") for i in ids}
         if len(renamed) == 1 and "" not in renamed:
             self.rename(e, renamed.pop())
@@ -852,9 +901,14 @@ class _Rewriter:
             function, args = call.function, call.args
             if self.rename_library_call(e):
                 return
-            if function in ("_==_", "_!=_") and len(args) == 2 and not (
+            if any(_holds_optional(self.type_of(arg)) for arg in args):
+                pass  # optionals never go to Python (cel_expr_python crashes): cel-cpp's own semantics
+            elif function in ("_==_", "_!=_") and len(args) == 2 and not (
                     _is_simple(self.type_of(args[0])) and _is_simple(self.type_of(args[1]))):
                 self.rename(e, "k8s.eq" if function == "_==_" else "k8s.ne")
+            elif function == "@in" and len(args) == 2 and not _is_simple(self.type_of(args[0])) \
+                    and _constant_primitive_list(args[1]):
+                self.rename(e, "k8s.in_set")
             elif function == "@in" and len(args) == 2 and not _is_simple(self.type_of(args[1])) \
                     and _kind(self.type_of(args[1])) != "map_type":  # map membership is by key: unchanged
                 self.rename(e, "k8s.in")
