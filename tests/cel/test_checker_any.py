@@ -75,3 +75,17 @@ def test_homogeneous_literal_messages_name_any() -> None:
     error = check(f"[{G}.index, dyn(1)].size() == 2", "1.34").error or ""
     assert "expected type 'any' but found 'dyn'" in error
     assert check(f"[{G}.index, {G}.productName].size() == 2", "1.34").verdict == "OK"
+
+
+@pytest.mark.parametrize("version", ["1.35", "1.36", "1.37"])
+def test_list_type_attribute_environment_is_off_by_default(version: str) -> None:
+    # DRAListTypeAttributes: alpha (off) in 1.36 and 1.37; `includes()` exists only with the gate
+    result = check(f"{G}.productName.includes('H')", version)
+    assert result.verdict == "Invalid" and "undeclared reference to 'includes'" in (result.error or "")
+    assert check(f"{G}.productName", version).verdict == "OK"  # `any` result accepted, `dyn` is not
+    assert check(f"dyn({G}.productName)", version).error == "must evaluate to bool or the unknown type, not dyn"
+
+
+@pytest.mark.parametrize(("version", "declared"), [("1.35", False), ("1.36", True), ("1.37", True)])
+def test_allow_multiple_allocations_from_its_default_on_release(version: str, declared: bool) -> None:
+    assert check("device.allowMultipleAllocations", version).ok is declared
