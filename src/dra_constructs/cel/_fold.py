@@ -106,8 +106,13 @@ def _convert(function: str, kind: str, value: Any) -> tuple[str, Any]:
     return "other", None  # duration/timestamp strings are the literal validators' job; the rest succeed
 
 
-def folding_issue(root: Any) -> str | None:
+_CALLED = re.compile(r"\b(?:" + "|".join(sorted(_CONVERSIONS)) + r")\s*\(")
+
+
+def folding_issue(root: Any, text: str) -> str | None:
     """``program instantiation failed: <error>`` of the first failing constant conversion, or ``None``."""
+    if _CALLED.search(text) is None:  # no conversion is called: nothing to fold
+        return None
     failure: list[str] = []
 
     def fold(node: Any) -> tuple[str, Any] | None:

@@ -20,6 +20,7 @@ keeps cel-cpp's type.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from . import _astpb
@@ -268,8 +269,22 @@ class GoTypes:
         return cpp
 
 
-def go_types(checked: Any, text: str) -> GoTypes | None:
-    """cel-go's types, or ``None`` when they equal cel-cpp's (no attribute value is read)."""
+#: Macros that expand to comprehensions (cel-go parser, bindings, two-variable, lists, optionals).
+_MACROS = re.compile(r"\b(?:all|exists|exists_one|existsOne|map|filter|bind|transformList|transformMap|"
+                     r"transformMapEntry|optMap|optFlatMap|sortBy)\s*\(")
+
+
+def go_types(checked: Any, text: str, validated: bool) -> GoTypes | None:
+    """cel-go's types where they can matter, or ``None`` (then they equal cel-cpp's for every check).
+
+    They differ only where an attribute value is read, and matter only for a comprehension, an
+    AST validator (``validated``: the text may hold a literal or a validated call) or a ``dyn``
+    result.
+    """
     if "attributes" not in text:
+        return None
+    root = checked.type_map.get(checked.expr.id, None)
+    dyn_root = root is None or root.WhichOneof("kind") != "primitive"
+    if not (dyn_root or validated or _MACROS.search(text)):
         return None
     return GoTypes(checked)

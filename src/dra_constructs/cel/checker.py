@@ -20,7 +20,15 @@ from . import _astpb
 from ._env import EnvKey, check_env, env_key
 from ._fold import folding_issue
 from ._gotypes import go_types
-from ._validate import backtick_issue, backtick_offset, format_type, issue, regex_constant_issues, validate
+from ._validate import (
+    backtick_issue,
+    backtick_offset,
+    format_type,
+    issue,
+    might_need_validation,
+    regex_constant_issues,
+    validate,
+)
 from .cost import estimate_cost
 from .fixes import suggest_fix
 
@@ -248,7 +256,7 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     serialized = program.serialize()
     checked = _astpb.decode_checked(serialized)
-    go = go_types(checked, expression)
+    go = go_types(checked, expression, might_need_validation(expression))
     if go is not None and go.range_errors:  # cel-go's checker errors come before any validator runs
         ordered = sorted(go.range_errors, key=lambda error: checked.source_info.positions.get(error[0], 0))
         message = "compilation failed: " + "\n".join(issue(checked, i, expression, m) for i, m in ordered)
@@ -261,7 +269,8 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
     if not _acceptable_result(output, target):
         message = f"must evaluate to bool or the unknown type, not {format_type(output)}"
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    program_issues = [folded] if (folded := folding_issue(checked.expr)) else regex_constant_issues(checked)
+    folded = folding_issue(checked.expr, expression)
+    program_issues = [folded] if folded else regex_constant_issues(checked, expression)
     if program_issues:
         message = program_issues[0]
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None

@@ -607,6 +607,8 @@ class _Coster:
     # Kubernetes library costs (EstimateCallCost)
     def k8s_call_cost(self, function: str, overload: str, target: _Node | None,
                       args: list[_Node]) -> tuple[Est, Est | None] | None:
+        if function not in _K8S_PRICED:  # most calls: one set lookup instead of the chain below
+            return None
         size = self.k8s_size
         if function == "check":
             return Est(350000, 350000), None
@@ -729,6 +731,13 @@ _NOMINAL = {
     "isGreaterThan", "isLessThan", "compareTo", "add", "sub", "getScheme", "getHostname", "getHost", "getPort",
     "getEscapedPath", "getQuery",
 }
+#: Every function ``k8s_call_cost`` prices (anything else falls through to cel-go's own costs).
+_K8S_PRICED = frozenset(_NOMINAL | {
+    "check", "major", "minor", "patch", "fieldSelector", "labelSelector", "isSorted", "sum", "max", "min",
+    "indexOf", "lastIndexOf", "url", "lowerAscii", "upperAscii", "substring", "trim", "replace", "split", "join",
+    "find", "findAll", "cidr", "isIP", "isCIDR", "ip", "ip.isCanonical", "containsIP", "containsCIDR", "quantity",
+    "isQuantity", "semver", "isSemver", "validate", "_==_",
+})
 _STRING_COMPARISONS = {
     "less_string", "greater_string", "less_equals_string", "greater_equals_string", "less_bytes", "greater_bytes",
     "less_equals_bytes", "greater_equals_bytes", "equals", "not_equals",
