@@ -20,6 +20,7 @@ from . import _astpb
 from ._env import EnvKey, check_env, env_key
 from ._fold import folding_issue
 from ._gotypes import go_types
+from ._nesting import collapse_redundant_parens
 from ._validate import (
     backtick_issue,
     backtick_offset,
@@ -202,6 +203,16 @@ def _compile(expression: str, key: EnvKey) -> tuple[Any, str | None]:
     try:
         return env.compile(expression), None
     except Exception as error:  # cel-cpp reports compile errors as RuntimeError
+        if "recursion" in str(error):  # cel-cpp's nesting limit is 32, cel-go's 250
+            collapsed = collapse_redundant_parens(expression)
+            if collapsed != expression:
+                program, retry_error = _compile(collapsed, key)
+                if program is not None or retry_error is None or "recursion" in retry_error:
+                    return program, retry_error
+                # cel-go's error for this text: the same offsets, shown on the original lines
+                for original, blanked in zip(expression.split("\n"), collapsed.split("\n"), strict=True):
+                    retry_error = retry_error.replace(f" | {blanked}\n", f" | {original}\n")
+                return None, retry_error
         if key.target.cel_has_two_var_comprehensions and "exists_one" in expression:
             renamed = _rename_exists_one(expression)
             if renamed != expression:
