@@ -130,3 +130,14 @@ def test_optionals_stay_in_the_engine(expression: str) -> None:
 def test_optionals_the_engine_cannot_take_are_errors() -> None:
     with pytest.raises(CelRuntimeError, match="mapInsert"):
         evaluate("{'a': 1}.transformMap(k, v, optional.of(v)).size() == 1", GPU, "1.34")
+
+
+@pytest.mark.parametrize("expression", [
+    f"{A}[?'type'][0] == 1",  # a dyn that holds an optional at run time
+    f"cel.bind(o, {A}[?'type'], o == {A}.type)",
+])
+def test_optional_behind_dyn_is_a_result_not_a_crash(expression: str) -> None:
+    try:
+        assert evaluate(expression, GPU, "1.32") in (True, False)
+    except CelRuntimeError:
+        pass  # an error result is fine; a segmentation fault of the whole process was not

@@ -723,6 +723,11 @@ def _constant_primitive_list(e: Any) -> bool:
         for el in elements)
 
 
+#: Calls whose result is an optional (then possibly seen through ``dyn``).
+_OPTIONAL_SOURCES = frozenset({"_[?_]", "_?._", "optional.of", "optional.ofNonZeroValue", "optional.none", "or",
+                               "first", "last", "optMap", "optFlatMap"})
+
+
 def _holds_optional(t: Any) -> bool:
     """Can a value of checked type ``t`` be, or contain, an optional?"""
     if t is None:
@@ -838,6 +843,34 @@ class _Rewriter:
         node.const_expr.string_value = text
         return node
 
+    def may_be_optional(self, e: Any) -> bool:
+        """Can ``e`` be, or hold, an optional at run time? (Passing one to Python crashes cel_expr_python.)
+
+        By its type, or, for a ``dyn`` value, by an optional-producing call inside it.
+        """
+        if _holds_optional(self.type_of(e)):
+            return True
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            kind = node.WhichOneof("kind")
+            if kind == "call_expr":
+                if node.call_expr.function in _OPTIONAL_SOURCES:
+                    return True
+                if node.call_expr.HasField("target"):
+                    stack.append(node.call_expr.target)
+                stack.extend(node.call_expr.args)
+            elif kind == "select_expr":
+                stack.append(node.select_expr.operand)
+            elif kind == "list_expr":
+                stack.extend(node.list_expr.elements)
+            elif kind == "struct_expr":
+                stack.extend(entry.value for entry in node.struct_expr.entries)
+            elif kind == "comprehension_expr":
+                comp = node.comprehension_expr
+                stack.extend((comp.iter_range, comp.accu_init, comp.loop_step, comp.result))
+        return False
+
     def overloads(self, e: Any) -> list[str]:
         ref = self.checked.reference_map.get(e.id)
         return list(ref.overload_id) if ref is not None else []
@@ -865,7 +898,7 @@ class _Rewriter:
             self.checked.reference_map.pop(node_id, None)
             return True
         operands = ([call.target] if call.HasField("target") else []) + list(call.args)
-        if any(_holds_optional(self.type_of(operand)) for operand in operands):
+        if any(self.may_be_optional(operand) for operand in operands):
             return False  # cel_expr_python crashes on an optional passed to Python: leave it to cel-cpp
         if call.function == _MAP_INSERT:
             self.rename(e, "k8s_map_insert")
@@ -901,7 +934,7 @@ class _Rewriter:
             function, args = call.function, call.args
             if self.rename_library_call(e):
                 return
-            if any(_holds_optional(self.type_of(arg)) for arg in args):
+            if any(self.may_be_optional(arg) for arg in args):
                 pass  # optionals never go to Python (cel_expr_python crashes): cel-cpp's own semantics
             elif function in ("_==_", "_!=_") and len(args) == 2 and not (
                     _is_simple(self.type_of(args[0])) and _is_simple(self.type_of(args[1]))):
