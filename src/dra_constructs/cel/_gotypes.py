@@ -277,11 +277,12 @@ _MACROS = re.compile(r"\b(?:all|exists|exists_one|existsOne|map|filter|bind|tran
 def go_types(checked: Any, text: str, validated: bool) -> GoTypes | None:
     """cel-go's types where they can matter, or ``None`` (then they equal cel-cpp's for every check).
 
-    They differ only where an attribute value is read, and matter only for a comprehension, an
+    They differ only where an attribute value is read (or the capacity through the ``device``
+    object, which cel-cpp sees as ``google.protobuf.Struct``), and matter only for a comprehension, an
     AST validator (``validated``: the text may hold a literal or a validated call) or a ``dyn``
     result.
     """
-    if "attributes" not in text:
+    if "attributes" not in text and "capacity" not in text:
         return None
     root = checked.type_map.get(checked.expr.id, None)
     dyn_root = root is None or root.WhichOneof("kind") != "primitive"
