@@ -36,3 +36,16 @@ def test_failing_constant_conversion_is_invalid(version: str, expression: str, e
 ])
 def test_constant_conversions_that_succeed(expression: str) -> None:
     assert check(expression, "1.34").verdict == "OK", check(expression, "1.34").error
+
+
+def test_folding_is_never_shared_between_equal_shapes() -> None:
+    assert check("int('12') == 12", "1.34").verdict == "OK"
+    assert check("int('ab') == 12", "1.34").verdict == "Invalid"  # same shape, different contents
+
+
+def test_regex_literals_share_a_shape_only_when_valid() -> None:
+    ok = check("device.driver.matches('^[a-z]+$') || device.driver.find('[0-9]') == '1'", "1.34")
+    same = check("device.driver.matches('^[b-y]+$') || device.driver.find('[1-8]') == '2'", "1.34")
+    bad = check("device.driver.matches('^[b-y+$)') || device.driver.find('[1-8]') == '2'", "1.34")
+    assert ok.verdict == same.verdict == "OK" and same.cost == ok.cost
+    assert bad.verdict == "Invalid"

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["folding_issue"]
+__all__ = ["folding_issue", "folds_conversions"]
 
 _CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp", "dyn", "type"})
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -109,9 +109,14 @@ def _convert(function: str, kind: str, value: Any) -> tuple[str, Any]:
 _CALLED = re.compile(r"\b(?:" + "|".join(sorted(_CONVERSIONS)) + r")\s*\(")
 
 
+def folds_conversions(text: str) -> bool:
+    """Does the text call a type conversion (which cel-go may fold when building the program)?"""
+    return _CALLED.search(text) is not None
+
+
 def folding_issue(root: Any, text: str) -> str | None:
     """``program instantiation failed: <error>`` of the first failing constant conversion, or ``None``."""
-    if _CALLED.search(text) is None:  # no conversion is called: nothing to fold
+    if not folds_conversions(text):  # no conversion is called: nothing to fold
         return None
     failure: list[str] = []
 

@@ -21,7 +21,16 @@ from . import _astpb
 from ._gotypes import type_name
 from ._regex import compile_pattern
 
-__all__ = ["backtick_issue", "backtick_offset", "format_type", "location", "regex_constant_issues", "validate"]
+__all__ = [
+    "backtick_issue",
+    "backtick_offset",
+    "format_type",
+    "location",
+    "might_need_validation",
+    "regex_constant_issues",
+    "regex_literal_ok",
+    "validate",
+]
 
 
 def format_type(t: Any) -> str:
@@ -129,6 +138,11 @@ def _literal_ok(function: str, literal: str) -> bool:
     except Exception:  # an engine refusal is a failed literal, not a crash
         return False
     return bool(value.type() != cel.Type.ERROR)
+
+
+def regex_literal_ok(pattern: str) -> bool:
+    """Is ``pattern`` a valid regular expression (RE2, as Go's ``regexp``)?"""
+    return _literal_ok("matches", pattern)
 
 
 def _unwrap_optional(t: Any) -> Any:

@@ -18,7 +18,7 @@ from ..errors import DraConstructsError
 from ..target import Target
 from . import _astpb
 from ._env import EnvKey, check_env, env_key
-from ._fold import folding_issue
+from ._fold import folding_issue, folds_conversions
 from ._gotypes import go_types
 from ._nesting import collapse_redundant_parens
 from ._validate import (
@@ -28,6 +28,7 @@ from ._validate import (
     issue,
     might_need_validation,
     regex_constant_issues,
+    regex_literal_ok,
     validate,
 )
 from .cost import estimate_cost
@@ -104,7 +105,24 @@ def parse_target(target: Target | str | None) -> Target:
     return found
 
 
-_CONTENT_CHECKED = ("matches", "find", "duration", "timestamp", "format")
+#: Calls that validate a literal's contents when the program is built or by an AST validator.
+_CONTENT_CHECKED = ("duration", "timestamp", "format")
+#: Calls whose literal patterns must be valid RE2 (their length is all the cost estimate sees).
+_REGEX_CALLS = ("matches", "find")
+#: A plain string literal, with the identifier character right before it (a prefix), if any.
+_PLAIN_LITERAL = re.compile(r"""(\w?)('[^'\n\r]*'|"[^"\n\r]*")""")
+_UNSHAREABLE_TEXT = ("\\", "'''", '"""', "//")
+
+
+class _NotShareable(Exception):
+    pass
+
+
+def _blank_literal(match: re.Match[str]) -> str:
+    if match.group(1):  # r'...', b'...', or a quote glued to an identifier: not a plain literal
+        raise _NotShareable
+    literal = match.group(2)
+    return literal[0] + "x" * (len(literal) - 2) + literal[0]
 
 
 def shape(expression: str) -> str | None:
@@ -112,30 +130,22 @@ def shape(expression: str) -> str | None:
 
     Type checking and the cost estimate see a string literal only through its type and its
     length in code points, so two expressions of the same shape get the same ``OK`` verdict
-    and cost. ``None`` (no sharing) when a literal has an escape or a prefix, is triple-quoted,
-    or when a function validates literal *contents* (``matches``, ``duration``, ...).
+    and cost. ``None`` (no sharing) when the text has an escape, a triple quote or a comment,
+    when a literal has a prefix, when a call validates literal *contents* (``duration``,
+    ``timestamp``, ``format``) or a type conversion may be folded (``int('12')``). With
+    ``matches``/``find``/``findAll``, every literal must be a valid RE2 pattern.
     """
-    if any(name in expression for name in _CONTENT_CHECKED):
+    if any(part in expression for part in _UNSHAREABLE_TEXT) \
+            or any(name in expression for name in _CONTENT_CHECKED) or folds_conversions(expression):
         return None
-    out: list[str] = []
-    i, n = 0, len(expression)
-    while i < n:
-        char = expression[i]
-        if char in "'\"":
-            if expression.startswith(char * 3, i) or (i and (expression[i - 1].isalnum() or expression[i - 1] == "_")):
-                return None
-            end = expression.find(char, i + 1)
-            if end < 0:
-                return None
-            content = expression[i + 1:end]
-            if "\\" in content or "\n" in content or "\r" in content:
-                return None
-            out.append(char + "x" * len(content) + char)
-            i = end + 1
-            continue
-        out.append(char)
-        i += 1
-    return "".join(out)
+    try:
+        form = _PLAIN_LITERAL.sub(_blank_literal, expression)
+    except _NotShareable:
+        return None
+    if any(name in expression for name in _REGEX_CALLS) and not all(
+            regex_literal_ok(found.group(2)[1:-1]) for found in _PLAIN_LITERAL.finditer(expression)):
+        return None
+    return form
 
 
 def _rename_exists_one(expression: str) -> str:
