@@ -3,12 +3,14 @@
 Each limit fails with a :class:`~dra_constructs.errors.DraConstructsError` that names
 ``file:line`` and the limit (the command line's exit 2), never a parser traceback, a
 ``RecursionError`` or a hang. YAML goes through libyaml's composer (C, linear: aliases are
-shared nodes); before a document is constructed its node tree is walked once (iteratively,
-expanding aliases as consumers would) to bound depth and the nodes aliases add, and to reject
-duplicate keys, as the API server does for JSON; documents without aliases are checked and
-constructed in one pass (faster than PyYAML's constructor). JSON is scanned for nesting depth before
-``json.loads``; ``NaN``/``Infinity`` are refused and lone surrogate escapes become U+FFFD
-(what the API server's Go decoder does). Limits: docs/input-limits.md. Pure Python.
+shared nodes; a document's node count is bounded first, from the parser's events); each document
+is then checked and constructed in one iterative pass (faster than PyYAML's constructor) that
+bounds depth and the nodes aliases add (expanded, as consumers would walk them) and rejects
+duplicate keys, as the API server does for JSON. Documents with other tags (timestamps, merge
+keys) are walked the same way and built by PyYAML. JSON's depth is checked after ``json.loads``
+(whose own RecursionError is caught); ``NaN``/``Infinity`` are refused and lone surrogate
+escapes become U+FFFD (what the API server's Go decoder does). Limits: docs/input-limits.md.
+Pure Python.
 """
 
 from __future__ import annotations
@@ -51,9 +53,6 @@ _MARKERS = re.compile(r"^(?:---|\.\.\.)", re.MULTILINE)
 MAX_ALIAS_NODES_PER_INPUT = 1_000_000
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
-# An alias token (``*name`` after a space, a flow indicator or the line start). Texts without
-# one are walked without alias bookkeeping; false positives (``*`` in prose) only cost time.
-_ALIAS = re.compile(r"(?:^|[\s\[{,:])\*[^\s\[\]{},]", re.MULTILINE)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _LIMITS_DOC = "limits: docs/input-limits.md"
 
@@ -135,18 +134,17 @@ class _AliasBudget:
                          f"write the repeated parts out, or split the input ({_LIMITS_DOC})")
 
 
-def _check_tree(root: yaml.Node, where: str, field: str, budget: _AliasBudget, aliases: bool) -> None:
+def _check_tree(root: yaml.Node, where: str, field: str, budget: _AliasBudget) -> None:
     """Depth, alias-expansion and duplicate-key limits of one document's node tree."""
     seen: set[int] = set()
     stack: list[tuple[yaml.Node, int]] = [(root, 1)]
     pop, push = stack.pop, stack.append
     while stack:
         node, depth = pop()
-        if aliases:
-            if id(node) in seen:  # a second visit: an alias expanded here
-                budget.spend(node, where, field)
-            else:
-                seen.add(id(node))
+        if id(node) in seen:  # a second visit: an alias expanded here
+            budget.spend(node, where, field)
+        else:
+            seen.add(id(node))
         value = node.value
         if type(value) is not list:
             continue
@@ -329,7 +327,6 @@ def yaml_documents(text: str, where: str, field: str = "document") -> Iterator[Y
     count_nodes(text, where, field)
     loader = _Loader(text)
     budget = _AliasBudget()
-    aliases = _ALIAS.search(text) is not None
     line: int | None = None
     try:
         while True:
@@ -339,12 +336,13 @@ def yaml_documents(text: str, where: str, field: str = "document") -> Iterator[Y
             if node is None:
                 continue
             line = node.start_mark.line + 1
-            budget.document = MAX_ALIAS_NODES
+            budget.document, total = MAX_ALIAS_NODES, budget.total
             value: Any = _UNSET
             with contextlib.suppress(_Unusual):  # else the general path below
                 value = _construct_checked(node, loader, where, field, budget)
             if value is _UNSET:
-                _check_tree(node, where, field, budget, aliases)
+                budget.document, budget.total = MAX_ALIAS_NODES, total  # charged again below
+                _check_tree(node, where, field, budget)
                 value = loader.construct_document(node)
             yield YamlDocument(value, node, line)
     except yaml.MarkedYAMLError as error:

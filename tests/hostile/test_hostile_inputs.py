@@ -249,3 +249,11 @@ def test_closed_stdout_keeps_the_exit_code(tmp_path: Path) -> None:
     pod = _write(tmp_path, "p.yaml", POD.replace("image: i}", "image: i, resources: {limits: {nvidia.com/gpu: 1}}}"))
     assert_clean(run_cli("audit", pod, close_stdout=True), 1)
     assert_clean(run_cli("cel", "check", "true", close_stdout=True), 0)
+
+
+@pytest.mark.parametrize("head", ["created: 2001-12-14\n", "base: &base {k: v}\nmerged:\n  <<: *base\n"],
+                         ids=["timestamp", "merge-key"])
+def test_alias_bomb_in_documents_pyyaml_builds(tmp_path: Path, head: str) -> None:
+    """Documents with timestamps or merge keys take the general path: the same alias budget."""
+    path = _write(tmp_path, "b.yaml", "apiVersion: example.com/v1\nkind: Widget\n" + head + _bomb())
+    assert_input_error(run_cli("audit", path), path, "aliases expand")
