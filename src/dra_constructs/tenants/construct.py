@@ -12,7 +12,6 @@ policy refuses any other class in its namespace.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,7 +135,9 @@ class TenantPlatform(constructs.Construct):
         self._classes: dict[str, TenantDeviceClass] = {}
         self._kueue_classes: dict[str, str] = {}
         self._kueue_config_map: cdk8s.ApiObject | None = None
-        _PLATFORMS[self.node.root.node.addr] = self
+        registry = _Registry.of(self)
+        if registry.platform is None:
+            registry.platform = self
 
     @staticmethod
     def _opaque(where: str, index: int, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,7 +152,7 @@ class TenantPlatform(constructs.Construct):
     @classmethod
     def of(cls, scope: constructs.Construct) -> TenantPlatform:
         """The App's platform; created in ``scope``'s chart (id ``tenant-platform``) if there is none."""
-        existing = _PLATFORMS.get(scope.node.root.node.addr)
+        existing = _Registry.of(scope).platform
         if existing is not None:
             return existing
         return cls(cdk8s.Chart.of(scope), "tenant-platform")
@@ -202,8 +203,25 @@ class TenantPlatform(constructs.Construct):
         return kueue_configuration(device_class_mappings(self._kueue_classes, self.node.path))
 
 
-_PLATFORMS: dict[str, TenantPlatform] = {}
-_TENANTS: weakref.WeakValueDictionary[tuple[str, str], GpuTenant] = weakref.WeakValueDictionary()
+class _Registry(constructs.Construct):
+    """The App's platform and tenants, kept as a child of the App root.
+
+    Found by a tree lookup (the same Python object comes back), so it works for Apps created on
+    the JS side too, whose proxies and node addresses do not identify one App.
+    """
+
+    ID = "dra-constructs-tenancy"
+
+    def __init__(self, root: constructs.Construct) -> None:
+        super().__init__(root, self.ID)
+        self.platform: TenantPlatform | None = None
+        self.namespaces: set[str] = set()
+
+    @classmethod
+    def of(cls, scope: constructs.Construct) -> _Registry:
+        root = scope.node.root
+        found = root.node.try_find_child(cls.ID)
+        return found if isinstance(found, _Registry) else cls(root)
 
 
 class GpuTenant(constructs.Construct):
@@ -241,11 +259,11 @@ class GpuTenant(constructs.Construct):
         _check_unnamespaced_chart(scope, where)
         self.target = resolve_target(scope, kubernetes_version, where)
         self.namespace = check_dns_label(where, "namespace", namespace or to_dns_label(id))
-        key = (self.node.root.node.addr, self.namespace)
-        if key in _TENANTS:
+        registry = _Registry.of(self)
+        if self.namespace in registry.namespaces:
             raise DraConstructsError(where, "namespace", self.namespace, "another GpuTenant of this App owns it",
                                      "give every tenant its own namespace")
-        _TENANTS[key] = self
+        registry.namespaces.add(self.namespace)
         extra = check_labels(where, "labels", labels) or {}
         bad = sorted(k for k in extra if k in _ADMIN_ACCESS_LABELS or k.endswith("/admin-access"))
         if bad:
