@@ -6,6 +6,9 @@ from typing import Any
 
 import cdk8s
 import pytest
+from core.helpers import validate_any_schema
+from core.kueue_schema import validate_kueue
+from guardrails.vap import evaluate
 
 from dra_constructs import (
     DraConstructsError,
@@ -18,10 +21,6 @@ from dra_constructs import (
 )
 from dra_constructs.tenants import GpuTenant, KueueQueue, Mig, TenantPlatform, WholeGpu, set_kueue_compatible
 from dra_constructs.tenants.kueue import kueue_inadmissible
-
-from core.helpers import validate_any_schema
-from core.kueue_schema import validate_kueue
-from guardrails.vap import evaluate
 
 H100_SLICE = Mig(GpuModel.H100_80GB, "1g.10gb")
 
@@ -113,7 +112,7 @@ def test_bad_input_is_a_clear_error(kwargs: dict[str, Any], field: str, problem:
 
 
 def test_kueue_needs_1_34_and_charts_without_namespace_and_one_tenant_per_namespace() -> None:
-    with pytest.raises(DraConstructsError, match="1.34"):
+    with pytest.raises(DraConstructsError, match=r"1\.34"):
         GpuTenant(cdk8s.Chart(_app("1.32"), "p"), "t", quotas={H100_SLICE: 1}, kueue=KueueQueue())
     with pytest.raises(DraConstructsError, match="chart has a namespace"):
         GpuTenant(cdk8s.Chart(_app("1.34"), "p", namespace="x"), "t", quotas={H100_SLICE: 1})
@@ -140,7 +139,7 @@ def test_kueue_compatible_claims_refuse_what_kueue_cannot_admit() -> None:
         GpuClaimTemplate(chart, "c2", requests=[FirstAvailable(name="f", alternatives=(slice_,))])
     GpuClaimTemplate(chart, "c3", requests=[FirstAvailable(name="f", alternatives=(slice_,))], kueue_compatible=False)
     old = _app("1.33")
-    with pytest.raises(DraConstructsError, match="1.34"):
+    with pytest.raises(DraConstructsError, match=r"1\.34"):
         GpuClaimTemplate(cdk8s.Chart(old, "c"), "t", requests=[slice_], kueue_compatible=True)
 
 

@@ -54,7 +54,8 @@ def test_names_and_resources() -> None:
         ("h100-80gb.gpu.dra-constructs.io", "dra-constructs.io/h100-80gb-gpu", 2),
         ("mig.nvidia.com", "dra-constructs.io/mig.nvidia.com", 0),
     ]
-    assert entries[1][0].devices_resource == "h100-80gb-1g.10gb-me.mig.dra-constructs.io.deviceclass.resource.k8s.io/devices"
+    assert entries[1][0].devices_resource == (
+        "h100-80gb-1g.10gb-me.mig.dra-constructs.io.deviceclass.resource.k8s.io/devices")
 
 
 @pytest.mark.parametrize(("quotas", "field", "problem"), [

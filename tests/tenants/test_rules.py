@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from dra_constructs.guardrails import Severity, audit
-from dra_constructs.guardrails.tenancy import claim_device_usage, pod_counts
 from dra_constructs.guardrails.manifest import Manifest
+from dra_constructs.guardrails.tenancy import claim_device_usage, pod_counts
 
 CLASS = "h100-80gb-1g.10gb.mig.dra-constructs.io"
 
@@ -32,8 +32,9 @@ def template(ns: str, name: str = "slice", count: int = 1, device_class: str = C
                                             "count": count, **extra}}]}}}}
 
 
-def deployment(ns: str, name: str = "app", replicas: int = 1, claim: str = "slice", labels: dict[str, str] | None = None,
-               strategy: dict[str, Any] | None = None, by_name: bool = False) -> dict[str, Any]:
+def deployment(ns: str, name: str = "app", replicas: int = 1, claim: str = "slice",
+               labels: dict[str, str] | None = None, strategy: dict[str, Any] | None = None,
+               by_name: bool = False) -> dict[str, Any]:
     entry = {"name": "gpu", ("resourceClaimName" if by_name else "resourceClaimTemplateName"): claim}
     spec: dict[str, Any] = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": {
         "metadata": {"labels": {"app": name}},
@@ -70,8 +71,8 @@ def test_usage_is_summed_over_workloads_claims_and_counts() -> None:
     docs = [*tenant_set(2), template("team-b", "pair", count=2),
             deployment("team-b", "other", replicas=1, claim="pair", strategy=RECREATE)]
     assert audit(docs, kubernetes_version="1.34").findings == ()  # 2 x 1 + 1 x 2 = 4
-    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "x", "namespace": "team-b"},
-             "spec": template("team-b")["spec"]["spec"]}
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "x", "namespace": "team-b"}, "spec": template("team-b")["spec"]["spec"]}
     result = audit([*docs, claim], kubernetes_version="1.34")
     assert {f.object for f in result.findings} == {"Deployment/team-b/app", "Deployment/team-b/other",
                                                    "ResourceClaim/team-b/x"}
@@ -168,7 +169,8 @@ def test_kueue_managed_claims_must_be_admissible(change: str) -> None:
     elif change == "constraints":
         devices["constraints"] = [{"matchAttribute": "gpu.nvidia.com/parentUUID"}]
     elif change == "config":
-        devices["config"] = [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"apiVersion": "a/v1", "kind": "K"}}}]
+        devices["config"] = [{"opaque": {"driver": "gpu.nvidia.com",
+                                         "parameters": {"apiVersion": "a/v1", "kind": "K"}}}]
     elif change == "All":
         devices["requests"][0]["exactly"]["allocationMode"] = "All"
         devices["requests"][0]["exactly"].pop("count")

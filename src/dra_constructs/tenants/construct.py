@@ -221,7 +221,10 @@ class _Registry(constructs.Construct):
     def of(cls, scope: constructs.Construct) -> _Registry:
         root = scope.node.root
         found = root.node.try_find_child(cls.ID)
-        return found if isinstance(found, _Registry) else cls(root)
+        if isinstance(found, _Registry):
+            return found
+        assert isinstance(root, constructs.Construct)
+        return cls(root)
 
 
 class GpuTenant(constructs.Construct):
