@@ -23,13 +23,15 @@ from .requests import (
     render_claim_spec,
 )
 from .target import Target
+from .tenants.quota import Mig, WholeGpu
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
+    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version, set_kueue_compatible
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import suppress
     from .sanitizer.construct import SanitizerDaemonSet
+    from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
 __version__ = "0.1.0"
@@ -45,6 +47,10 @@ _LAZY = {
     "KUBERNETES_VERSION_CONTEXT": "._scope",
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
     "SanitizerDaemonSet": ".sanitizer.construct",
+    "GpuTenant": ".tenants.construct",
+    "KueueQueue": ".tenants.construct",
+    "TenantPlatform": ".tenants.construct",
+    "set_kueue_compatible": "._scope",
     "suppress": ".guardrails.app_validation",
     "set_inventory": "._scope",
     "set_kubernetes_version": "._scope",
@@ -68,18 +74,24 @@ __all__ = [
     "GpuPod",
     "GpuRequest",
     "GpuStatefulSet",
+    "GpuTenant",
     "GuardrailsAdmissionPolicy",
+    "KueueQueue",
     "MatchAttribute",
+    "Mig",
     "MigRequest",
     "PodClaim",
     "PreStop",
     "SanitizerDaemonSet",
     "Target",
+    "TenantPlatform",
+    "WholeGpu",
     "__version__",
     "render_claim_spec",
     "render_pod_spec",
     "set_inventory",
     "set_kubernetes_version",
+    "set_kueue_compatible",
     "suppress",
 ]
 
