@@ -267,7 +267,12 @@ class TenancyIndex:
         return names
 
     def _count_usage(self) -> None:
+        """Usage of the namespaces that have a ResourceQuota in the set (the only ones it is compared in)."""
+        if not self.quotas:
+            return
         for m in self.ctx.manifests:
+            if m.namespace not in self.quotas:
+                continue
             if m.kind == "ResourceClaim" and m.is_resource_api:
                 usage = self.usage[m.namespace]
                 usage.add(CLAIM_COUNT_RESOURCE, Contribution(m, "spec", 1, "1 claim"), 1)

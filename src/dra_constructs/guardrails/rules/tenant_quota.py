@@ -31,8 +31,11 @@ def _over_quota(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
                         f"namespace {namespace!r} needs {steady} of {limit.resource} ({parts}) but ResourceQuota "
                         f"{limit.quota.name!r} allows {limit.hard}: the API server refuses the claims beyond the "
                         "quota and those pods never start",
-                        fix="lower replicas or counts to fit the quota, or raise the tenant's quota "
-                            "(GpuTenant(quotas=...)) if the tenant is entitled to more",
+                        fix=("this kind of device is closed to the namespace: claim the tenant's own DeviceClasses "
+                             "(tenant.claim_template(...)) or add the kind to GpuTenant(quotas=...)")
+                        if limit.hard == 0 else
+                        "lower replicas or counts to fit the quota, or raise the tenant's quota "
+                        "(GpuTenant(quotas=...)) if the tenant is entitled to more",
                     )
             elif peak > limit.hard:
                 for c in contributions:
