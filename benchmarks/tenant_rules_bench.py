@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Cost of the tenant rules (DRA010-DRA012) in an audit, as a ratio against the rest of the pack.
+"""Cost of the tenant rules (DRA012-DRA014) in an audit, as a ratio against the rest of the pack.
 
 Method: the 10,000-object manifest set of ``audit_bench.py`` (GPU templates and Deployments,
-Services, ConfigMaps, web Deployments) is loaded once; the pack without DRA010-DRA012 and the full
+Services, ConfigMaps, web Deployments) is loaded once; the pack without DRA012-DRA014 and the full
 pack run alternately in one process, CPU time (``time.process_time``) per run, median of
 ``--repeat``. Twice: as written (no ResourceQuota: the quota index stays empty), and with a
 ResourceQuota on GPU devices in every namespace (every workload's usage is counted).
@@ -25,7 +25,7 @@ import audit_bench
 
 from dra_constructs.guardrails import RULES, Manifest, audit, load_paths
 
-TENANT_RULES = ("DRA010", "DRA011", "DRA012")
+TENANT_RULES = ("DRA012", "DRA013", "DRA014")
 
 
 def _quota(namespace: str) -> Manifest:
@@ -52,7 +52,7 @@ def main() -> int:
                 audit(objects, rules=rules)
                 times[name].append(time.process_time() - start)
         without, with_ = statistics.median(times["base"]), statistics.median(times["all"])
-        print(f"{label}: {len(objects)} objects, rules without DRA010-012 {without:.3f} s CPU, with {with_:.3f} s "
+        print(f"{label}: {len(objects)} objects, rules without DRA012-014 {without:.3f} s CPU, with {with_:.3f} s "
               f"CPU, ratio {with_ / without:.2f} (median of {args.repeat})")
     return 0
 

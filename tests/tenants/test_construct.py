@@ -158,7 +158,7 @@ def test_device_class_policy_admits_only_the_tenants_classes() -> None:
     assert evaluate(policy, claim([own])) == []
     assert evaluate(policy, claim([own], "ResourceClaim")) == []
     denied = evaluate(policy, claim([own, {"name": "s", "exactly": {"deviceClassName": "mig.nvidia.com"}}]))
-    assert len(denied) == 1 and denied[0].startswith("DRA010: request s names a DeviceClass outside")
+    assert len(denied) == 1 and denied[0].startswith("DRA012: request s names a DeviceClass outside")
     alternative = {"name": "f", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}
     assert evaluate(policy, claim([alternative]))
     flat = {"name": "v", "deviceClassName": "other.example.com"}

@@ -70,8 +70,8 @@ def test_one_slice_over_quota_is_an_error_at_synth_and_in_audit(tmp_path: Path,
     embeddings = charts[2].node.find_child("embeddings")
     assert isinstance(embeddings, cdk8s.ApiObject)
     embeddings.add_json_patch(cdk8s.JsonPatch.replace("/spec/replicas", 5))
-    assert _errors(validate_app(app)) == {"DRA010"}
-    with pytest.raises(RuntimeError, match=r"\[DRA010\] Deployment/team-b/.*needs 5 of .* allows 4"):
+    assert _errors(validate_app(app)) == {"DRA012"}
+    with pytest.raises(RuntimeError, match=r"\[DRA012\] Deployment/team-b/.*needs 5 of .* allows 4"):
         app.synth()
 
     clean, _ = _build(tmp_path / "audit")
@@ -82,7 +82,7 @@ def test_one_slice_over_quota_is_an_error_at_synth_and_in_audit(tmp_path: Path,
     apps_b.write_text(text.replace("replicas: 4", "replicas: 5"))
     code, findings = _audit(sorted((tmp_path / "audit").glob("*.k8s.yaml")), capsys)
     assert code == 1
-    assert {(f["rule"], f["severity"], f["namespace"]) for f in findings} == {("DRA010", "error", "team-b")}
+    assert {(f["rule"], f["severity"], f["namespace"]) for f in findings} == {("DRA012", "error", "team-b")}
 
 
 def test_a_whole_gpu_shared_with_the_other_tenant_is_an_error_at_synth_and_in_audit(
@@ -97,10 +97,10 @@ def test_a_whole_gpu_shared_with_the_other_tenant_is_an_error_at_synth_and_in_au
     server.add_json_patch(cdk8s.JsonPatch.replace(
         "/spec/template/spec/resourceClaims/0/resourceClaimTemplateName", "shared-h100"))
     findings = validate_app(app)
-    assert {"DRA010", "DRA011"} <= _errors(findings)
-    [sharing] = [f for f in findings if f.rule == "DRA011"]
+    assert {"DRA012", "DRA013"} <= _errors(findings)
+    [sharing] = [f for f in findings if f.rule == "DRA013"]
     assert sharing.object == "ResourceClaimTemplate/team-a/shared-h100" and "capacity" in sharing.path
-    with pytest.raises(RuntimeError, match=r"\[DRA011\] ResourceClaimTemplate/team-a/shared-h100"):
+    with pytest.raises(RuntimeError, match=r"\[DRA013\] ResourceClaimTemplate/team-a/shared-h100"):
         app.synth()
 
     clean, _ = _build(tmp_path / "audit")
@@ -113,5 +113,5 @@ def test_a_whole_gpu_shared_with_the_other_tenant_is_an_error_at_synth_and_in_au
     code, found = _audit(sorted((tmp_path / "audit").glob("*.k8s.yaml")), capsys)
     assert code == 1
     errors = {(f["rule"], f["object"]) for f in found if f["severity"] == "error"}
-    assert ("DRA011", "ResourceClaimTemplate/team-a/shared-h100") in errors
-    assert any(rule == "DRA010" and obj.startswith("Deployment/team-a/") for rule, obj in errors)
+    assert ("DRA013", "ResourceClaimTemplate/team-a/shared-h100") in errors
+    assert any(rule == "DRA012" and obj.startswith("Deployment/team-a/") for rule, obj in errors)

@@ -1,4 +1,4 @@
-"""DRA010 (quota over the set), DRA011 (tenant-exclusive devices), DRA012 (Kueue-admissible claims)."""
+"""DRA012 (quota over the set), DRA013 (tenant-exclusive devices), DRA014 (Kueue-admissible claims)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_fitting_the_quota_is_clean_and_one_slice_more_is_an_error() -> None:
     assert audit(tenant_set(4), kubernetes_version="1.34").findings == ()
     result = audit(tenant_set(5), kubernetes_version="1.34")
     [finding] = result.findings
-    assert (finding.rule, finding.severity, finding.object) == ("DRA010", Severity.ERROR, "Deployment/team-b/app")
+    assert (finding.rule, finding.severity, finding.object) == ("DRA012", Severity.ERROR, "Deployment/team-b/app")
     assert finding.path == "spec.template.spec.resourceClaims[0].resourceClaimTemplateName"
     assert "needs 5 of" in finding.message and "allows 4" in finding.message and "5 pods x 1" in finding.message
 
@@ -83,7 +83,7 @@ def test_rolling_update_surge_past_the_quota_is_a_warning() -> None:
     docs = tenant_set(4)
     docs[-1]["spec"].pop("strategy")  # default RollingUpdate, maxSurge 25% -> 1 more pod
     [finding] = audit(docs, kubernetes_version="1.34").findings
-    assert (finding.rule, finding.severity, finding.path) == ("DRA010", Severity.WARNING, "spec.strategy")
+    assert (finding.rule, finding.severity, finding.path) == ("DRA012", Severity.WARNING, "spec.strategy")
     assert "runs 5" in finding.message
 
 
@@ -91,10 +91,10 @@ def test_other_quota_shapes() -> None:
     scoped = [quota("team-b", {f"{CLASS}.deviceclass.resource.k8s.io/devices": 1},
                                          scopes=["BestEffort"]), template("team-b"),
               deployment("team-b", replicas=3, strategy=RECREATE)]
-    assert "DRA010" not in rules(audit(scoped, kubernetes_version="1.34"))  # scoped quotas never match claims
+    assert "DRA012" not in rules(audit(scoped, kubernetes_version="1.34"))  # scoped quotas never match claims
     counted = [quota("ns", {"count/resourceclaims.resource.k8s.io": "2"}), template("ns"),
                deployment("ns", replicas=3, strategy=RECREATE)]
-    assert rules(audit(counted, kubernetes_version="1.34")) == {"DRA010"}
+    assert rules(audit(counted, kubernetes_version="1.34")) == {"DRA012"}
 
 
 def test_dra_backed_extended_resources_share_the_class_quota_from_1_36() -> None:
@@ -102,15 +102,15 @@ def test_dra_backed_extended_resources_share_the_class_quota_from_1_36() -> None
            "spec": {"terminationGracePeriodSeconds": 30,
                     "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
     docs = [quota("ns", {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 0}), pod]
-    assert "DRA010" in rules(audit(docs, kubernetes_version="1.36"))
-    assert "DRA010" not in rules(audit(docs, kubernetes_version="1.34"))  # device plugin: not the class quota
-    assert "DRA010" in rules(audit([quota("ns", {"requests.nvidia.com/gpu": 0}), pod], kubernetes_version="1.34"))
+    assert "DRA012" in rules(audit(docs, kubernetes_version="1.36"))
+    assert "DRA012" not in rules(audit(docs, kubernetes_version="1.34"))  # device plugin: not the class quota
+    assert "DRA012" in rules(audit([quota("ns", {"requests.nvidia.com/gpu": 0}), pod], kubernetes_version="1.34"))
 
 
 def test_a_tenant_class_without_quota_is_an_error() -> None:
     docs = [namespace("team-a"), quota("team-a", {f"{CLASS}.deviceclass.resource.k8s.io/devices": 1}),
             template("team-a", device_class="other.example.com")]
-    [finding] = [f for f in audit(docs, kubernetes_version="1.34").findings if f.rule == "DRA010"]
+    [finding] = [f for f in audit(docs, kubernetes_version="1.34").findings if f.rule == "DRA012"]
     assert "no ResourceQuota on DeviceClass 'other.example.com'" in finding.message
 
 
@@ -140,16 +140,16 @@ def test_claim_usage_follows_the_quota_evaluator() -> None:
 def test_tenant_claims_never_share_devices(extra: dict[str, Any], path: str) -> None:
     docs = [namespace("team-a"), quota("team-a", {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 1}),
             template("team-a", device_class="gpu.nvidia.com", **extra)]
-    findings = [f for f in audit(docs, kubernetes_version="1.36").findings if f.rule == "DRA011"]
+    findings = [f for f in audit(docs, kubernetes_version="1.36").findings if f.rule == "DRA013"]
     assert findings and findings[0].severity is Severity.ERROR and path in findings[0].path
     plain = [template("elsewhere", device_class="gpu.nvidia.com", **extra)]
-    assert "DRA011" not in rules(audit(plain, kubernetes_version="1.36"))  # not a tenant namespace
+    assert "DRA013" not in rules(audit(plain, kubernetes_version="1.36"))  # not a tenant namespace
 
 
 def test_a_tenant_namespace_never_allows_admin_access() -> None:
     docs = [namespace("team-a", **{"resource.kubernetes.io/admin-access": "true"})]
     [finding] = audit(docs, kubernetes_version="1.35").findings
-    assert finding.rule == "DRA011" and finding.object == "Namespace//team-a"
+    assert finding.rule == "DRA013" and finding.object == "Namespace//team-a"
 
 
 def _queue(ns: str) -> dict[str, Any]:
@@ -175,14 +175,14 @@ def test_kueue_managed_claims_must_be_admissible(change: str) -> None:
         devices["requests"][0]["exactly"]["allocationMode"] = "All"
         devices["requests"][0]["exactly"].pop("count")
     work = deployment("q", labels=QUEUED, by_name=change == "claim", strategy=RECREATE)
-    assert "DRA012" not in rules(audit([template("q"), deployment("q", labels=QUEUED, strategy=RECREATE)],
+    assert "DRA014" not in rules(audit([template("q"), deployment("q", labels=QUEUED, strategy=RECREATE)],
                                        kubernetes_version="1.34"))
-    findings = [f for f in audit([claim, work], kubernetes_version="1.34").findings if f.rule == "DRA012"]
+    findings = [f for f in audit([claim, work], kubernetes_version="1.34").findings if f.rule == "DRA014"]
     assert findings and all(f.severity is Severity.ERROR for f in findings)
     assert findings[0].object == "Deployment/q/app"
     # a LocalQueue in the namespace makes it Kueue-managed too
     unlabelled = deployment("q", by_name=change == "claim", strategy=RECREATE)
-    assert "DRA012" in rules(audit([_queue("q"), claim, unlabelled], kubernetes_version="1.34"))
+    assert "DRA014" in rules(audit([_queue("q"), claim, unlabelled], kubernetes_version="1.34"))
 
 
 def test_unmapped_class_and_unqueued_workload() -> None:
@@ -191,7 +191,7 @@ def test_unmapped_class_and_unqueued_workload() -> None:
         "data": {"c.yaml": "resources:\n  deviceClassMappings:\n  - name: x/y\n    deviceClassNames: [other]\n"}}
     docs = [config, template("q"), deployment("q", labels=QUEUED, strategy=RECREATE)]
     [finding] = audit(docs, kubernetes_version="1.34").findings
-    assert finding.rule == "DRA012" and "do not map" in finding.message
+    assert finding.rule == "DRA014" and "do not map" in finding.message
     result = audit([_queue("q"), template("q"), deployment("q", strategy=RECREATE)], kubernetes_version="1.34")
     [warning] = result.findings
-    assert (warning.rule, warning.severity) == ("DRA012", Severity.WARNING) and "bypasses Kueue" in warning.message
+    assert (warning.rule, warning.severity) == ("DRA014", Severity.WARNING) and "bypasses Kueue" in warning.message

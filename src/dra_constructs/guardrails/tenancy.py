@@ -1,4 +1,4 @@
-"""What the tenant rules (DRA010-DRA012) ask about a manifest set: quotas, tenants, queues, usage.
+"""What the tenant rules (DRA012-DRA014) ask about a manifest set: quotas, tenants, queues, usage.
 
 Pure Python. Device usage follows the API server's ResourceQuota evaluator for ResourceClaims
 (kubernetes ``pkg/quota/v1/evaluator/core/resource_claims.go``): an ExactCount request charges

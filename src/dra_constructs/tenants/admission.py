@@ -53,7 +53,7 @@ def device_class_policy_manifests(
             ],
             "validations": [{
                 "expression": "size(variables.outside) == 0",
-                "messageExpression": f"'DRA010: request ' + variables.outside[0] + ' names a DeviceClass outside "
+                "messageExpression": f"'DRA012: request ' + variables.outside[0] + ' names a DeviceClass outside "
                                      f"the quota of tenant namespace {namespace}; use one of "
                                      f"{', '.join(sorted(allowed_classes))}'",
                 "reason": "Forbidden",

@@ -1,4 +1,4 @@
-"""DRA012: a claim of a Kueue-managed workload is one Kueue can admit."""
+"""DRA014: a claim of a Kueue-managed workload is one Kueue can admit."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
 
 
 RULE = Rule(
-    id="DRA012",
+    id="DRA014",
     name="kueue-admissible-claims",
     severity=Severity.ERROR,
     why="Kueue admits DRA workloads only through ResourceClaimTemplates with exactly/ExactCount requests on "

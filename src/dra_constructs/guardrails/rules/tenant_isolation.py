@@ -1,4 +1,4 @@
-"""DRA011: claims of a tenant never share a device with another tenant (consumable capacity, admin access)."""
+"""DRA013: claims of a tenant never share a device with another tenant (consumable capacity, admin access)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
 
 
 RULE = Rule(
-    id="DRA011",
+    id="DRA013",
     name="tenant-exclusive-devices",
     severity=Severity.ERROR,
     why="a tenant's devices must be its own: consumable capacity, devices that allow multiple allocations and "

@@ -1,4 +1,4 @@
-"""DRA010: a namespace's claims, counted over the whole manifest set, fit its ResourceQuota on devices."""
+"""DRA012: a namespace's claims, counted over the whole manifest set, fit its ResourceQuota on devices."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
 
 
 RULE = Rule(
-    id="DRA010",
+    id="DRA012",
     name="tenant-device-quota",
     severity=Severity.ERROR,
     why="ResourceQuota counts DRA devices per DeviceClass; claims beyond it are refused at admission, so "
