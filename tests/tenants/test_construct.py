@@ -17,6 +17,7 @@ from dra_constructs import (
     GpuModel,
     MatchAttribute,
     MigRequest,
+    Target,
     set_kubernetes_version,
 )
 from dra_constructs.tenants import GpuTenant, KueueQueue, Mig, TenantPlatform, WholeGpu, set_kueue_compatible
@@ -180,3 +181,42 @@ def test_kueue_crd_validation_catches_what_the_api_server_refuses() -> None:
         validate_kueue(mismatch)
     with pytest.raises(Exception, match="cohrt"):
         validate_kueue({**good, "spec": {**good["spec"], "cohrt": "x"}})
+
+
+class _Policy:
+    """Stands for a typed config that renders itself (the sanitizer's PreemptionPolicy has .opaque())."""
+
+    def opaque(self) -> dict[str, Any]:
+        return {"driver": "sanitizer.dra-constructs.io",
+                "parameters": {"apiVersion": "sanitizer.dra-constructs.io/v1alpha1", "kind": "PreemptionPolicy",
+                               "gracePeriodSeconds": 30}}
+
+
+def test_device_config_goes_on_the_platform_classes_and_keeps_claims_admissible() -> None:
+    app = _app("1.34")
+    chart = cdk8s.Chart(app, "p")
+    platform = TenantPlatform(chart, "shared", device_config=[_Policy()])
+    tenant = GpuTenant(chart, "team-a", quotas={H100_SLICE: 1}, kueue=KueueQueue(), platform=platform)
+    tenant.claim_template(cdk8s.Chart(app, "apps", namespace="team-a"), "slice", H100_SLICE)
+    docs = _docs(app)
+    for doc in docs:
+        validate_any_schema(doc, "1.34")
+    [device_class] = _of(docs, "DeviceClass")
+    assert device_class["spec"]["config"] == [{"opaque": _Policy().opaque()}]
+    [template] = _of(docs, "ResourceClaimTemplate")
+    assert "config" not in template["spec"]["spec"]["devices"]
+    with pytest.raises(DraConstructsError, match="opaque parameters need apiVersion and kind"):
+        TenantPlatform(cdk8s.Chart(_app("1.34"), "p"), "x", device_config=[{"driver": "a.b", "parameters": {}}])
+
+
+@pytest.mark.parametrize("version", ["1.32", "1.33"])
+def test_tenants_without_kueue_validate_on_older_targets(version: str) -> None:
+    app = _app(version)
+    chart = cdk8s.Chart(app, "p")
+    tenant = GpuTenant(chart, "team-a", quotas={H100_SLICE: 2, WholeGpu(GpuModel.A100_80GB): 1})
+    tenant.claim_template(cdk8s.Chart(app, "apps", namespace="team-a"), "gpu", WholeGpu(GpuModel.A100_80GB))
+    docs = _docs(app)
+    for doc in docs:
+        validate_any_schema(doc, version)
+    assert {d["apiVersion"] for d in _of(docs, "DeviceClass")} == {Target.parse(version).resource_api_version}
+    assert not _of(docs, "ClusterQueue") and tenant.queue_labels == {}

@@ -90,3 +90,9 @@ def test_quota_hard_closes_the_driver_classes_and_caps_extended_names_where_dra_
     assert hard_136["requests.nvidia.com/gpu"] == "0"  # the driver's gpu.nvidia.com extendedResourceName
     assert hard_136["requests.deviceclass.resource.kubernetes.io/h100-80gb-1g.10gb.mig.dra-constructs.io"] == "4"
     assert hard_136["requests.deviceclass.resource.kubernetes.io/mig.nvidia.com"] == "0"
+
+
+def test_target_decides_kueue_and_dra_backed_extended_resources() -> None:
+    assert [Target.parse(f"1.{m}").supports_kueue_dra for m in range(32, 38)] == [False, False, True, True, True, True]
+    assert [Target.parse(f"1.{m}").has_dra_extended_resources for m in range(32, 38)] == [
+        False, False, False, False, True, True]

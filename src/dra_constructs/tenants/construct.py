@@ -101,8 +101,9 @@ class TenantPlatform(constructs.Construct):
 
     :param class_domain: domain of the emitted DeviceClass names. Default ``dra-constructs.io``.
     :param device_config: opaque device configuration for every emitted DeviceClass
-        (``[{"driver": ..., "parameters": {...}}]``), e.g. a preemption policy addressed to the
-        sanitizer: Kueue does not admit per-claim config, the class-level form is admitted.
+        (``[{"driver": ..., "parameters": {...}}]``, or objects with ``.opaque()`` such as the
+        sanitizer's preemption policy): Kueue does not admit per-claim config, the class-level
+        form is admitted.
     :param flavor: the Kueue ResourFlavor name. Default ``dra-constructs-gpu``.
     :param flavor_node_labels: ``nodeLabels`` of the flavor (the GPU nodes). Default none.
     :param kueue_config_namespace: namespace of the ConfigMap carrying the Kueue configuration
@@ -116,7 +117,7 @@ class TenantPlatform(constructs.Construct):
         id: str,
         *,
         class_domain: str = DEFAULT_CLASS_DOMAIN,
-        device_config: Sequence[Mapping[str, Any]] = (),
+        device_config: Sequence[Any] = (),
         flavor: str = "dra-constructs-gpu",
         flavor_node_labels: Mapping[str, str] | None = None,
         kueue_config_namespace: str | None = "kueue-system",
@@ -140,7 +141,13 @@ class TenantPlatform(constructs.Construct):
             registry.platform = self
 
     @staticmethod
-    def _opaque(where: str, index: int, config: Mapping[str, Any]) -> dict[str, Any]:
+    def _opaque(where: str, index: int, config: Any) -> dict[str, Any]:
+        opaque = getattr(config, "opaque", None)
+        if callable(opaque):  # a typed config (e.g. the sanitizer's PreemptionPolicy) renders itself
+            config = opaque()
+        if not isinstance(config, Mapping):
+            raise DraConstructsError(where, f"device_config[{index}]", config, "not an opaque device config",
+                                     "pass {'driver': ..., 'parameters': {...}} or an object with .opaque()")
         driver, parameters = config.get("driver"), config.get("parameters")
         if not isinstance(parameters, Mapping) or not {"apiVersion", "kind"} <= set(parameters):
             raise DraConstructsError(where, f"device_config[{index}].parameters", parameters,
