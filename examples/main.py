@@ -19,12 +19,13 @@ import mig_inference_pod
 import multi_slice_training_job
 import two_tenants_kueue
 import two_tenants_with_sanitizer
+import vllm_inference
 import whole_gpu_deployment
 
 from dra_constructs import Target, set_kubernetes_version
 
 EXAMPLES = (mig_inference_pod, multi_slice_training_job, whole_gpu_deployment, two_tenants_with_sanitizer,
-            two_tenants_kueue)
+            vllm_inference, two_tenants_kueue)
 TARGETS = {"1.32": "", "1.34": "k8s-1.34"}
 
 

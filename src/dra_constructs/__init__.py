@@ -24,12 +24,14 @@ from .requests import (
 )
 from .target import Target
 from .tenants.quota import Mig, WholeGpu
+from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
     from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version, set_kueue_compatible
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
-    from .guardrails.app_validation import suppress
+    from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
+    from .plus import attach_claims
     from .sanitizer.construct import SanitizerDaemonSet
     from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
@@ -46,6 +48,9 @@ _LAZY = {
     "GpuStatefulSet": ".workloads",
     "KUBERNETES_VERSION_CONTEXT": "._scope",
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
+    "GuardrailsError": ".guardrails.app_validation",
+    "attach_claims": ".plus",
+    "enable_guardrails": ".guardrails.app_validation",
     "SanitizerDaemonSet": ".sanitizer.construct",
     "GpuTenant": ".tenants.construct",
     "KueueQueue": ".tenants.construct",
@@ -76,17 +81,23 @@ __all__ = [
     "GpuStatefulSet",
     "GpuTenant",
     "GuardrailsAdmissionPolicy",
+    "GuardrailsError",
     "KueueQueue",
     "MatchAttribute",
     "Mig",
     "MigRequest",
     "PodClaim",
+    "PodFailurePolicy",
     "PreStop",
+    "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
     "TenantPlatform",
+    "VolumeClaimTemplate",
     "WholeGpu",
     "__version__",
+    "attach_claims",
+    "enable_guardrails",
     "render_claim_spec",
     "render_pod_spec",
     "set_inventory",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import constructs
 
+from .errors import DraConstructsError
 from .target import Target
 
 if TYPE_CHECKING:
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KUBERNETES_VERSION_CONTEXT",
     "KUEUE_COMPATIBLE_CONTEXT",
+    "generated_name",
     "guard",
     "lazy_path",
     "resolve_inventory",
@@ -69,8 +73,18 @@ def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -
 
     Call it before adding charts; a construct's own ``kubernetes_version=`` still wins.
     """
-    target = Target.parse(version, f"{scope.node.path or 'App'}: set_kubernetes_version")
-    scope.node.set_context(KUBERNETES_VERSION_CONTEXT, str(target))
+    where = scope.node.path or "App"
+    target = Target.parse(version, f"{where}: set_kubernetes_version")
+    try:
+        scope.node.set_context(KUBERNETES_VERSION_CONTEXT, str(target))
+    except RuntimeError:  # jsii: "Cannot set context after children have been added"
+        children = ", ".join(c.node.id for c in scope.node.children)
+        raise DraConstructsError(
+            where, "set_kubernetes_version", str(target),
+            f"cdk8s fixes the context once children exist (it already has {children})",
+            "call set_kubernetes_version(app, ...) right after cdk8s.App(), before creating charts "
+            "(or pass kubernetes_version= to each construct)",
+        ) from None
     return target
 
 
@@ -114,6 +128,33 @@ def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
         app = scope.node.root.node.addr
         _APP_BY_SCOPE[scope] = app
     return _INVENTORY_BY_APP.get(app, default)
+
+
+# cdk8s derives metadata.name from the construct path but keeps '_' and '.' (it only lowercases),
+# which the API server rejects in DNS-1123 names. Ids made of these characters are safe.
+_SAFE_ID = re.compile(r"^[A-Za-z0-9-]+$")
+_SCOPE_IS_SAFE: weakref.WeakKeyDictionary[constructs.Construct, tuple[bool, str]] = weakref.WeakKeyDictionary()
+
+
+def generated_name(scope: constructs.Construct, id: str, max_length: int = 63) -> str | None:
+    """``None`` when cdk8s's generated name for child ``id`` is valid, else a valid DNS-1123 name.
+
+    The derived name has cdk8s's shape (path components joined by '-', an 8-character hash of the
+    full path) with every character outside ``[a-z0-9-]`` replaced. Costs no jsii call when the id
+    and the scope's path are safe (checked once per scope).
+    """
+    cached = _SCOPE_IS_SAFE.get(scope)
+    if cached is None:
+        path = scope.node.path
+        cached = (all(_SAFE_ID.match(part) for part in path.split("/") if part), path)
+        _SCOPE_IS_SAFE[scope] = cached
+    if cached[0] and _SAFE_ID.match(id):
+        return None
+    path = f"{cached[1]}/{id}" if cached[1] else id
+    digest = hashlib.sha256(path.encode()).hexdigest()[:8]
+    body = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", "-".join(p for p in path.lower().split("/") if p)))
+    body = body[-(max_length - 9):].strip("-")
+    return f"{body}-{digest}" if body else digest
 
 
 #: cdk8s context key: every claim template under the scope must be admissible by Kueue.

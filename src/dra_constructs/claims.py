@@ -8,7 +8,7 @@ from typing import Any
 import cdk8s
 import constructs
 
-from ._scope import guard, lazy_path, resolve_inventory, resolve_kueue_compatible, resolve_target
+from ._scope import generated_name, guard, lazy_path, resolve_inventory, resolve_kueue_compatible, resolve_target
 from .catalog import GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse
@@ -89,6 +89,7 @@ class GpuClaimTemplate(cdk8s.ApiObject):
     ) -> None:
         where = lazy_path(scope, id)
         target = resolve_target(scope, kubernetes_version, id)
+        name = name if name is not None else generated_name(scope, id)  # ids with '_' or '.': cdk8s's is invalid
         metadata = object_metadata(where, name, namespace, labels, annotations)
         self.claim_name = check_dns_label(where, "claim_name", claim_name or to_dns_label(id))
         self.target = target
