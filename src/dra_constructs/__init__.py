@@ -24,16 +24,18 @@ from .requests import (
 )
 from .sanitizer.runtime.policy import ContextsRemaining, PreemptionPolicy
 from .target import Target
+from .tenants.quota import Mig, WholeGpu
 from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
+    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version, set_kueue_compatible
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
     from .plus import attach_claims
     from .sanitizer.construct import SanitizerDaemonSet
     from .sanitizer.policy_class import PreemptionPolicyDeviceClass
+    from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
 __version__ = "0.1.0"
@@ -53,6 +55,10 @@ _LAZY = {
     "enable_guardrails": ".guardrails.app_validation",
     "SanitizerDaemonSet": ".sanitizer.construct",
     "PreemptionPolicyDeviceClass": ".sanitizer.policy_class",
+    "GpuTenant": ".tenants.construct",
+    "KueueQueue": ".tenants.construct",
+    "TenantPlatform": ".tenants.construct",
+    "set_kueue_compatible": "._scope",
     "suppress": ".guardrails.app_validation",
     "set_inventory": "._scope",
     "set_kubernetes_version": "._scope",
@@ -77,9 +83,12 @@ __all__ = [
     "GpuPod",
     "GpuRequest",
     "GpuStatefulSet",
+    "GpuTenant",
     "GuardrailsAdmissionPolicy",
     "GuardrailsError",
+    "KueueQueue",
     "MatchAttribute",
+    "Mig",
     "MigRequest",
     "PodClaim",
     "PodFailurePolicy",
@@ -89,7 +98,9 @@ __all__ = [
     "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
+    "TenantPlatform",
     "VolumeClaimTemplate",
+    "WholeGpu",
     "__version__",
     "attach_claims",
     "enable_guardrails",
@@ -97,6 +108,7 @@ __all__ = [
     "render_pod_spec",
     "set_inventory",
     "set_kubernetes_version",
+    "set_kueue_compatible",
     "suppress",
 ]
 

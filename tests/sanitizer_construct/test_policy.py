@@ -83,3 +83,10 @@ def test_device_class_form_for_kueue(version: str) -> None:
     assert "mig" in doc["spec"]["selectors"][0]["cel"]["expression"]
     with pytest.raises(DraConstructsError, match="devices"):
         PreemptionPolicyDeviceClass(chart, "bad", name="x", policy=POLICY, devices="tpu")  # type: ignore[arg-type]
+
+
+def test_kueue_compatible_claims_refuse_a_per_claim_policy() -> None:
+    with pytest.raises(DraConstructsError, match="DeviceClass"):
+        GpuClaimTemplate(new_chart("1.34"), "slice", requests=[
+            MigRequest(name="mig", gpu=GpuModel.A100_80GB, profile="1g.10gb")], preemption_policy=POLICY,
+            kueue_compatible=True)
