@@ -23,15 +23,17 @@ from .requests import (
     render_claim_spec,
 )
 from .target import Target
+from .tenants.quota import Mig, WholeGpu
 from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
+    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version, set_kueue_compatible
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
     from .plus import attach_claims
     from .sanitizer.construct import SanitizerDaemonSet
+    from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
 __version__ = "0.1.0"
@@ -50,6 +52,10 @@ _LAZY = {
     "attach_claims": ".plus",
     "enable_guardrails": ".guardrails.app_validation",
     "SanitizerDaemonSet": ".sanitizer.construct",
+    "GpuTenant": ".tenants.construct",
+    "KueueQueue": ".tenants.construct",
+    "TenantPlatform": ".tenants.construct",
+    "set_kueue_compatible": "._scope",
     "suppress": ".guardrails.app_validation",
     "set_inventory": "._scope",
     "set_kubernetes_version": "._scope",
@@ -73,9 +79,12 @@ __all__ = [
     "GpuPod",
     "GpuRequest",
     "GpuStatefulSet",
+    "GpuTenant",
     "GuardrailsAdmissionPolicy",
     "GuardrailsError",
+    "KueueQueue",
     "MatchAttribute",
+    "Mig",
     "MigRequest",
     "PodClaim",
     "PodFailurePolicy",
@@ -83,7 +92,9 @@ __all__ = [
     "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
+    "TenantPlatform",
     "VolumeClaimTemplate",
+    "WholeGpu",
     "__version__",
     "attach_claims",
     "enable_guardrails",
@@ -91,6 +102,7 @@ __all__ = [
     "render_pod_spec",
     "set_inventory",
     "set_kubernetes_version",
+    "set_kueue_compatible",
     "suppress",
 ]
 
