@@ -129,6 +129,17 @@ class Target:
         return self.minor >= 36
 
     @property
+    def cel_list_type_attributes(self) -> bool:
+        """Whether attribute values may be lists (DRAListTypeAttributes) with default feature gates.
+
+        The gate is alpha (off) from 1.36 and still alpha in 1.37, so no supported version has it
+        on by default. With it, compile.go types attribute values ``dyn`` instead of ``any``
+        (comprehensions over them compile, a ``dyn`` result is accepted) and declares
+        ``includes()`` (introduced 1.36, so usable from the 1.37 API server).
+        """
+        return False
+
+    @property
     def cel_cost_estimator_bug(self) -> bool:
         """1.32.0-1.32.2 had no size estimator: attribute strings count as unbounded."""
         return self.minor == 32 and self.patch is not None and self.patch < 3
