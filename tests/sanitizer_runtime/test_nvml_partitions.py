@@ -164,6 +164,9 @@ class FakeNvml:
     def nvmlDeviceGetGpuInstanceId(self, mig: Any) -> int:
         return int(mig[1])
 
+    def nvmlDeviceGetComputeInstanceId(self, mig: Any) -> int:
+        return 0
+
 
 class FakeDevices:
     """What NvmlPartitions uses of NvmlDevices: the module, the error mapping, MIG mode, profiles."""

@@ -120,8 +120,13 @@ def test_release_finished_after_a_crash_carries_the_verify_figures(standin: Make
 
 def test_mig_instance_reset_on_a_driver_that_cannot_fails_closed(standin: MakeNode, fake_api: FakeApi,  # noqa: F811
                                                                  tmp_path: Path) -> None:
-    """Item 12 with the real NVML backend: a reset the driver refuses quarantines, never releases."""
-    standin([a100_mig("GPU-m", 0, [GI(1, [CI("MIG-m1")], placement_start=0)])])
+    """Item 12 with the real NVML backend: a reset the driver refuses quarantines, never releases.
+
+    (The stand-in implements the reset calls; ``test_standin_partitions.py`` runs them. Here the
+    driver answers NOT_SUPPORTED to the first of them, as one without MIG management would.)
+    """
+    standin([a100_mig("GPU-m", 0, [GI(1, [CI("MIG-m1")], placement_start=0)], error=3,
+                      error_call="nvmlDeviceGetGpuInstances")])
     rt = _with_api(fake_api, tmp_path, partition_reset="mig-instance")
     device = rt.devices[0]
     rt.barrier.run(device, "startup-unknown")

@@ -65,6 +65,9 @@ class CI:
 
     uuid: str
     id: int = 0
+    profile_index: int = 0             # NVML_COMPUTE_INSTANCE_PROFILE_* (0: 1 slice)
+    placement_start: int | None = None  # compute slice inside the GI (default: its index)
+    placement_size: int = 1
 
 
 @dataclass
@@ -84,6 +87,7 @@ class GI:
     unlisted_used: int = 0         # held by a process NVML does not list
     error: int = 0                 # NVML error for error_call (or every call) on this GI's handles
     error_call: str = ""
+    present: bool = True           # False: only a possible placement (created by NVML calls, DynamicMIG)
 
 
 @dataclass
@@ -148,9 +152,13 @@ class Node:
                             "memory_mb", "total", "reserved", "unlisted_used", "error", "error_call"):
                     lines[f"gpu.{g}.gi.{i}.{key}"] = getattr(gi, key)
                 lines[f"gpu.{g}.gi.{i}.cis"] = len(gi.cis)
+                lines[f"gpu.{g}.gi.{i}.present"] = int(gi.present)
                 for c, ci in enumerate(gi.cis):
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.uuid"] = ci.uuid
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.id"] = ci.id
+                    lines[f"gpu.{g}.gi.{i}.ci.{c}.profile_index"] = ci.profile_index
+                    lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_start"] = c if ci.placement_start is None else ci.placement_start
+                    lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_size"] = ci.placement_size
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".tmp")
         tmp.write_text("".join(f"{k}={v}\n" for k, v in lines.items()), encoding="utf-8")
@@ -167,6 +175,20 @@ class Node:
         """The device memory's current bytes (what the next tenant could read)."""
         name = f"gpu{gpu}" if gi is None else f"gpu{gpu}-gi{gi}"
         return (self.state_dir / f"mem-{name}").read_bytes()
+
+    def layout(self) -> dict[int, list[str]]:
+        """GI slot -> UUIDs of its live compute instances, as the stand-in keeps them after NVML changes."""
+        path = self.state_dir / "layout"
+        if not path.exists():
+            return {i: [c.uuid for c in gi.cis] for gpu in self.gpus for i, gi in enumerate(gpu.gis) if gi.present}
+        present: dict[int, list[str]] = {}
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if parts[0] == "gi" and parts[3] == "1":
+                present[int(parts[2])] = []
+            elif parts[0] == "ci" and parts[4] == "0" and int(parts[2]) in present:
+                present[int(parts[2])].append(parts[9])
+        return present
 
     def compute_mode(self, uuid: str) -> int:
         """NVML compute mode of a GPU / MIG device as the stand-in keeps it (0 = DEFAULT)."""

@@ -19,11 +19,14 @@
 #define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_ERROR_IN_USE 19
+#define NVML_ERROR_INSUFFICIENT_RESOURCES 23
 #define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
 #define NVML_ERROR_UNKNOWN 999
 
 #define MAGIC_DEV 0x4e564456
 #define MAGIC_GI 0x4e564749
+#define MAGIC_CI 0x4e564349
 
 typedef struct { int magic; int gpu; int gi; int ci; } dev_t_;     /* gi < 0: the whole GPU */
 typedef struct { int magic; int gpu; int gi; } gi_t_;
@@ -56,7 +59,13 @@ static gi_t_ gi_h[SI_MAX_GPUS][SI_MAX_GIS];
 static si_region regions[SI_MAX_GPUS][SI_MAX_GIS + 1];
 static int initialized;
 
-static int valid(const dev_t_ *h) { return h && h->magic == MAGIC_DEV; }
+/* A MIG device handle is valid while its GI and CI exist (destroyed: the handle is stale). */
+static int valid(const dev_t_ *h) {
+    if (!h || h->magic != MAGIC_DEV) return 0;
+    if (h->gi < 0) return 1;
+    const si_gi *I = &si_cfg.gpus[h->gpu].gis[h->gi];
+    return I->present && h->ci < I->ncis && !I->cis[h->ci].dead;
+}
 
 static si_region *region_of(const dev_t_ *h) { return &regions[h->gpu][h->gi + 1]; }
 
@@ -91,7 +100,7 @@ int nvmlInitWithFlags(unsigned flags) {
         for (int i = 0; i < G->ngis; i++) {
             gi_h[g][i] = (gi_t_){MAGIC_GI, g, i};
             if (G->mig && si_region_of(g, i, &regions[g][i + 1]) != 0) return NVML_ERROR_UNKNOWN;
-            for (int c = 0; c < G->gis[i].ncis; c++) mig_h[g][i][c] = (dev_t_){MAGIC_DEV, g, i, c};
+            for (int c = 0; c < SI_MAX_CIS; c++) mig_h[g][i][c] = (dev_t_){MAGIC_DEV, g, i, c};
         }
     }
     initialized = 1;
@@ -118,6 +127,7 @@ const char *nvmlErrorString(int result) {
     case 15: return "GPU is lost";
     case 17: return "Operating System Error";
     case 19: return "In use by another client";
+    case 23: return "Insufficient Resources";
     case 25: return "Argument version mismatch";
     default: return "Unknown Error";
     }
@@ -230,7 +240,7 @@ int nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t h, unsigned index, nvmlDevi
     unsigned n = 0;
     for (int i = 0; i < G->ngis; i++)
         for (int c = 0; c < G->gis[i].ncis; c++, n++)
-            if (n == index) {
+            if (n == index && !G->gis[i].cis[c].dead) {
                 int e = fail(&mig_h[h->gpu][i][c], "nvmlDeviceGetMigDeviceHandleByIndex");
                 if (e) return e;
                 *mig = &mig_h[h->gpu][i][c];
@@ -258,7 +268,7 @@ int nvmlDeviceGetGpuInstanceById(nvmlDevice_t h, unsigned id, nvmlGpuInstance_t 
     const si_gpu *G = &si_cfg.gpus[h->gpu];
     if (h->gi >= 0 || !G->mig) return NVML_ERROR_INVALID_ARGUMENT;
     for (int i = 0; i < G->ngis; i++)
-        if (G->gis[i].id == id) {
+        if (G->gis[i].present && G->gis[i].id == id) {
             dev_t_ probe = {MAGIC_DEV, h->gpu, i, 0};
             int e = fail(&probe, "nvmlDeviceGetGpuInstanceById");
             if (e) return e;
@@ -270,7 +280,7 @@ int nvmlDeviceGetGpuInstanceById(nvmlDevice_t h, unsigned id, nvmlGpuInstance_t 
 
 int nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
-    if (!gi || gi->magic != MAGIC_GI) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!gi || gi->magic != MAGIC_GI || !si_cfg.gpus[gi->gpu].gis[gi->gi].present) return NVML_ERROR_INVALID_ARGUMENT;
     dev_t_ probe = {MAGIC_DEV, gi->gpu, gi->gi, 0};
     int e = fail(&probe, "nvmlGpuInstanceGetInfo");
     if (e) return e;
@@ -441,4 +451,311 @@ int nvmlDeviceGetComputeMode(nvmlDevice_t h, int *mode) {
     CHECK(h, "nvmlDeviceGetComputeMode");
     *mode = si_get_mode(mode_uuid(h));
     return NVML_SUCCESS;
+}
+
+/* --- MIG reconfiguration: GPU instances and compute instances at placements ---------------------
+ *
+ * The configured GIs are the GPU's possible placements ("slots"); `present` says whether a GI exists
+ * there now. Creating and destroying them follows nvml.h: a GI or CI in use (a context on it, or
+ * memory held by a process NVML does not list: unlisted_used) is not destroyed (NVML_ERROR_IN_USE);
+ * a GI over memory slices another GI holds, or a CI over compute slices another CI holds, is not
+ * created (NVML_ERROR_INSUFFICIENT_RESOURCES). Changes persist in <state_dir>/layout. The slot's
+ * memory file is kept across destroy/create: whatever the previous tenant left is still there.
+ */
+
+typedef struct { int magic; int gpu; int gi; int ci; } ci_t_;
+typedef ci_t_ *nvmlComputeInstance_t;
+typedef struct { unsigned start, size; } nvmlComputeInstancePlacement_t;
+typedef struct {
+    nvmlDevice_t device;
+    nvmlGpuInstance_t gpuInstance;
+    unsigned id, profileId;
+    nvmlComputeInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+typedef struct {
+    unsigned id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount,
+        sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+typedef struct {
+    unsigned version, id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount,
+        sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+    char name[96];
+} nvmlComputeInstanceProfileInfo_v2_t;
+#define nvmlComputeInstanceProfileInfo_v2 ((unsigned)(sizeof(nvmlComputeInstanceProfileInfo_v2_t) | (2 << 24)))
+
+/* NVML_COMPUTE_INSTANCE_PROFILE_{1,2,3,4,7,8,6}_SLICE: compute slices of each profile index. */
+static const unsigned ci_slices[] = {1, 2, 3, 4, 7, 8, 6};
+#define CI_PROFILES ((unsigned)(sizeof ci_slices / sizeof ci_slices[0]))
+
+static ci_t_ ci_h[SI_MAX_GPUS][SI_MAX_GIS][SI_MAX_CIS];
+
+static int gpu_parent(nvmlDevice_t h, const char *call) {
+    CHECK(h, call);
+    if (h->gi >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!si_cfg.gpus[h->gpu].mig) return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+/* The configured error of a GI slot for `call` (error / error_call knobs), or 0. */
+static int slot_fail(int g, int i, const char *call) {
+    dev_t_ probe = {MAGIC_DEV, g, i, 0};
+    return fail(&probe, call);
+}
+
+static int gi_check(nvmlGpuInstance_t gi, const char *call) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!gi || gi->magic != MAGIC_GI || !si_cfg.gpus[gi->gpu].gis[gi->gi].present) return NVML_ERROR_INVALID_ARGUMENT;
+    return slot_fail(gi->gpu, gi->gi, call);
+}
+
+static int ci_check(nvmlComputeInstance_t ci, const char *call) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!ci || ci->magic != MAGIC_CI) return NVML_ERROR_INVALID_ARGUMENT;
+    const si_gi *I = &si_cfg.gpus[ci->gpu].gis[ci->gi];
+    if (!I->present || ci->ci >= I->ncis || I->cis[ci->ci].dead) return NVML_ERROR_INVALID_ARGUMENT;
+    return slot_fail(ci->gpu, ci->gi, call);
+}
+
+/* True if the slot's memory has a context (of compute instance `c`, or any if c < 0) or unlisted use. */
+static int in_use(int g, int i, int c) {
+    const si_gi *I = &si_cfg.gpus[g].gis[i];
+    if (I->unlisted_used) return 1;  /* a process NVML does not list holds memory there */
+    si_region *r = &regions[g][i + 1];
+    si_entry tab[SI_TAB_ENTRIES];
+    int fd = si_lock(r);
+    if (fd < 0) return 1;
+    int bad = si_table_read(fd, r, tab) != 0;
+    si_unlock(fd);
+    if (bad) return 1;
+    for (int k = 0; k < SI_TAB_ENTRIES; k++)
+        if (tab[k].kind != SI_FREE && (c < 0 || tab[k].ci == c)) return 1;
+    return 0;
+}
+
+static int live_cis(const si_gi *I) {
+    int n = 0;
+    for (int c = 0; c < I->ncis; c++) n += !I->cis[c].dead;
+    return n;
+}
+
+static int slot_of_profile(const si_gpu *G, unsigned profile_id) {
+    for (int i = 0; i < G->ngis; i++)
+        if (G->gis[i].profile_id == profile_id) return i;
+    return -1;
+}
+
+int nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t h, unsigned profile_id, nvmlGpuInstanceProfileInfo_v2_t *info) {
+    int e = gpu_parent(h, "nvmlDeviceGetGpuInstanceProfileInfoByIdV");
+    if (e) return e;
+    if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    int i = slot_of_profile(&si_cfg.gpus[h->gpu], profile_id);
+    if (i < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    info->version = nvmlGpuInstanceProfileInfo_v2;
+    return nvmlDeviceGetGpuInstanceProfileInfoV(h, si_cfg.gpus[h->gpu].gis[i].profile_index, info);
+}
+
+int nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t h, unsigned profile_id,
+                                                  nvmlGpuInstancePlacement_t *placements, unsigned *count) {
+    int e = gpu_parent(h, "nvmlDeviceGetGpuInstancePossiblePlacements_v2");
+    if (e) return e;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    if (slot_of_profile(G, profile_id) < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned n = 0;
+    for (int i = 0; i < G->ngis; i++) {
+        if (G->gis[i].profile_id != profile_id) continue;
+        if (placements) {
+            if (n >= *count) return NVML_ERROR_INSUFFICIENT_SIZE;
+            placements[n] = (nvmlGpuInstancePlacement_t){G->gis[i].placement_start, G->gis[i].placement_size};
+        }
+        n++;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetGpuInstances(nvmlDevice_t h, unsigned profile_id, nvmlGpuInstance_t *gis, unsigned *count) {
+    int e = gpu_parent(h, "nvmlDeviceGetGpuInstances");
+    if (e) return e;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    if (slot_of_profile(G, profile_id) < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned n = 0;
+    for (int i = 0; i < G->ngis; i++)
+        if (G->gis[i].present && G->gis[i].profile_id == profile_id) gis[n++] = &gi_h[h->gpu][i];
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+static int overlaps(unsigned a, unsigned an, unsigned b, unsigned bn) { return a < b + bn && b < a + an; }
+
+static int create_gi_at(nvmlDevice_t h, int i, nvmlGpuInstance_t *gi, const char *call) {
+    si_gpu *G = &si_cfg.gpus[h->gpu];
+    si_gi *I = &G->gis[i];
+    int e = slot_fail(h->gpu, i, call);
+    if (e) return e;
+    for (int j = 0; j < G->ngis; j++)
+        if (G->gis[j].present && overlaps(I->placement_start, I->placement_size, G->gis[j].placement_start,
+                                          G->gis[j].placement_size))
+            return NVML_ERROR_INSUFFICIENT_RESOURCES;  /* another GI holds (some of) these memory slices */
+    I->present = 1;
+    I->ncis = 0;
+    gi_h[h->gpu][i] = (gi_t_){MAGIC_GI, h->gpu, i};
+    if (si_layout_save() != 0) return NVML_ERROR_UNKNOWN;
+    *gi = &gi_h[h->gpu][i];
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t h, unsigned profile_id,
+                                             const nvmlGpuInstancePlacement_t *placement, nvmlGpuInstance_t *gi) {
+    int e = gpu_parent(h, "nvmlDeviceCreateGpuInstanceWithPlacement");
+    if (e) return e;
+    if (!placement || !gi) return NVML_ERROR_INVALID_ARGUMENT;
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    for (int i = 0; i < G->ngis; i++)
+        if (G->gis[i].profile_id == profile_id && G->gis[i].placement_start == placement->start &&
+            G->gis[i].placement_size == placement->size)
+            return create_gi_at(h, i, gi, "nvmlDeviceCreateGpuInstanceWithPlacement");
+    return NVML_ERROR_INVALID_ARGUMENT;  /* not a placement of this profile */
+}
+
+int nvmlDeviceCreateGpuInstance(nvmlDevice_t h, unsigned profile_id, nvmlGpuInstance_t *gi) {
+    int e = gpu_parent(h, "nvmlDeviceCreateGpuInstance");
+    if (e) return e;
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    int found = 0;
+    for (int i = 0; i < G->ngis; i++) {
+        if (G->gis[i].profile_id != profile_id) continue;
+        found = 1;
+        if (create_gi_at(h, i, gi, "nvmlDeviceCreateGpuInstance") == NVML_SUCCESS) return NVML_SUCCESS;
+    }
+    return found ? NVML_ERROR_INSUFFICIENT_RESOURCES : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+int nvmlGpuInstanceDestroy(nvmlGpuInstance_t gi) {
+    int e = gi_check(gi, "nvmlGpuInstanceDestroy");
+    if (e) return e;
+    si_gi *I = &si_cfg.gpus[gi->gpu].gis[gi->gi];
+    if (live_cis(I) || in_use(gi->gpu, gi->gi, -1)) return NVML_ERROR_IN_USE;  /* CIs or processes active */
+    I->present = 0;
+    I->ncis = 0;
+    return si_layout_save() == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+static int ci_profile(nvmlGpuInstance_t gi, unsigned profile, unsigned eng, nvmlComputeInstanceProfileInfo_t *out,
+                      const char *call) {
+    int e = gi_check(gi, call);
+    if (e) return e;
+    const si_gi *I = &si_cfg.gpus[gi->gpu].gis[gi->gi];
+    if (profile >= CI_PROFILES + 2) return NVML_ERROR_INVALID_ARGUMENT;  /* past ..._2_SLICE_REV1 */
+    if (eng != 0 || profile >= CI_PROFILES || ci_slices[profile] > I->slices) return NVML_ERROR_NOT_SUPPORTED;
+    memset(out, 0, sizeof *out);
+    out->id = profile;
+    out->sliceCount = ci_slices[profile];
+    out->instanceCount = I->slices / ci_slices[profile];
+    out->multiprocessorCount = 14 * ci_slices[profile];
+    return NVML_SUCCESS;
+}
+
+int nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi, unsigned profile, unsigned eng,
+                                                 nvmlComputeInstanceProfileInfo_t *info) {
+    return ci_profile(gi, profile, eng, info, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+}
+
+int nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gi, unsigned profile, unsigned eng,
+                                                  nvmlComputeInstanceProfileInfo_v2_t *info) {
+    if (info->version != nvmlComputeInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    nvmlComputeInstanceProfileInfo_t v1;
+    int e = ci_profile(gi, profile, eng, &v1, "nvmlGpuInstanceGetComputeInstanceProfileInfoV");
+    if (e) return e;
+    memcpy(&info->id, &v1, sizeof v1);
+    const si_gi *I = &si_cfg.gpus[gi->gpu].gis[gi->gi];
+    snprintf(info->name, sizeof info->name, "MIG %uc.%ug.%llugb", v1.sliceCount, I->slices, I->memory_mb / 1024);
+    return NVML_SUCCESS;
+}
+
+static int create_ci(nvmlGpuInstance_t gi, unsigned profile, unsigned start, nvmlComputeInstance_t *ci) {
+    si_gi *I = &si_cfg.gpus[gi->gpu].gis[gi->gi];
+    unsigned size = ci_slices[profile];
+    if (start + size > I->slices || start % size) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    int slot = -1;
+    unsigned id = 0;
+    for (int c = 0; c < I->ncis; c++) {
+        const si_ci *C = &I->cis[c];
+        if (C->dead) { if (slot < 0) slot = c; continue; }
+        if (overlaps(start, size, C->placement_start, C->placement_size)) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+        if (C->id >= id) id = C->id + 1;
+    }
+    if (slot < 0) {
+        if (I->ncis >= SI_MAX_CIS) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+        slot = I->ncis++;
+    }
+    si_ci *C = &I->cis[slot];
+    unsigned gen = ++si_cfg.generation;
+    *C = (si_ci){.index = slot, .id = id, .profile_index = profile, .placement_start = start, .placement_size = size};
+    snprintf(C->uuid, sizeof C->uuid, "MIG-%08x-%04x-4%03x-8%03x-%012x", 0x5a000000u | gen, (unsigned)gi->gpu,
+             (unsigned)gi->gi, (unsigned)slot, gen);
+    ci_h[gi->gpu][gi->gi][slot] = (ci_t_){MAGIC_CI, gi->gpu, gi->gi, slot};
+    if (si_layout_save() != 0) return NVML_ERROR_UNKNOWN;
+    *ci = &ci_h[gi->gpu][gi->gi][slot];
+    return NVML_SUCCESS;
+}
+
+int nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlGpuInstance_t gi, unsigned profile_id,
+                                                      const nvmlComputeInstancePlacement_t *placement,
+                                                      nvmlComputeInstance_t *ci) {
+    int e = gi_check(gi, "nvmlGpuInstanceCreateComputeInstanceWithPlacement");
+    if (e) return e;
+    if (!placement || !ci || profile_id >= CI_PROFILES) return NVML_ERROR_INVALID_ARGUMENT;
+    if (placement->size != ci_slices[profile_id]) return NVML_ERROR_INVALID_ARGUMENT;
+    return create_ci(gi, profile_id, placement->start, ci);
+}
+
+int nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned profile_id, nvmlComputeInstance_t *ci) {
+    int e = gi_check(gi, "nvmlGpuInstanceCreateComputeInstance");
+    if (e) return e;
+    if (!ci || profile_id >= CI_PROFILES) return NVML_ERROR_INVALID_ARGUMENT;
+    const si_gi *I = &si_cfg.gpus[gi->gpu].gis[gi->gi];
+    for (unsigned start = 0; start + ci_slices[profile_id] <= I->slices; start += ci_slices[profile_id])
+        if (create_ci(gi, profile_id, start, ci) == NVML_SUCCESS) return NVML_SUCCESS;
+    return NVML_ERROR_INSUFFICIENT_RESOURCES;
+}
+
+int nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, unsigned profile_id, nvmlComputeInstance_t *cis,
+                                       unsigned *count) {
+    int e = gi_check(gi, "nvmlGpuInstanceGetComputeInstances");
+    if (e) return e;
+    if (!count || profile_id >= CI_PROFILES + 2) return NVML_ERROR_INVALID_ARGUMENT;
+    const si_gi *I = &si_cfg.gpus[gi->gpu].gis[gi->gi];
+    unsigned n = 0;
+    for (int c = 0; c < I->ncis; c++) {
+        if (I->cis[c].dead || I->cis[c].profile_index != profile_id) continue;
+        ci_h[gi->gpu][gi->gi][c] = (ci_t_){MAGIC_CI, gi->gpu, gi->gi, c};
+        cis[n++] = &ci_h[gi->gpu][gi->gi][c];
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+int nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info) {
+    int e = ci_check(ci, "nvmlComputeInstanceGetInfo_v2");
+    if (e) return e;
+    const si_ci *C = &si_cfg.gpus[ci->gpu].gis[ci->gi].cis[ci->ci];
+    info->device = &gpu_h[ci->gpu];
+    info->gpuInstance = &gi_h[ci->gpu][ci->gi];
+    info->id = C->id;
+    info->profileId = C->profile_index;
+    info->placement = (nvmlComputeInstancePlacement_t){C->placement_start, C->placement_size};
+    return NVML_SUCCESS;
+}
+
+int nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci) {
+    int e = ci_check(ci, "nvmlComputeInstanceDestroy");
+    if (e) return e;
+    si_gi *I = &si_cfg.gpus[ci->gpu].gis[ci->gi];
+    if (in_use(ci->gpu, ci->gi, ci->ci)) return NVML_ERROR_IN_USE;  /* processes active on the CI */
+    I->cis[ci->ci].dead = 1;
+    I->cis[ci->ci].uuid[0] = 0;
+    if (!live_cis(I)) I->ncis = 0;
+    return si_layout_save() == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
 }

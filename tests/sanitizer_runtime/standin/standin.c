@@ -44,6 +44,56 @@ static void str(char *dst, size_t n, const char *v, const char *dflt) {
 
 static char loaded_path[1024];
 
+static void layout_path(char *buf, size_t n) { snprintf(buf, n, "%s/layout", si_cfg.state_dir); }
+
+/* Apply the MIG layout a previous process changed (see si_layout_save). */
+static void layout_load(void) {
+    char path[600], line[300];
+    layout_path(path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        int g, i, c, present, ncis, dead;
+        unsigned id, prof, ps, pz, gen;
+        char uuid[96];
+        if (sscanf(line, "gen %u", &gen) == 1) {
+            si_cfg.generation = gen;
+        } else if (sscanf(line, "gi %d %d %d %d", &g, &i, &present, &ncis) == 4) {
+            if (g < 0 || g >= si_cfg.ngpus || i < 0 || i >= si_cfg.gpus[g].ngis || ncis < 0 || ncis > SI_MAX_CIS) continue;
+            si_cfg.gpus[g].gis[i].present = present;
+            si_cfg.gpus[g].gis[i].ncis = ncis;
+        } else if (sscanf(line, "ci %d %d %d %d %u %u %u %u %95s", &g, &i, &c, &dead, &id, &prof, &ps, &pz, uuid) == 9) {
+            if (g < 0 || g >= si_cfg.ngpus || i < 0 || i >= si_cfg.gpus[g].ngis || c < 0 || c >= SI_MAX_CIS) continue;
+            si_ci *C = &si_cfg.gpus[g].gis[i].cis[c];
+            *C = (si_ci){.index = c, .id = id, .profile_index = prof, .placement_start = ps, .placement_size = pz,
+                         .dead = dead};
+            snprintf(C->uuid, sizeof C->uuid, "%s", strcmp(uuid, "-") == 0 ? "" : uuid);
+        }
+    }
+    fclose(f);
+}
+
+int si_layout_save(void) {
+    char path[600], tmp[620];
+    layout_path(path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    fprintf(f, "gen %u\n", si_cfg.generation);
+    for (int g = 0; g < si_cfg.ngpus; g++)
+        for (int i = 0; i < si_cfg.gpus[g].ngis; i++) {
+            const si_gi *I = &si_cfg.gpus[g].gis[i];
+            fprintf(f, "gi %d %d %d %d\n", g, i, I->present, I->ncis);
+            for (int c = 0; c < I->ncis; c++) {
+                const si_ci *C = &I->cis[c];
+                fprintf(f, "ci %d %d %d %d %u %u %u %u %s\n", g, i, c, C->dead, C->id, C->profile_index,
+                        C->placement_start, C->placement_size, C->uuid[0] ? C->uuid : "-");
+            }
+        }
+    if (fclose(f) != 0) return -1;
+    return rename(tmp, path);
+}
+
 int si_load(void) {
     const char *path = getenv("DRA_STANDIN_CONFIG");
     if (!path) return -1;
@@ -115,10 +165,16 @@ int si_load(void) {
                 C->id = (unsigned)num(getf(k, sizeof k, "gpu.%d.gi.%d.ci.%d", g, i, c, "id"), (unsigned long long)c);
                 C->profile_index = (unsigned)num(getf(k, sizeof k, "gpu.%d.gi.%d.ci.%d", g, i, c, "profile_index"), 0);
                 str(C->uuid, sizeof C->uuid, getf(k, sizeof k, "gpu.%d.gi.%d.ci.%d", g, i, c, "uuid"), "MIG-unset");
+                C->placement_start = (unsigned)num(getf(k, sizeof k, "gpu.%d.gi.%d.ci.%d", g, i, c, "placement_start"),
+                                                   (unsigned long long)c);
+                C->placement_size = (unsigned)num(getf(k, sizeof k, "gpu.%d.gi.%d.ci.%d", g, i, c, "placement_size"), 1);
             }
+            I->present = (int)num(getf(k, sizeof k, "gpu.%d.gi.%d", g, i, 0, "present"), 1);
+            if (!I->present) I->ncis = 0;
         }
     }
     mkdir(si_cfg.state_dir, 0755);
+    layout_load();
     snprintf(loaded_path, sizeof loaded_path, "%s", path);
     si_cfg.loaded = 1;
     return 1;

@@ -35,7 +35,10 @@ typedef struct {
 typedef struct {
     int index;        /* CI index inside its GI */
     unsigned id;
-    unsigned profile_index;
+    unsigned profile_index;   /* NVML_COMPUTE_INSTANCE_PROFILE_* (also its profile id here) */
+    unsigned placement_start; /* compute slices inside the GI */
+    unsigned placement_size;
+    int dead;                 /* destroyed (nvmlComputeInstanceDestroy): no handle, no UUID */
     char uuid[96];
 } si_ci;
 
@@ -53,6 +56,7 @@ typedef struct {
     uint64_t unlisted_used;
     int error;                      /* NVML error for error_call on this GI's handles */
     char error_call[96];
+    int present;                    /* the GI exists (a slot: nvmlGpuInstanceDestroy / Create... change it) */
     int ncis;
     si_ci cis[SI_MAX_CIS];
 } si_gi;
@@ -86,6 +90,7 @@ typedef struct {
     int residue_byte;         /* -1: none */
     uint64_t residue_len;     /* 0: whole region */
     int ngpus;
+    unsigned generation;      /* counter for the UUIDs of compute instances created at run time */
     si_gpu gpus[SI_MAX_GPUS];
 } si_config;
 
@@ -116,5 +121,8 @@ uint64_t si_place(const si_region *r, const si_entry *tab, uint64_t size);
 int si_add(si_entry *tab, int pid, int kind, int ci, uint64_t off, uint64_t size);
 int si_get_mode(const char *uuid);                   /* NVML compute mode, default 0 */
 int si_set_mode(const char *uuid, int mode);
+/* MIG layout changes (GI/CI create/destroy) persist in <state_dir>/layout, applied by si_load in
+ * every process that loads the stand-in afterwards (the CUDA worker, tenants). */
+int si_layout_save(void);
 
 #endif

@@ -82,18 +82,27 @@ class NvmlPartitions:
             return None
         gi_id = int(self._call("nvmlGpuInstanceGetInfo", nv.nvmlGpuInstanceGetInfo, gi).id)
         gpu = self._gpu(device)
+        cis: list[tuple[int, str, Any]] = []  # (CI id, UUID, handle) of every CI of the GI
         for index in range(int(self._call("nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount, gpu))):
             try:
                 mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(gpu, index)
             except nv.NVMLError_NotFound:
                 continue
+            except nv.NVMLError as error:  # a CI we cannot see could hold a context: not "no instance"
+                raise BackendError("nvmlDeviceGetMigDeviceHandleByIndex", f"MIG index {index}: {error}") from error
             if int(self._call("nvmlDeviceGetGpuInstanceId", nv.nvmlDeviceGetGpuInstanceId, mig)) != gi_id:
                 continue
+            ci_id = int(self._call("nvmlDeviceGetComputeInstanceId", nv.nvmlDeviceGetComputeInstanceId, mig))
             uuid = self._call("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, mig)
-            memory = self._call("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, mig)
-            return replace(device, uuid=uuid.decode() if isinstance(uuid, bytes) else str(uuid),
-                           memory_bytes=int(memory.total))
-        return None  # a GI without a CI: no MIG device handle, nothing can hold a context on it
+            cis.append((ci_id, uuid.decode() if isinstance(uuid, bytes) else str(uuid), mig))
+        if not cis:
+            return None  # a GI without a CI: no MIG device handle, nothing can hold a context on it
+        cis.sort(key=lambda ci: ci[0])
+        memory = self._call("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, cis[0][2])
+        # Every CI of the instance as it is now: the drain and the checks list the processes of each
+        # (a recreated instance has new CI UUIDs; the old ones no longer resolve).
+        return replace(device, uuid=cis[0][1], memory_bytes=int(memory.total),
+                       compute_instance_uuids=tuple(ci[1] for ci in cis))
 
     def destroy(self, device: DeviceInfo) -> None:
         nv = self._nv
