@@ -15,12 +15,17 @@ barrier's fill removes it.
 from __future__ import annotations
 
 import ctypes
+import json
 import struct
 from pathlib import Path
 from typing import Any
 
 import pynvml
+import pytest
 
+from dra_constructs.sanitizer.runtime.agent import Agent
+from dra_constructs.sanitizer.runtime.backends.simulated import SimulatedCrash
+from dra_constructs.sanitizer.runtime.clock import VirtualClock
 from dra_constructs.sanitizer.runtime.kube import Tenant as ClaimTenant
 from dra_constructs.sanitizer.runtime.runtime import build_runtime
 from dra_constructs.sanitizer.runtime.state import Phase
@@ -144,3 +149,37 @@ def test_dynamic_mig_overlapping_instance_refuses_the_transient_and_quarantines(
     assert record.reason is not None and "Insufficient Resources" in record.reason
     assert rt.barrier.deps.store.load(device.name).phase is Phase.QUARANTINED
     assert list(node.layout()) == [2]  # the other claim's instance is untouched
+
+
+def test_crash_after_the_instance_was_destroyed_is_recovered(standin: MakeNode, tmp_path: Path) -> None:  # noqa: F811
+    """Killed between destroy and create: the restarted agent cannot enumerate the slice any more.
+
+    The state file says ``resetting``; the agent must recreate the instance at its placement and
+    sanitize it, not forget the device (it would never be recreated or proven clean).
+    """
+    node = _two_ci_node(standin, reserved=2 * MiB)
+
+    def crash(_device: str, point: str) -> None:
+        if point == "reset-destroyed":
+            raise SimulatedCrash(point)
+
+    config = agent_config(tmp_path, partition_reset="mig-instance")
+    rt = build_runtime(config, crash_hook=crash, fsync=False)
+    device = rt.devices[0]
+    rt.barrier.mark_allocated(device, OWNER)
+    with pytest.raises(SimulatedCrash):
+        rt.barrier.run(device, "deallocated", OWNER)
+    assert node.layout() == {}  # the instance is gone
+    restarted = build_runtime(config, fsync=False)
+    assert device.name in restarted.barrier.deps.inventory
+    agent = Agent(restarted, clock=VirtualClock())
+    assert agent.initial_list()
+    agent.startup()
+    agent.wait()
+    state = restarted.barrier.deps.store.load(device.name)
+    assert state.phase is Phase.CLEAN, state.reason
+    (new,) = node.layout().values()
+    assert state.uuid == new[0] and "MIG-old-ci0" not in new
+    record = json.loads((tmp_path / "evidence.jsonl").read_text().splitlines()[-1])
+    assert record["result"] == "released" and record["reset_old_uuid"] == "MIG-old-ci0"
+    assert record["reset_new_uuid"] == new[0]

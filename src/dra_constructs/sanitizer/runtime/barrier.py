@@ -13,6 +13,7 @@ Crash safety: the phase being entered is persisted before any of its effects (se
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import signal
 import threading
@@ -392,7 +393,10 @@ class Barrier:
         if parts is None:
             raise BarrierFailure(f"partition reset {kind} requested but this backend cannot reset")
         old = c.target
-        c.state.reset = ResetRecord(reset_type=kind, old_uuid=old.uuid if old else "", started=c.clock.wall())
+        previous = c.state.reset if c.resuming_reset else None  # a reset cut off before: keep its old UUID
+        old_uuid = old.uuid if old else (previous.old_uuid if previous else "")
+        c.state.reset = ResetRecord(reset_type=kind, old_uuid=old_uuid, started=c.clock.wall(),
+                                    device=dataclasses.asdict(c.device))
         c.enter(Phase.RESETTING)
         start = c.clock.monotonic()
         if kind == PartitionReset.MIG_INSTANCE.value:

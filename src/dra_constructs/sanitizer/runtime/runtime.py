@@ -141,8 +141,32 @@ def build_runtime(
     if config.dynamic_mig and config.backend == "nvml":
         enumeration = _with_placements(enumeration, partitions)
     deps.inventory.update({d.name: d for d in enumeration.devices})
+    devices = [*enumeration.devices, *_cut_off_resets(store, deps.inventory)]
     _wire_overlaps(guard, deps.inventory, store)
-    return Runtime(config, target, enumeration.devices, Barrier(deps), guard, metrics, kube, node, enumeration)
+    return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration)
+
+
+def _cut_off_resets(store: StateStore, inventory: dict[str, DeviceInfo]) -> list[DeviceInfo]:
+    """Devices mid-reset that NVML no longer lists (killed between destroy and create): re-added.
+
+    Recovery then recreates the instance at its placement and runs the whole barrier on it;
+    without this the slice would be forgotten: never recreated, never proven clean.
+    """
+    found = []
+    for state in store.all():
+        if state.phase is not Phase.RESETTING or state.device in inventory:
+            continue
+        snapshot = state.reset.device if state.reset is not None else None
+        if snapshot is None:
+            _LOG.error("%s: cut off mid-reset, not enumerated, and no record of where it was: recreate the "
+                       "MIG instance by hand; the agent sanitizes it when it appears", state.device)
+            continue
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in snapshot.items()}
+        info = DeviceInfo(**fields)
+        _LOG.warning("%s: cut off mid-reset and not enumerated (instance destroyed): recovering it", info.name)
+        inventory[info.name] = info
+        found.append(info)
+    return found
 
 
 def _wire_overlaps(guard: Guard, inventory: dict[str, DeviceInfo], store: StateStore) -> None:

@@ -86,6 +86,9 @@ class ResetRecord(BaseModel):
     new_uuid: str | None = None
     started: float = 0.0
     seconds: float | None = None
+    #: The device as enumerated when the reset started (``DeviceInfo`` fields): after a crash
+    #: between destroy and create NVML no longer lists it, and recovery must still find it.
+    device: dict[str, Any] | None = None
 
 
 class DeviceState(BaseModel):
