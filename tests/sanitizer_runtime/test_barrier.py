@@ -112,7 +112,7 @@ def test_crash_at_every_point_is_recovered_without_a_dirty_release(tmp_path: Pat
             armed["on"] = False
             raise SimulatedCrash(where)
 
-    dynamic = point == "transient-created"
+    dynamic = point.startswith("transient")
     if point.startswith("reset"):
         env = SimEnv(tmp_path, crash_hook=hook, partition_reset="mig-instance")
     elif dynamic:

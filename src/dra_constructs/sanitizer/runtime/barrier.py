@@ -49,6 +49,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "guard", "drain", "drain-signalled", "drain-killed", "verify-contexts", "fill", "fill-opened",
     "filled", "verify", "verified", "releasing", "release-mode", "release-untainted", "quarantine",
     "quarantine-mode", "quarantine-tainted", "resetting", "reset-destroyed", "reset-created", "transient-created",
+    "transient-destroyed",
 )
 
 #: Reason prefix of a device quarantined by a claim's ``onContextsRemaining: Quarantine`` policy:
@@ -202,8 +203,13 @@ class Barrier:
                         setattr(cycle.record, name, value)
                 if state.reset is not None and state.reset.new_uuid:
                     self._reset_evidence(cycle, state.reset)
-                if state.transient_uuid:
-                    cycle.transient = self._transient_info(device, state.transient_uuid)
+                if device.dynamic and self.deps.partitions is not None:
+                    # DynamicMIG: what is at the placement now (the transient may be gone already:
+                    # killed between its destroy and the state write); a placeholder UUID has no handle.
+                    found = self.deps.partitions.instance(device)
+                    cycle.target = found
+                    if found is not None and found.uuid == state.transient_uuid:
+                        cycle.transient = found
                 return self._finish(cycle, self._release(cycle))
         if state.phase is Phase.QUARANTINED:
             clock = self.deps.clock_for(device.name)
@@ -351,11 +357,6 @@ class Barrier:
         if found is not None and not c.device.dynamic and found.uuid != c.device.uuid:
             self._rekey(c, found)  # recreated (a reset finished before a crash)
         return found
-
-    def _transient_info(self, device: DeviceInfo, uuid: str) -> DeviceInfo | None:
-        parts = self.deps.partitions
-        found = parts.instance(device) if parts is not None else None
-        return found if found is not None and found.uuid == uuid else None
 
     def _create_transient(self, c: _Cycle) -> None:
         """No instance at the placement: create one to fill (DynamicMIG), or recreate a lost static one."""
@@ -577,9 +578,12 @@ class Barrier:
                 c.record.result = "interrupted"
                 c.record.reason = f"verified clean; destroying the transient instance failed (retried later): {error}"
                 return c.record
+            c.crash("transient-destroyed")
             c.target = None
             c.state.transient_uuid = None
             self.deps.store.save(c.state)
+        elif c.target is None:  # DynamicMIG, no instance at the placement: no compute mode to restore
+            c.state.transient_uuid = None
         elif not c.set_mode(ComputeMode.DEFAULT):
             # Clean but unusable for CUDA; retry on the next reconcile, keep it out of service.
             c.record.result = "interrupted"
