@@ -30,7 +30,7 @@ from dra_constructs.sanitizer.runtime.kube import Tenant as ClaimTenant
 from dra_constructs.sanitizer.runtime.runtime import build_runtime
 from dra_constructs.sanitizer.runtime.state import Phase
 
-from .standin import CI, GI, GI_1_SLICE, GI_2_SLICE, GPU, MiB, Node, Tenant
+from .standin import CI, GI, GI_1_SLICE, GI_2_SLICE, MiB, Node, Tenant
 from .test_standin_backends import MakeNode, a100_mig, agent_config, standin  # noqa: F401 - fixture
 
 PATTERN = 0xA5C35A3C

@@ -157,7 +157,8 @@ class Node:
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.uuid"] = ci.uuid
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.id"] = ci.id
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.profile_index"] = ci.profile_index
-                    lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_start"] = c if ci.placement_start is None else ci.placement_start
+                    start = c if ci.placement_start is None else ci.placement_start
+                    lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_start"] = start
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_size"] = ci.placement_size
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".tmp")
