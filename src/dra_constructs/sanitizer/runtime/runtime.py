@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ...errors import DraConstructsError
 from ...target import Target
@@ -161,8 +162,12 @@ def _cut_off_resets(store: StateStore, inventory: dict[str, DeviceInfo]) -> list
             _LOG.error("%s: cut off mid-reset, not enumerated, and no record of where it was: recreate the "
                        "MIG instance by hand; the agent sanitizes it when it appears", state.device)
             continue
-        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in snapshot.items()}
-        info = DeviceInfo(**fields)
+        try:
+            info = _device_from(snapshot)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            _LOG.error("%s: cut off mid-reset, unreadable device record (%s): recreate the MIG instance by hand",
+                       state.device, error)
+            continue
         _LOG.warning("%s: cut off mid-reset and not enumerated (instance destroyed): recovering it", info.name)
         inventory[info.name] = info
         found.append(info)
@@ -198,3 +203,16 @@ def _with_placements(enumeration: EnumerationResult, partitions: PartitionBacken
     parents = {d.parent_uuid for d in dynamic}
     kept = [d for d in enumeration.devices if d.parent_uuid not in parents]
     return EnumerationResult([*kept, *dynamic], enumeration.errors)
+
+
+def _device_from(snapshot: dict[str, Any]) -> DeviceInfo:
+    """A :class:`DeviceInfo` from its ``dataclasses.asdict`` form (JSON turned tuples into lists)."""
+    placement = snapshot.get("placement")
+    return DeviceInfo(
+        name=str(snapshot["name"]), uuid=str(snapshot["uuid"]), minor=int(snapshot["minor"]),
+        memory_bytes=int(snapshot["memory_bytes"]), parent_uuid=snapshot.get("parent_uuid"),
+        mig_profile=snapshot.get("mig_profile"),
+        compute_instance_uuids=tuple(str(u) for u in snapshot.get("compute_instance_uuids") or ()),
+        placement=(int(placement[0]), int(placement[1]), int(placement[2])) if placement else None,
+        dynamic=bool(snapshot.get("dynamic", False)),
+    )
