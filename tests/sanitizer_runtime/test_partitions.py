@@ -234,3 +234,22 @@ def test_policy_cold_reset_on_release_with_the_node_setting_off(tmp_path: Path) 
     env.node.start_tenant(env.device.name, [], random.Random(0))
     record = env.rt.barrier.run(env.device, "deallocated")
     assert record.result == "released" and record.reset_type == "mig-instance"
+
+
+def test_a_claim_cannot_switch_off_the_cold_reset_its_device_class_requires() -> None:
+    """The DeviceClass (the admin's) asks for a cold reset; the tenant's own claim config must not undo it."""
+    body = _policy_claim({"apiVersion": "sanitizer.dra-constructs.io/v1alpha1", "kind": "PreemptionPolicy",
+                          "gracePeriodSeconds": 5, "coldResetOnRelease": False})
+    body["status"]["allocation"]["devices"]["config"].insert(0, {  # type: ignore[index]
+        "source": "FromClass", "opaque": {"driver": SANITIZER_DRIVER, "parameters": {
+            "apiVersion": "sanitizer.dra-constructs.io/v1alpha1", "kind": "PreemptionPolicy",
+            "coldResetOnRelease": True}}})
+    policy, problem = policy_for(body, "gpu")
+    assert problem is None and policy is not None
+    assert policy.cold_reset_on_release is True and policy.grace_period_seconds == 5  # the rest: the claim's
+    broken = _policy_claim({"apiVersion": "sanitizer.dra-constructs.io/v1alpha1", "kind": "PreemptionPolicy"},
+                           source="FromClaim")
+    broken["status"]["allocation"]["devices"]["config"].insert(0, {  # type: ignore[index]
+        "source": "FromClass", "opaque": {"driver": SANITIZER_DRIVER, "parameters": {"kind": "Nope"}}})
+    policy, problem = policy_for(broken, "gpu")  # an unreadable class policy reads as the strictest
+    assert problem is not None and policy is not None and policy.cold_reset_on_release is True

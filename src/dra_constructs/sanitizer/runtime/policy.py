@@ -86,12 +86,15 @@ def policy_for(claim: dict[str, Any], request: str | None) -> tuple[PreemptionPo
     """The sanitizer policy that applies to ``request`` of an allocated claim, and a problem if any.
 
     Claim configs win over class configs (the allocation lists class configs first, and a later
-    entry wins, as for the DRA driver's own configs). ``None`` if the claim has none.
+    entry wins, as for the DRA driver's own configs), except that no config switches off a cold
+    reset another one asks for: the claim is the tenant's, the DeviceClass the administrator's,
+    and the reset protects the next tenant. ``None`` if the claim has none.
     """
     configs: Any = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
     configs = configs.get("config") or []
     found: PreemptionPolicy | None = None
     problem: str | None = None
+    reset = False  # any applicable config asked for a cold reset
     ordered = sorted(configs, key=lambda c: 0 if c.get("source") == "FromClass" else 1)
     for config in ordered:
         opaque = config.get("opaque") or {}
@@ -108,4 +111,7 @@ def policy_for(claim: dict[str, Any], request: str | None) -> tuple[PreemptionPo
             where = ".".join(str(p) for p in first["loc"]) or "parameters"
             problem = f"unreadable {POLICY_KIND} ({where}: {first['msg']}); applying the strictest policy"
             found = STRICTEST
+        reset = reset or found.cold_reset_on_release
+    if found is not None and reset and not found.cold_reset_on_release:
+        found = found.model_copy(update={"cold_reset_on_release": True})
     return found, problem
