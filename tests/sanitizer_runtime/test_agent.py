@@ -123,3 +123,25 @@ def test_a_free_device_created_after_start_is_sanitized_before_use(fake_api: Fak
     assert rt.barrier.deps.store.load(info.name, info.uuid).phase is Phase.CLEAN
     assert rt.node.audit(info.name).clean
     assert any(r["device"] == info.name and r["result"] == "released" for r in _evidence(tmp_path))
+
+
+def test_a_bug_in_reconcile_does_not_end_the_claims_watch(fake_api: FakeApi, tmp_path: Path) -> None:
+    """An unexpected exception in a reconcile must not silently stop the watch (no more barriers, still 'healthy')."""
+    rt = build_runtime(_config(fake_api, tmp_path), fsync=False)
+    agent = Agent(rt, clock=VirtualClock())
+    calls: list[int] = []
+
+    def changed() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("bug")
+        agent.stop.set()
+
+    def watch(_version: str) -> Any:
+        yield "MODIFIED", {"metadata": {"uid": "u1", "resourceVersion": "2"}}
+
+    thread = threading.Thread(target=agent._watch_loop, args=(lambda: ([], "1"), watch, {}, changed, "claims"),
+                              daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and len(calls) == 2  # re-listed and reconciled again after the bug

@@ -305,6 +305,10 @@ class Agent:
                 _LOG.warning("%s watch failed: %s; retrying in %.1fs", name, error, backoff)
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 60.0)
+            except Exception:  # a bug in a reconcile must not end the watch: nothing would be sanitized again
+                _LOG.exception("%s watch: unexpected error; re-listing in %.1fs", name, backoff)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 60.0)
 
     def run(self) -> int:
         """Serve until :attr:`stop` is set; returns the exit code."""
