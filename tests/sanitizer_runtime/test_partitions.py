@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,45 @@ def test_dynamic_mig_keeps_guards_that_a_live_neighbour_still_needs(tmp_path: Pa
     assert env.rt.barrier.run(a, "deallocated", TENANT).result == "released"
     assert _tainted(env) == {b.name: "in-use", "gpu-0-mig-2g20gb-14-4": "overlap",
                              "gpu-0-mig-3g40gb-9-4": "overlap", "gpu-0-mig-7g80gb-0-0": "overlap"}
+
+
+def test_dynamic_mig_allocation_racing_a_release_keeps_the_shared_overlap_guard(tmp_path: Path) -> None:
+    """A neighbour allocated while a release removes guards: the placement over both keeps its taint.
+
+    1g@3 is released while 1g@2 is being allocated; 2g@2 overlaps both. The release decides that
+    2g@2 overlaps nothing held, the allocation taints it, then the release deletes that taint:
+    2g@2 is free to schedule over 1g@2's slices during 1g@2's next deallocation window.
+    """
+    env = _dynamic(tmp_path)
+    a, c = _dev(env, ONE_G.format(3)), _dev(env, ONE_G.format(2))
+    other = Tenant("team-b/claim-2", "team-b", "uid-2")
+    env.rt.barrier.mark_allocated(a, TENANT)
+    guard = env.rt.guard
+    original_held, original_untaint = guard.held, guard.untaint
+    racing: list[threading.Thread] = []
+    releasing = threading.Event()
+
+    def held(name: str) -> bool:
+        answer = original_held(name)
+        if releasing.is_set() and name == c.name and not racing:
+            racing.append(threading.Thread(target=env.rt.barrier.mark_allocated, args=(c, other)))
+            racing[0].start()
+            racing[0].join(timeout=0.5)  # the allocation runs (or waits for the release) right here
+        return answer
+
+    def untaint(device: str, clock: object) -> bool:
+        releasing.set()
+        try:
+            return original_untaint(device, clock)  # type: ignore[arg-type]
+        finally:
+            releasing.clear()
+
+    guard.held, guard.untaint = held, untaint  # type: ignore[method-assign]
+    assert env.rt.barrier.run(a, "deallocated", TENANT).result == "released"
+    assert racing
+    racing[0].join(timeout=10)
+    assert _tainted(env).get("gpu-0-mig-2g20gb-14-2") == "overlap"
+    assert _tainted(env)[c.name] == "in-use"
 
 
 def test_dynamic_mig_instance_still_prepared_is_sanitized_in_place(tmp_path: Path) -> None:

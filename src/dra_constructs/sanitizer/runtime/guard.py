@@ -33,6 +33,7 @@ being sanitized or is quarantined.** What remains, and what the agent does:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -75,6 +76,9 @@ class Guard:
         self._backoff = backoff_s
         self._event_namespace = event_namespace
         self._missing_api = False
+        #: Serializes taint/untaint: untaint's "does any overlap still need this rule?" and its
+        #: deletes must not interleave with an allocation tainting the same overlap (DynamicMIG).
+        self._rules_lock = threading.RLock()
         #: DynamicMIG: the placements overlapping a device (without itself), and whether a device
         #: is held (not proven clean: allocated, mid-barrier, quarantined, unknown).
         self.overlaps: Callable[[str], list[str]] = lambda _device: []
@@ -102,11 +106,12 @@ class Guard:
         """Ensure the device's rule exists with taint value ``value``; False if no taint API."""
         if not self.has_taints:
             return False
-        ok = self._apply(device, value, clock, reason)
-        for other in self.overlaps(device):
-            if not self.held(other):  # a held one keeps its own value (in-use, quarantined, ...)
-                ok = self._apply(other, "overlap", clock, f"overlaps {device}") and ok
-        return ok
+        with self._rules_lock:
+            ok = self._apply(device, value, clock, reason)
+            for other in self.overlaps(device):
+                if not self.held(other):  # a held one keeps its own value (in-use, quarantined, ...)
+                    ok = self._apply(other, "overlap", clock, f"overlaps {device}") and ok
+            return ok
 
     def _apply(self, device: str, value: str, clock: Clock, reason: str | None) -> bool:
         assert self._kube is not None
@@ -118,14 +123,15 @@ class Guard:
         """Delete the device's rule (gone already is fine); False if no taint API."""
         if not self.has_taints:
             return False
-        others = self.overlaps(device)
-        ok = True
-        if not any(self.held(o) for o in others):
-            ok = self._delete(device, clock)
-        for other in others:
-            if not self.held(other) and not any(self.held(o) for o in self.overlaps(other) if o != device):
-                ok = self._delete(other, clock) and ok
-        return ok
+        with self._rules_lock:  # callers record "held" (the state file) before they taint
+            others = self.overlaps(device)
+            ok = True
+            if not any(self.held(o) for o in others):
+                ok = self._delete(device, clock)
+            for other in others:
+                if not self.held(other) and not any(self.held(o) for o in self.overlaps(other) if o != device):
+                    ok = self._delete(other, clock) and ok
+            return ok
 
     def _delete(self, device: str, clock: Clock) -> bool:
         api_version = self.target.device_taint_rule_api_version
