@@ -183,3 +183,20 @@ def test_crash_after_the_instance_was_destroyed_is_recovered(standin: MakeNode, 
     record = json.loads((tmp_path / "evidence.jsonl").read_text().splitlines()[-1])
     assert record["result"] == "released" and record["reset_old_uuid"] == "MIG-old-ci0"
     assert record["reset_new_uuid"] == new[0]
+
+
+def test_reset_that_cannot_recreate_quarantines_and_the_slice_is_not_forgotten(standin: MakeNode,  # noqa: F811
+                                                                                tmp_path: Path) -> None:
+    """Destroyed, then create answers INSUFFICIENT_RESOURCES: quarantined; after a restart still known."""
+    node = _two_ci_node(standin, error=23, error_call="nvmlDeviceCreateGpuInstanceWithPlacement")
+    config = agent_config(tmp_path, partition_reset="mig-instance")
+    rt = build_runtime(config, fsync=False)
+    device = rt.devices[0]
+    rt.barrier.mark_allocated(device, OWNER)
+    record = rt.barrier.run(device, "deallocated", OWNER)
+    assert record.result == "quarantined" and "Insufficient Resources" in (record.reason or "")
+    assert node.layout() == {}
+    restarted = build_runtime(config, fsync=False)
+    assert restarted.device(device.name).name == device.name  # an operator can still name it
+    assert restarted.barrier.recover(restarted.barrier.deps.inventory[device.name]) is None
+    assert restarted.barrier.deps.store.load(device.name).phase is Phase.QUARANTINED

@@ -148,14 +148,18 @@ def build_runtime(
 
 
 def _cut_off_resets(store: StateStore, inventory: dict[str, DeviceInfo]) -> list[DeviceInfo]:
-    """Devices mid-reset that NVML no longer lists (killed between destroy and create): re-added.
+    """Devices whose reset did not finish and that NVML no longer lists (instance destroyed): re-added.
 
-    Recovery then recreates the instance at its placement and runs the whole barrier on it;
-    without this the slice would be forgotten: never recreated, never proven clean.
+    Killed between destroy and create (``resetting``): recovery recreates the instance at its
+    placement and runs the whole barrier. Quarantined after a create the driver refused: it
+    stays quarantined and an operator can still name it. Without this the slice would be
+    forgotten: never recreated, never proven clean.
     """
     found = []
     for state in store.all():
-        if state.phase is not Phase.RESETTING or state.device in inventory:
+        cut_off = state.phase is Phase.RESETTING or (
+            state.phase is Phase.QUARANTINED and state.reset is not None and state.reset.new_uuid is None)
+        if not cut_off or state.device in inventory:
             continue
         snapshot = state.reset.device if state.reset is not None else None
         if snapshot is None:
