@@ -195,3 +195,31 @@ def test_fault_injector_is_reproducible() -> None:
     a = FaultInjector.uniform(random.Random(7), 0.5)
     b = FaultInjector.uniform(random.Random(7), 0.5)
     assert [a.hit("cuda.open") for _ in range(50)] == [b.hit("cuda.open") for _ in range(50)]
+
+
+def test_a_pid_reused_between_listing_and_signal_is_not_signalled(sim: SimEnv) -> None:
+    """NVML listed pid 4242; it exited and the PID went to another process before the pidfd was opened.
+
+    The barrier pins (pidfd) what it listed, lists again, and signals only pids still listed:
+    the pidfd then refers to the process that holds the context, never to the PID's next owner.
+    """
+    sent: list[tuple[int, int]] = []
+    pinned: list[int] = []
+
+    class Pinning:
+        def pin(self, pid: int) -> bool:
+            pinned.append(pid)
+            return True
+
+        def signal(self, pid: int, signum: int) -> bool:
+            sent.append((pid, signum))
+            return True
+
+    deps = sim.rt.barrier.deps
+    real = deps.nvml.processes
+    listings = iter([[4242], []])
+    deps.signaller = Pinning()
+    deps.nvml.processes = lambda device: next(listings, None) or real(device)  # type: ignore[method-assign]
+    record = sim.rt.barrier.run(sim.device, "deallocated", TENANT)
+    assert record.result == "released", record.reason
+    assert pinned == [4242] and sent == [] and record.pids_sigterm == []

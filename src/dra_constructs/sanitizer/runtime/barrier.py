@@ -529,6 +529,7 @@ class Barrier:
                 pids = [p for p in pids if p not in self.deps.own_pids]
                 if not pids:
                     return
+                pids = self._pinned(c, pids)
                 if kill and not killed and now - start >= grace:
                     killed = True
                     c.crash("drain-killed")
@@ -552,6 +553,23 @@ class Barrier:
                 raise BarrierFailure(f"drain timeout after {timeout:g}s: contexts still held by "
                                      f"pids {still}")
             c.clock.sleep(cfg.poll_interval_s)
+
+    def _pinned(self, c: _Cycle, pids: list[int]) -> list[int]:
+        """The listed pids that are safe to signal: pinned by a pidfd, then seen in a fresh listing.
+
+        A PID can be reused between NVML's listing and the first signal; a pidfd opened after
+        that would point at the PID's next owner. So each newly pinned pid must still be listed
+        after its pidfd exists; an NVML error on that listing signals none of them (unsure).
+        """
+        pin = getattr(self.deps.signaller, "pin", None)
+        if pin is None:
+            return pids
+        fresh = {p for p in pids if pin(p)}
+        if not fresh:
+            return pids
+        again = self._processes(c)
+        still = set(again) if again is not None else set()
+        return [p for p in pids if p not in fresh or p in still]
 
     def _verify_no_contexts(self, c: _Cycle, allowed: set[int], what: str) -> None:
         for _ in range(3):  # a transient NVML error gets two more tries

@@ -225,6 +225,23 @@ class OsSignaller:
             except OSError:
                 pass
 
+    def pin(self, pid: int) -> bool:
+        """Open and keep a pidfd for ``pid`` now; True if newly opened (the caller re-lists, see barrier).
+
+        False without pidfds, for a pid already pinned, or one that is gone.
+        """
+        if not self._pidfd:
+            return False
+        self._prune()
+        with self._lock:
+            if pid in self._fds:
+                return False
+        try:
+            self._fd(pid)
+        except OSError:  # ProcessLookupError: gone; others: signal() reports them
+            return False
+        return True
+
     def signal(self, pid: int, signum: int) -> bool:
         if self._pidfd:
             self._prune()
