@@ -25,7 +25,7 @@ from .requests import (
 from .target import Target
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
+    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version, set_mig_mode
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import suppress
@@ -47,6 +47,7 @@ _LAZY = {
     "SanitizerDaemonSet": ".sanitizer.construct",
     "suppress": ".guardrails.app_validation",
     "set_inventory": "._scope",
+    "set_mig_mode": "._scope",
     "set_kubernetes_version": "._scope",
 }
 
@@ -80,6 +81,7 @@ __all__ = [
     "render_pod_spec",
     "set_inventory",
     "set_kubernetes_version",
+    "set_mig_mode",
     "suppress",
 ]
 

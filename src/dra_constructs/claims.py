@@ -8,7 +8,7 @@ from typing import Any
 import cdk8s
 import constructs
 
-from ._scope import guard, lazy_path, resolve_inventory, resolve_target
+from ._scope import guard, lazy_path, resolve_inventory, resolve_mig_mode, resolve_target
 from .catalog import GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse
@@ -62,8 +62,13 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         Default: the construct id as a DNS label.
     :param kubernetes_version: target. Default: the app's ``dra-constructs/kubernetes-version``
         context, else 1.32.
-    :param inventory: devices that must be able to satisfy every request (``None``: no check).
+    :param inventory: devices that must be able to satisfy every request (``None``: no check):
+        ResourceSlice-backed ``dra_constructs.fit.Inventory`` or a list of ``dra_constructs.cel.Device``.
         Default: the App's ``set_inventory(...)``, else the catalog.
+    :param mig_mode: shape of the catalog inventory: ``"dynamic"`` (DynamicMIG: every placement
+        consuming counters) or ``"static"`` (pre-created MIG devices). Default: the App's
+        ``set_mig_mode(...)``, else ``"dynamic"`` from 1.36 (partitionable devices on by default),
+        ``"static"`` before.
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         claim_name: str | None = None,
         kubernetes_version: str | Target | None = None,
         inventory: Inventory | None = CATALOG,
+        mig_mode: str | None = None,
     ) -> None:
         where = lazy_path(scope, id)
         target = resolve_target(scope, kubernetes_version, id)
@@ -91,7 +97,11 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         spec, resolved = render_claim_spec(self.requests, constraints, target, where)
         if inventory is CATALOG:
             inventory = resolve_inventory(scope, CATALOG)
-        check_requests(resolved, target, where, catalog_inventory() if inventory is CATALOG else inventory)
+        catalog = inventory is CATALOG
+        if catalog:
+            mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
+            inventory = catalog_inventory(mode)
+        check_requests(resolved, target, where, inventory, spec, catalog=catalog)
         super().__init__(
             scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
         )
