@@ -178,13 +178,15 @@ class Allocator:
 
     def __init__(self, inventory: Inventory, classes: Mapping[str, DeviceClass], gates: Mapping[str, bool],
                  target: Target, allocated: AllocatedState | None = None,
-                 step_budget: int = DEFAULT_STEP_BUDGET) -> None:
+                 step_budget: int = DEFAULT_STEP_BUDGET, upstream_quirks: bool = True) -> None:
         self.inventory = inventory
         self.classes = classes
         self.gates = gates
         self.target = target
         self.allocated = allocated or AllocatedState()
         self.step_budget = step_budget
+        #: Mirror the upstream allocator where it departs from the plain rules (see ``_try``).
+        self.upstream_quirks = upstream_quirks
         self._matches: dict[tuple[str, tuple[str, ...]], dict[str, bool | str]] = {}
         self._available: dict[int, dict[str, dict[str, Fraction]]] = {}
 
@@ -482,29 +484,38 @@ class _NodeSearch:
         multi = self._is_multi(position)
         if fit.consumes and not self.a.gate("DRAPartitionableDevices"):
             return "consumes counters, but DRAPartitionableDevices is off"
-        if self.a.gate("DRADeviceTaints"):
-            for taint in fit.taints:
-                if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, alt.spec):
-                    return f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} not tolerated"
         skip_counters = multi and (fit.id in self.a.allocated.capacity or position in self.capacity_in_use)
+        took = False
         if fit.consumes and not skip_counters:
             over = self._take_counters(position)
             if over is not None:
                 return over
+            took = True
+
+        def refuse(reason: str) -> str:
+            # Upstream keeps the counters of a device refused after its counter check (taint,
+            # constraint) consumed for the rest of the Allocate call; mirrored unless told not to.
+            if took and not self.a.upstream_quirks:
+                self._give_counters(position)
+            return reason
+
+        if self.a.gate("DRADeviceTaints"):
+            for taint in fit.taints:
+                if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, alt.spec):
+                    return refuse(f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} "
+                                  "not tolerated")
         base, sub = alt.base, alt.sub
         states = self.constraints[claim]
         for index, state in enumerate(states):
             if not state.add(base, sub, fit):
                 for earlier in states[:index]:
                     earlier.remove(base, sub, fit)
-                if fit.consumes and not skip_counters:
-                    self._give_counters(position)
                 if alt.all_devices is not None:
                     raise _Stop(f"claim {self.claims[claim].name}, request {alt.spec.name}: cannot add device "
                                 f"{fit.id} because a claim constraint would not be satisfied")
-                return f"constraint {state.constraint.attribute}"
+                return refuse(f"constraint {state.constraint.attribute}")
         consumed: tuple[tuple[str, Fraction], ...] = ()
-        self.undo[claim].append((position, multi, bool(fit.consumes) and not skip_counters))
+        self.undo[claim].append((position, multi, took))
         if multi:
             amounts = self._consumption(position, alt.spec) or {}
             pending = self.capacity_in_use.setdefault(position, {})
@@ -606,7 +617,7 @@ class _NodeSearch:
                 if any(alt.admin or alt.all_devices is not None for alt in alts):
                     continue
                 need = min(alt.need for alt in alts) - (device if (c, r) == (claim, request) else 0)
-                union = frozenset(p for alt in alts for p in alt.candidates if p not in alt.errors)
+                union = frozenset(p for alt in alts for p in alt.candidates)  # errors too: reaching them fails
                 demands.append((union, need))
         return demands
 
@@ -709,7 +720,7 @@ class _NodeSearch:
 
     def _alone(self, claim: Claim, alt: _Alt) -> str | None:
         """Why ``alt`` cannot be satisfied even alone on this node (``None``: it can)."""
-        usable = [p for p in alt.candidates if self.pool_ok[p] and p not in alt.errors]
+        usable = [p for p in alt.candidates if self.pool_ok[p]]
         if not alt.candidates:
             pool_devices = [d.device for d in self.devices]
             if not pool_devices:
