@@ -104,8 +104,9 @@ def resolve_mig_mode(scope: constructs.Construct) -> str | None:
     return mode
 
 
-# App (its node address: jsii may hand out a new proxy for an App created on the JS side, such
-# as cdk8s.Testing.app()) -> the inventory set with set_inventory (None: satisfiability checks off).
+# App (its node address and outdir, see _app_key; not the proxy: jsii may hand out a new proxy for an
+# App created on the JS side, such as cdk8s.Testing.app()) -> the inventory set with set_inventory
+# (None: satisfiability checks off).
 _INVENTORY_BY_APP: dict[str, Inventory | Sequence[Device] | None] = {}
 _APP_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, str] = weakref.WeakKeyDictionary()
 
@@ -136,7 +137,14 @@ def set_inventory(
             devices = tuple(item for item in items if isinstance(item, Device))
         else:
             devices = Inventory.from_slices(load_resource_slices([Path(str(item)) for item in items]))
-    _INVENTORY_BY_APP[scope.node.root.node.addr] = devices
+    _INVENTORY_BY_APP[_app_key(scope)] = devices
+
+
+def _app_key(scope: constructs.Construct) -> str:
+    """Which App ``scope`` is in: every root has the same ``addr``, so its ``outdir`` tells Apps apart
+    (``cdk8s.Testing.app()`` gives each a fresh directory)."""
+    root = scope.node.root
+    return f"{root.node.addr}:{getattr(root, 'outdir', '')}"
 
 
 def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
@@ -145,6 +153,6 @@ def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
         return default
     app = _APP_BY_SCOPE.get(scope)
     if app is None:
-        app = scope.node.root.node.addr
+        app = _app_key(scope)
         _APP_BY_SCOPE[scope] = app
     return _INVENTORY_BY_APP.get(app, default)
