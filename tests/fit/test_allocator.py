@@ -183,9 +183,9 @@ def test_node_selection_per_slice_and_per_device() -> None:
         return {"name": name, "attributes": {"type": {"string": "gpu"}}, **extra}
 
     slices = [
-        {**base, "metadata": {"name": "local"}, "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1",
-                                                         "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-                                                         "devices": [device("g0")]}},
+        {**base, "metadata": {"name": "local"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n1",
+            "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1}, "devices": [device("g0")]}},
         {**base, "metadata": {"name": "rack"}, "spec": {
             "driver": "gpu.nvidia.com", "pool": {"name": "rack", "generation": 1, "resourceSliceCount": 1},
             "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [

@@ -98,12 +98,14 @@ def test_device_classes_and_nodes_from_the_inputs(tmp_path: Path, capsys: pytest
     docs = catalog_resource_slices(["A30"], gpus_per_node=1)
     slices = write(tmp_path, "slices.yaml", [*docs, {"apiVersion": "v1", "kind": "Node",
                                                     "metadata": {"name": "extra", "labels": {"a": "b"}}}])
+    selector = "device.attributes['gpu.nvidia.com'].type == 'gpu'"
     device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "a30.example.com"},
-                    "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}
+                    "spec": {"selectors": [{"cel": {"expression": selector}}]}}
     claim = {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim", "metadata": {"name": "c"},
              "spec": {"devices": {"requests": [{"name": "g", "deviceClassName": "a30.example.com"}]}}}
     manifest = write(tmp_path, "claim.yaml", [device_class, claim])
-    code, out, _ = run(capsys, "fit", "--slices", str(slices), "--format", "json", "--node", "catalog-a30", str(manifest))
+    code, out, _ = run(capsys, "fit", "--slices", str(slices), "--format", "json", "--node", "catalog-a30",
+                       str(manifest))
     report = json.loads(out)
     assert code == 0 and list(report["nodes"]) == ["catalog-a30"]
     assert report["nodes"]["catalog-a30"]["devices"][0]["device"] == "gpu-0"

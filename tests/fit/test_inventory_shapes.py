@@ -5,6 +5,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
+from dra_constructs import DraConstructsError
 from dra_constructs.catalog import GPU_SPECS, catalog_resource_slices, gpu_spec
 from dra_constructs.fit import Inventory
 from dra_constructs.target import Target
@@ -41,7 +42,7 @@ def test_defaults_follow_the_feature_maturity() -> None:
     gates = Target.parse("1.34").default_feature_gates
     assert gates["DRAPrioritizedList"] and gates["DRAAdminAccess"] and not gates["DRAPartitionableDevices"]
     assert Target.parse("1.36").default_feature_gates["DRAPartitionableDevices"]
-    with pytest.raises(Exception, match="1.33"):
+    with pytest.raises(DraConstructsError, match=r"1\.33"):
         Target.parse("1.32").check_mig_mode("dynamic", "x")
 
 

@@ -31,7 +31,8 @@ def inventories(draw: Any) -> Inventory:
     devices = []
     for index in range(draw(st.integers(1, 6))):
         device: dict[str, Any] = {"name": f"d{index}", "attributes": {
-            "model": {"string": draw(st.sampled_from("ab"))}, "parent": {"string": draw(st.sampled_from(["p0", "p1"]))}}}
+            "model": {"string": draw(st.sampled_from("ab"))},
+            "parent": {"string": draw(st.sampled_from(["p0", "p1"]))}}}
         if draw(st.booleans()):
             counters = {"slots": {"value": str(draw(st.integers(1, 3)))}}
             for mem in draw(st.lists(st.sampled_from(["mem-0", "mem-1"]), unique=True, max_size=2)):
