@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ..cel.matching import explain_no_match, match_devices
+from ..cel.matching import CelRuntimeError, explain_no_match, selector_matcher
 from ..target import Target
 from .model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
 
@@ -34,7 +34,7 @@ __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocatedState", "Allocator", "Device
 #: ``resourceapi.AllocationResultsMaxSize``: devices per claim.
 ALLOCATION_RESULTS_MAX_SIZE = 32
 #: Calls of the search step per node before it gives up (the scheduler's filter times out too).
-DEFAULT_STEP_BUDGET = 200_000
+DEFAULT_STEP_BUDGET = 50_000
 
 
 @dataclass
@@ -187,7 +187,8 @@ class Allocator:
         self.step_budget = step_budget
         #: Mirror the upstream allocator where it departs from the plain rules (see ``_try``).
         self.upstream_quirks = upstream_quirks
-        self._matches: dict[tuple[str, tuple[str, ...]], dict[str, bool | str]] = {}
+        self._matches: dict[str, dict[int, bool | str]] = {}
+        self._matchers: dict[str, Any] = {}
         self._available: dict[int, dict[str, dict[str, Fraction]]] = {}
 
     def gate(self, name: str) -> bool:
@@ -200,14 +201,29 @@ class Allocator:
         return _NodeSearch(self, claims, node).run()
 
     def matches(self, device_class: DeviceClass, selectors: tuple[str, ...],
-                devices: Iterable[FitDevice]) -> dict[str, bool | str]:
-        """CEL results of class + request selectors per device id (cached across nodes)."""
-        key = (device_class.name, (*device_class.selectors, "\0", *selectors))
-        found = self._matches.setdefault(key, {})
-        missing = [d.device for d in devices if d.id not in found]
-        if missing:
-            found.update(match_devices(list(device_class.selectors), list(selectors), missing, self.target))
-        return found
+                devices: Sequence[FitDevice]) -> list[bool | str]:
+        """CEL results of the class's then the request's selectors per device, in the allocator's
+        order: the first ``false`` excludes, the first run-time error is the result (as a string).
+        Each expression runs once per device (cached across requests and nodes)."""
+        results: list[bool | str] = [True] * len(devices)
+        for expression in (*device_class.selectors, *selectors):
+            cache = self._matches.get(expression)
+            if cache is None:
+                cache = self._matches[expression] = {}
+                self._matchers[expression] = selector_matcher(expression, self.target)
+            matcher = self._matchers[expression]
+            for index, device in enumerate(devices):
+                if results[index] is not True:
+                    continue
+                found = cache.get(id(device))
+                if found is None:
+                    try:
+                        found = matcher(device.device)
+                    except CelRuntimeError as error:
+                        found = f"error: {error}"
+                    cache[id(device)] = found
+                results[index] = found
+        return results
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
         """The pool's counter sets minus what allocated devices consume (``checkAvailableCounters``)."""
@@ -252,6 +268,11 @@ class _NodeSearch:
         self.deepest = -1
         self.deepest_reason: tuple[int, str, Counter[str], str] | None = None
         self.multi = allocator.gate("DRAConsumableCapacity")
+        self._alone_cache: dict[tuple[SubRequest, tuple[str, ...]], str | None] = {}
+        self._candidates: dict[tuple[str, tuple[str, ...], bool], tuple[list[int], dict[int, str]]] = {}
+        self._group_cache: dict[frozenset[int], tuple[int, list[tuple[tuple[int, str], int, dict[str, Any]]]]] = {}
+        self._suffix_cache: dict[tuple[int, int, int], list[tuple[frozenset[int], int]]] = {}
+        self._failed: set[Any] = set()
 
     # --- setup -----------------------------------------------------------------------------
 
@@ -303,18 +324,11 @@ class _NodeSearch:
             raise _Stop(f"claim {claim.name}, request {name}: could not retrieve device class {spec.device_class}: "
                         "not found")
         binding = self.a.gate("DRADeviceBindingConditions") and self.a.gate("DRAResourceClaimDeviceStatus")
-        results = self.a.matches(device_class, spec.selectors, self.devices)
-        candidates: list[int] = []
-        errors: dict[int, str] = {}
-        for position, device in enumerate(self.devices):
-            if device.binding_conditions and not binding:
-                continue
-            result = results.get(device.id, False)
-            if isinstance(result, str):
-                errors[position] = result
-                candidates.append(position)
-            elif result:
-                candidates.append(position)
+        key = (spec.device_class, spec.selectors, binding)
+        cached = self._candidates.get(key)
+        if cached is None:
+            cached = self._candidates[key] = self._select(device_class, spec, binding)
+        candidates, errors = cached
         alt = _Alt(claim_index, name, base, spec.name if sub else "", spec, device_class.selectors, candidates, errors)
         if spec.mode == "All":
             for pool in self.pools:
@@ -330,6 +344,21 @@ class _NodeSearch:
                             f"CEL runtime error: {errors[position]}")
             alt.all_devices = [p for p in candidates if self._capacity_fits(p, spec)]
         return alt
+
+    def _select(self, device_class: DeviceClass, spec: SubRequest, binding: bool) -> tuple[list[int], dict[int, str]]:
+        """Positions of the devices the request selects (``isSelectable``), and CEL errors by position."""
+        results = self.a.matches(device_class, spec.selectors, self.devices)
+        candidates: list[int] = []
+        errors: dict[int, str] = {}
+        for position, result in enumerate(results):
+            if self.devices[position].binding_conditions and not binding:
+                continue
+            if isinstance(result, str):
+                errors[position] = result.removeprefix("error: ")
+                candidates.append(position)
+            elif result:
+                candidates.append(position)
+        return candidates, errors
 
     # --- run -------------------------------------------------------------------------------
 
@@ -364,7 +393,7 @@ class _NodeSearch:
             return True
         if request >= len(self.claims[claim].requests):
             try:
-                return self._one(claim + 1, 0, 0, 0, False, 0)
+                return self._next_claim(claim + 1)
             except _OverLimit:
                 return False
         alts = self.alts[(claim, request)]
@@ -398,7 +427,7 @@ class _NodeSearch:
                 return True
             self._deallocate(claim, alt, position)
             return False
-        if not self._bound_ok(claim, request, sub, device):
+        if device == 0 and not self._bound_ok(claim, request, sub, device):
             return False
         low = start
         if request == 0 and device == 0 and claim > 0 and self._same_as_previous(claim):
@@ -437,6 +466,23 @@ class _NodeSearch:
         self._record_failure(claim, alt, why)
         return False
 
+    def _next_claim(self, claim: int) -> bool:
+        """Start ``claim``, unless the same state (devices taken, counters used, symmetry bound)
+        already failed from here: the claims left see exactly the same problem again."""
+        if claim >= len(self.claims):
+            return self._one(claim, 0, 0, 0, False, 0)
+        low = self.first_position[claim - 1] if claim > 0 and self._same_as_previous(claim) else None
+        key = (claim, low, frozenset(p for p, users in self.allocating.items() if users),
+               frozenset((k, tuple(sorted(v.items()))) for k, v in self.capacity_in_use.items()),
+               frozenset((k, tuple(sorted(v.items()))) for k, v in self.consumed.items()))
+        if key in self._failed:
+            return False
+        if self._one(claim, 0, 0, 0, False, 0):
+            return True
+        if len(self._failed) < 1 << 18:
+            self._failed.add(key)
+        return False
+
     def _same_as_previous(self, claim: int) -> bool:
         one, other = self.claims[claim], self.claims[claim - 1]
         if one.requests != other.requests or one.constraints != other.constraints:
@@ -471,7 +517,7 @@ class _NodeSearch:
                 amount = Fraction(str(_policy_default(policy)))
             else:
                 amount = total
-            if used.get(name, Fraction(0)) + pending.get(name, Fraction(0)) + amount > total:
+            if used.get(name, 0) + pending.get(name, 0) + amount > total:
                 return None
             consumed[name] = amount
         if wanted:  # asks for a capacity the device does not have
@@ -520,7 +566,7 @@ class _NodeSearch:
             amounts = self._consumption(position, alt.spec) or {}
             pending = self.capacity_in_use.setdefault(position, {})
             for name, amount in amounts.items():
-                pending[name] = pending.get(name, Fraction(0)) + amount
+                pending[name] = pending.get(name, 0) + amount
             consumed = tuple(amounts.items())
         else:
             self.allocating.setdefault(position, set()).add(claim)
@@ -567,7 +613,7 @@ class _NodeSearch:
             for name, value in counters:
                 if name not in limits:
                     continue
-                now = consumed.get(name, Fraction(0)) + value
+                now = consumed.get(name, 0) + value
                 consumed[name] = now
                 taken.append((consumed, name, value))
                 if now > limits[name] and over is None:
@@ -600,7 +646,7 @@ class _NodeSearch:
                 continue
             consumed = self.consumed.get((id(fit.pool), counter_set), {})
             for name, value in counters:
-                if name in limits and consumed.get(name, Fraction(0)) + value > limits[name]:
+                if name in limits and consumed.get(name, 0) + value > limits[name]:
                     return f"counter {name} of {counter_set} exhausted"
         return None
 
@@ -660,31 +706,89 @@ class _NodeSearch:
                     smallest = {k: min(v, amounts[k]) for k, v in smallest.items() if amounts.get(k, 0) > 0}
             best = len(members)
             for name, least in (smallest or {}).items():
-                fit_count = int((limits[name] - consumed.get(name, Fraction(0))) // least)
+                fit_count = int((limits[name] - consumed.get(name, 0)) // least)
                 if fit_count < best:
                     best, limiting = fit_count, f"counter {name} of {counter_set}"
             total += max(best, 0)
         return total, limiting
 
+    def _groups(self, positions: frozenset[int]) -> tuple[int, list[tuple[tuple[int, str], int, dict[str, Any]]]]:
+        """Static facts about a candidate set: devices without counters, and per counter set the number
+        of candidates and the smallest amount of each counter every one of them consumes."""
+        found = self._group_cache.get(positions)
+        if found is not None:
+            return found
+        loose = 0
+        groups: dict[tuple[int, str], list[int]] = {}
+        for position in positions:
+            if not self.pool_ok[position]:
+                continue
+            fit = self.devices[position]
+            if self._is_multi(position):
+                loose += 1 << 30
+                continue
+            available = self.a.available_counters(fit.pool)
+            key = next(((id(fit.pool), s) for s, _ in fit.consumes if s in available), None)
+            if key is None:
+                loose += 1
+            else:
+                groups.setdefault(key, []).append(position)
+        facts = []
+        for (pool_id, counter_set), members in groups.items():
+            limits = self.a.available_counters(self.devices[members[0]].pool)[counter_set]
+            smallest: dict[str, Any] | None = None
+            for position in members:
+                amounts = dict(next(c for s, c in self.devices[position].consumes if s == counter_set))
+                if smallest is None:
+                    smallest = {k: v for k, v in amounts.items() if v > 0 and k in limits}
+                else:
+                    smallest = {k: min(v, amounts[k]) for k, v in smallest.items() if amounts.get(k, 0) > 0}
+            facts.append(((pool_id, counter_set), len(members), {"pool": self.devices[members[0]].pool,
+                                                                 "limits": limits, "smallest": smallest or {}}))
+        result = (loose, facts)
+        self._group_cache[positions] = result
+        return result
+
+    def _quick_capacity(self, positions: frozenset[int]) -> tuple[int, Counter[str]]:
+        """An upper bound on how many of ``positions`` still fit, from the counters left (cheap)."""
+        loose, facts = self._groups(positions)
+        total, limiting = loose, Counter[str]()
+        for key, count, fact in facts:
+            best = count
+            if fact["smallest"]:
+                limits = fact["limits"]
+                consumed = self.consumed.get(key, {})
+                for name, least in fact["smallest"].items():
+                    fit_count = int((limits[name] - consumed.get(name, 0)) // least)
+                    if fit_count < best:
+                        best = fit_count
+                        limiting[f"{name} of {key[1]}"] += 1
+            total += max(best, 0)
+        return total, limiting
+
     def _bound_ok(self, claim: int, request: int, sub: int, device: int) -> bool:
-        demands = self._remaining(claim, request, sub, device)
-        if not demands:
-            return True
-        needed = sum(n for _, n in demands)
-        union: set[int] = set()
-        per_set: dict[frozenset[int], int] = {}
-        for candidates, need in demands:
-            union |= candidates
-            per_set[candidates] = per_set.get(candidates, 0) + need
-        checks = [(frozenset(union), needed), *per_set.items()]
+        """Whether the counters left can still hold every device the remaining requests need."""
+        key = (claim, request, sub)
+        checks = self._suffix_cache.get(key)
+        if checks is None:
+            demands = self._remaining(claim, request, sub, 0)
+            union: set[int] = set()
+            per_set: dict[frozenset[int], int] = {}
+            for candidates, need in demands:
+                union |= candidates
+                per_set[candidates] = per_set.get(candidates, 0) + need
+            checks = [(frozenset(union), sum(n for _, n in demands)), *per_set.items()] if demands else []
+            self._suffix_cache[key] = checks
         for positions, need in checks:
-            why: Counter[str] = Counter()
-            capacity, limiting = self._capacity_of(positions, why)
-            if capacity < need:
-                if limiting:
-                    why[f"{limiting} leaves room for {capacity}"] += need
+            capacity, limiting = self._quick_capacity(positions)
+            if capacity < need - device:
                 alt = self.alts[(claim, request)][sub]
-                self._record_failure(claim, alt, why, f"{need} more device(s) needed, at most {capacity} fit")
+                names = ", ".join(name for name, _ in limiting.most_common(3))
+                if len(limiting) > 3:
+                    names += f" and {len(limiting) - 3} more"
+                why = Counter({f"the counters left (counter {names}) hold at most {capacity}" if names else
+                               f"only {capacity} candidate devices": 1})
+                self._record_failure(claim, alt, why, f"{need - device} more device(s) needed")
                 return False
         return True
 
@@ -720,6 +824,12 @@ class _NodeSearch:
 
     def _alone(self, claim: Claim, alt: _Alt) -> str | None:
         """Why ``alt`` cannot be satisfied even alone on this node (``None``: it can)."""
+        key = (alt.spec, alt.class_selectors)
+        if key not in self._alone_cache:
+            self._alone_cache[key] = self._alone_uncached(claim, alt)
+        return self._alone_cache[key]
+
+    def _alone_uncached(self, claim: Claim, alt: _Alt) -> str | None:
         usable = [p for p in alt.candidates if self.pool_ok[p]]
         if not alt.candidates:
             pool_devices = [d.device for d in self.devices]

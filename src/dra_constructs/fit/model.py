@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from ..cel.inventory import Device, devices_from_slices
@@ -38,12 +39,22 @@ Counters = dict[str, Fraction]
 
 
 def quantity(text: str, where: str, field_name: str) -> Fraction:
-    """The exact value of a quantity string (``"80384Mi"``, ``"1"``)."""
+    """The exact value of a quantity string (``"80384Mi"``, ``"1"``); whole values as ``int`` (faster)."""
+    value = _quantity(str(text))
+    if isinstance(value, str):
+        raise DraConstructsError(where, field_name, text, f"not a Kubernetes quantity ({value})",
+                                 'write a quantity such as "1", "14" or "80Gi"')
+    return value
+
+
+@lru_cache(maxsize=4096)
+def _quantity(text: str) -> Fraction | str:
+    """Parsed once per distinct text (counters repeat on every device); the error text if invalid."""
     try:
-        return parse_quantity(str(text)).value
+        value = parse_quantity(text).value
     except QuantityError as error:
-        raise DraConstructsError(where, field_name, text, f"not a Kubernetes quantity ({error})",
-                                 'write a quantity such as "1", "14" or "80Gi"') from None
+        return str(error)
+    return value.numerator if value.denominator == 1 else value  # type: ignore[return-value]
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -332,10 +343,10 @@ def _fit_device(device: Device, raw: Mapping[str, Any], pool: Pool, slice_: Slic
     policies: dict[str, Mapping[str, Any]] = {}
     for name, value in _as_dict(body.get("capacity")).items():
         text = value.get("value") if isinstance(value, dict) else value
-        try:
-            capacity[str(name)] = parse_quantity(str(text)).value
-        except QuantityError:
+        parsed = _quantity(str(text))
+        if isinstance(parsed, str):
             continue
+        capacity[str(name)] = parsed
         if isinstance(value, dict) and isinstance(value.get("requestPolicy"), dict):
             policies[str(name)] = value["requestPolicy"]
     selection = NodeSelection.of(body) if slice_.per_device else None
