@@ -84,3 +84,15 @@ def test_user_inventories_with_counters_are_read_as_they_are() -> None:
     device = next(d for d in inventory.devices if d.device.name == "gpu-1-mig-2g20gb-14-2")
     ((counter_set, counters),) = device.consumes
     assert counter_set == "gpu-1-counter-set" and dict(counters)["memory-slice-3"] == 1
+
+
+def test_catalog_command_prints_the_dynamic_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from dra_constructs.cli import main
+
+    assert main(["catalog", "--gpu", "A30", "--resource-slices", "v1", "--mig-mode", "dynamic",
+                 "--separate-counter-slices"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert docs[0]["spec"]["sharedCounters"] and "devices" not in docs[0]["spec"]
+    assert all("consumesCounters" in d for d in docs[1]["spec"]["devices"])
