@@ -23,13 +23,23 @@ from .requests import (
     render_claim_spec,
 )
 from .target import Target
+from .tenants.quota import Mig, WholeGpu
+from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version, set_mig_mode
+    from ._scope import (
+        KUBERNETES_VERSION_CONTEXT,
+        set_inventory,
+        set_kubernetes_version,
+        set_kueue_compatible,
+        set_mig_mode,
+    )
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
-    from .guardrails.app_validation import suppress
+    from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
+    from .plus import attach_claims
     from .sanitizer.construct import SanitizerDaemonSet
+    from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
 __version__ = "0.1.0"
@@ -44,7 +54,14 @@ _LAZY = {
     "GpuStatefulSet": ".workloads",
     "KUBERNETES_VERSION_CONTEXT": "._scope",
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
+    "GuardrailsError": ".guardrails.app_validation",
+    "attach_claims": ".plus",
+    "enable_guardrails": ".guardrails.app_validation",
     "SanitizerDaemonSet": ".sanitizer.construct",
+    "GpuTenant": ".tenants.construct",
+    "KueueQueue": ".tenants.construct",
+    "TenantPlatform": ".tenants.construct",
+    "set_kueue_compatible": "._scope",
     "suppress": ".guardrails.app_validation",
     "set_inventory": "._scope",
     "set_mig_mode": "._scope",
@@ -69,18 +86,30 @@ __all__ = [
     "GpuPod",
     "GpuRequest",
     "GpuStatefulSet",
+    "GpuTenant",
     "GuardrailsAdmissionPolicy",
+    "GuardrailsError",
+    "KueueQueue",
     "MatchAttribute",
+    "Mig",
     "MigRequest",
     "PodClaim",
+    "PodFailurePolicy",
     "PreStop",
+    "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
+    "TenantPlatform",
+    "VolumeClaimTemplate",
+    "WholeGpu",
     "__version__",
+    "attach_claims",
+    "enable_guardrails",
     "render_claim_spec",
     "render_pod_spec",
     "set_inventory",
     "set_kubernetes_version",
+    "set_kueue_compatible",
     "set_mig_mode",
     "suppress",
 ]

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import cdk8s
 import constructs
 
-from ._scope import guard, lazy_path, resolve_inventory, resolve_mig_mode, resolve_target
+from ._scope import (
+    duplicate_id,
+    generated_name,
+    guard,
+    lazy_path,
+    resolve_inventory,
+    resolve_kueue_compatible,
+    resolve_mig_mode,
+    resolve_target,
+)
 from .catalog import GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse
@@ -63,12 +73,15 @@ class GpuClaimTemplate(cdk8s.ApiObject):
     :param kubernetes_version: target. Default: the app's ``dra-constructs/kubernetes-version``
         context, else 1.32.
     :param inventory: devices that must be able to satisfy every request (``None``: no check):
-        ResourceSlice-backed ``dra_constructs.fit.Inventory`` or a list of ``dra_constructs.cel.Device``.
-        Default: the App's ``set_inventory(...)``, else the catalog.
+        ResourceSlice files, a ResourceSlice-backed ``dra_constructs.fit.Inventory`` or a list of
+        ``dra_constructs.cel.Device``. Default: the App's ``set_inventory(...)``, else the catalog.
     :param mig_mode: shape of the catalog inventory: ``"dynamic"`` (DynamicMIG: every placement
         consuming counters) or ``"static"`` (pre-created MIG devices). Default: the App's
         ``set_mig_mode(...)``, else ``"dynamic"`` from 1.36 (partitionable devices on by default),
         ``"static"`` before.
+    :param kueue_compatible: refuse what Kueue cannot admit (firstAvailable, constraints, admin access,
+        allocationMode All, per-claim config; targets below 1.34). Default: the App's
+        ``set_kueue_compatible(...)``, else off.
     """
 
     def __init__(
@@ -85,29 +98,43 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         claim_labels: Mapping[str, str] | None = None,
         claim_name: str | None = None,
         kubernetes_version: str | Target | None = None,
-        inventory: Inventory | None = CATALOG,
+        inventory: Inventory | str | Path | None = CATALOG,
         mig_mode: str | None = None,
+        kueue_compatible: bool | None = None,
     ) -> None:
         where = lazy_path(scope, id)
         target = resolve_target(scope, kubernetes_version, id)
+        name = name if name is not None else generated_name(scope, id)  # ids with '_' or '.': cdk8s's is invalid
         metadata = object_metadata(where, name, namespace, labels, annotations)
         self.claim_name = check_dns_label(where, "claim_name", claim_name or to_dns_label(id))
         self.target = target
         self.requests: tuple[DeviceRequest | FirstAvailable, ...] = tuple(requests)
         spec, resolved = render_claim_spec(self.requests, constraints, target, where)
-        if inventory is CATALOG:
+        if isinstance(inventory, (str, Path)):  # ResourceSlice files, as set_inventory takes them
+            from .cel import load_resource_slices
+            from .fit import Inventory as FitInventory
+
+            inventory = FitInventory.from_slices(load_resource_slices(inventory))
+        elif inventory is CATALOG:
             inventory = resolve_inventory(scope, CATALOG)
         catalog = inventory is CATALOG
         if catalog:
             mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
             inventory = catalog_inventory(mode)
         check_requests(resolved, target, where, inventory, spec, catalog=catalog)
-        super().__init__(
-            scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
-        )
+        try:
+            super().__init__(
+                scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
+            )
+        except RuntimeError as error:
+            raise duplicate_id(error, where, id) from None
         template: dict[str, Any] = {"spec": spec}
         if claim_labels:
             template["metadata"] = {"labels": check_labels(where, "claim_labels", claim_labels)}
+        if resolve_kueue_compatible(scope, kueue_compatible):
+            from .tenants.kueue import check_kueue_admissible
+
+            check_kueue_admissible(template["spec"], target, where())
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", template))
         guard(scope)
         self._template_name = name

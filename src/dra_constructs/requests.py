@@ -5,6 +5,8 @@ Pure Python (no cdk8s): the claim-template construct, tests and tools all render
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -54,12 +56,33 @@ class _Model(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as error:
-            first = error.errors()[0]
+            errors = error.errors()
+            # A misspelt keyword also makes the real one "missing": report the misspelling.
+            first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
             field = ".".join(str(p) for p in first["loc"]) or "(model)"
+            inner = (first.get("ctx") or {}).get("error")
+            if isinstance(inner, DraConstructsError):  # a nested model's own error: keep it, add where
+                raise DraConstructsError(f"{type(self).__name__}.{field}", inner.field, inner.value,
+                                         inner.problem, inner.fix) from None
             raise DraConstructsError(
-                type(self).__name__, field, first.get("input"), first["msg"],
+                type(self).__name__, field, first.get("input"), first["msg"] + _suggestion(type(self), first),
                 f"see help({type(self).__name__}) for the accepted values",
             ) from None
+
+
+def _suggestion(model: type[BaseModel], error: Any) -> str:
+    """`` (did you mean 'x'?)`` for a misspelt field name or enum/literal value."""
+    value = error.get("input")
+    if error.get("type") == "extra_forbidden":
+        name, candidates = str(error["loc"][-1]), list(model.model_fields)
+    elif error.get("type") in ("enum", "literal_error") and isinstance(value, str):
+        name, candidates = value, re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+    else:
+        return ""
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if not close and error.get("type") != "extra_forbidden":
+        close = difflib.get_close_matches(name.upper().replace("-", "_").replace(" ", "_"), candidates, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class DeviceToleration(_Model):
@@ -96,8 +119,13 @@ class _RequestBase(_Model):
 
     kind: ClassVar[str] = "request"
 
-    def device_class(self) -> str:  # pragma: no cover - overridden
-        """The DeviceClass the request names."""
+    def device_class(self) -> str:
+        """The DeviceClass the request names (an override, e.g. a tenant's class, else the catalog's)."""
+        override = getattr(self, "device_class_name", None)
+        return override if isinstance(override, str) and override else self.catalog_class()
+
+    def catalog_class(self) -> str:  # pragma: no cover - overridden
+        """The NVIDIA DeviceClass whose catalog devices the request picks from (satisfiability checks)."""
         raise NotImplementedError
 
     def generated_selectors(self, where: Where) -> list[str]:
@@ -107,6 +135,9 @@ class _RequestBase(_Model):
     def validate_for(self, where: Where) -> None:
         """Checks that need no target; raise DraConstructsError on bad input."""
         check_dns_label(where, f"requests[{self.name!r}].name", self.name)
+        override = getattr(self, "device_class_name", None)
+        if override is not None and not isinstance(self, CustomRequest):
+            check_dns_subdomain(where, f"requests[{self.name!r}].device_class_name", override)
         if self.count < 1:
             raise DraConstructsError(
                 _where(where), f"requests[{self.name!r}].count", self.count,
@@ -124,8 +155,11 @@ class MigRequest(_RequestBase):
     name: str = "mig"
     gpu: GpuModel = Field(description="GPU model the slices come from.")
     profile: str = Field(description="MIG profile name, e.g. '3g.40gb' (see the catalog).")
+    device_class_name: str | None = Field(
+        default=None, description="A DeviceClass narrowing mig.nvidia.com (e.g. a tenant's per-profile class)."
+    )
 
-    def device_class(self) -> str:
+    def catalog_class(self) -> str:
         return DEVICE_CLASS_MIG
 
     def generated_selectors(self, where: Where) -> list[str]:
@@ -152,12 +186,21 @@ class GpuRequest(_RequestBase):
     min_memory: str | None = Field(default=None, description="Quantity, e.g. '79Gi'.")
     architecture: str | None = Field(default=None, description="e.g. 'Hopper'.")
     min_compute_capability: str | None = Field(default=None, description="e.g. '8.0'.")
+    device_class_name: str | None = Field(
+        default=None, description="A DeviceClass narrowing gpu.nvidia.com (e.g. a tenant's per-model class)."
+    )
 
-    def device_class(self) -> str:
+    def catalog_class(self) -> str:
         return DEVICE_CLASS_GPU
 
     def validate_for(self, where: Where) -> None:
         super().validate_for(where)
+        if not self.models and self.min_memory is None and self.architecture is not None:
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}].architecture", self.architecture,
+                "architecture alone does not pin the hardware (it spans models with very different memory)",
+                f"add min_memory='40Gi' or models=[...] next to architecture={self.architecture!r}",
+            )
         if not self.models and self.min_memory is None:
             raise DraConstructsError(
                 _where(where), f"requests[{self.name!r}]", "no models and no min_memory",
@@ -192,6 +235,9 @@ class CustomRequest(_RequestBase):
     allocation_mode: str = Field(default="ExactCount", description="'ExactCount' or 'All' (admin only).")
 
     def device_class(self) -> str:
+        return self.device_class_name
+
+    def catalog_class(self) -> str:
         return self.device_class_name
 
     def validate_for(self, where: Where) -> None:

@@ -21,7 +21,7 @@ from .validation import Where, _where
 
 if TYPE_CHECKING:
     from .cel import Device
-    from .fit import Claim, NodeResult
+    from .fit import Claim, DeviceClass, NodeResult
     from .fit import Inventory as FitInventory
     from .requests import DeviceRequest, ResolvedRequest
 
@@ -88,9 +88,10 @@ def _runtime_error(device_class: str, selectors: tuple[str, ...], target: Target
     return error
 
 
-def _fit_failures(claim: Claim, target: Target, inventory: FitInventory) -> list[NodeResult] | None:
+def _fit_failures(claim: Claim, target: Target, inventory: FitInventory,
+                  classes: dict[str, DeviceClass]) -> list[NodeResult] | None:
     """``None`` if some node can allocate ``claim``, else every node's result."""
-    key = (claim, target, id(inventory))
+    key = (claim, target, id(inventory), tuple(sorted((k, v.selectors) for k, v in classes.items())))
     if key in _FIT_CACHE:
         return _FIT_CACHE[key]
     from .fit import fit
@@ -98,7 +99,7 @@ def _fit_failures(claim: Claim, target: Target, inventory: FitInventory) -> list
     gates = {**target.default_feature_gates, "DRAPartitionableDevices": target.has_partitionable_devices,
              "DRAPrioritizedList": target.has_first_available, "DRADeviceTaints": target.has_request_tolerations,
              "DRAAdminAccess": True}
-    report = fit([claim], inventory, target=target, gates=gates, stop_at_first=True)
+    report = fit([claim], inventory, target=target, classes=classes, gates=gates, stop_at_first=True)
     failures = None if report.allocatable else list(report.nodes.values())
     _FIT_CACHE[key] = failures
     return failures
@@ -112,7 +113,7 @@ def _problem(failures: list[NodeResult], request: DeviceRequest, selectors: list
     best = next((r for r in failures if not r.no_match), None)
     if best is not None:
         return f"{best.reason} (best node: {best.node})"
-    device_class = request.device_class()
+    device_class = request.catalog_class()
     need = 1 if getattr(request, "allocation_mode", "ExactCount") == "All" else request.count
     return explain_no_match([DEVICE_CLASS_SELECTORS[device_class]], selectors, [d.device for d in inventory.devices],
                             target, need, device_class)
@@ -134,8 +135,9 @@ def _need(request: DeviceRequest) -> int:
 def _check_fit(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target, where: Where,
                inventory: FitInventory, whole: bool) -> None:
     """The whole claim on one node (``whole``), else each request (each alternative) on its own."""
+    classes = _classes(resolved)
     if whole:
-        failures = _fit_failures(claim, target, inventory)
+        failures = _fit_failures(claim, target, inventory, classes)
         if failures is None:
             return
         best = next((r for r in failures if not r.no_match), failures[0] if failures else None)
@@ -150,7 +152,7 @@ def _check_fit(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target
             from .fit import Request as FitRequest
 
             alone = FitClaim(claim.name, (FitRequest(parsed.name, (sub,), parsed.first_available),))
-            failures = _fit_failures(alone, target, inventory)
+            failures = _fit_failures(alone, target, inventory, classes)
             if failures is None:
                 break
             problems.append((request, _problem(failures, request, selectors, target, inventory)))
@@ -189,16 +191,18 @@ def check_requests(
     fit_inventory = as_fit_inventory(inventory)
     for _, alternatives in resolved:
         for request, selectors in alternatives:
-            device_class = request.device_class()
+            device_class = request.catalog_class()  # a narrower class (a tenant's) repeats its pins as selectors
             if device_class not in DEVICE_CLASS_SELECTORS:
                 continue
             error = _runtime_error(device_class, tuple(selectors), target, fit_inventory)
             if error is not None:
+                from .cel.fixes import suggest_fix
+
+                detail = "run-time error (the scheduler fails the allocation, it does not skip the device): " + error
                 raise DraConstructsError(
-                    _where(where), f"requests[{request.name!r}].selectors", selectors,
-                    "run-time error (the scheduler fails the allocation, it does not skip the device): " + error,
-                    "guard optional attributes with `'name' in device.attributes['domain']` and compare "
-                    "versions with semver(...)",
+                    _where(where), f"requests[{request.name!r}].selectors", selectors, detail,
+                    suggest_fix("", detail, device_class) or "guard optional attributes with `'name' in "
+                    "device.attributes['domain']` and compare versions with semver(...)",
                 )
     if spec is None or not _nvidia_only(resolved):
         return
@@ -221,4 +225,12 @@ def _claim(spec: dict[str, Any], where: Where) -> Claim:
 
 def _nvidia_only(resolved: Sequence[ResolvedRequest]) -> bool:
     """The inventory speaks only for the NVIDIA classes: other classes are not checked."""
-    return all(r.device_class() in DEVICE_CLASS_SELECTORS for _, alts in resolved for r, _ in alts)
+    return all(r.catalog_class() in DEVICE_CLASS_SELECTORS for _, alts in resolved for r, _ in alts)
+
+
+def _classes(resolved: Sequence[ResolvedRequest]) -> dict[str, DeviceClass]:
+    """Each request's class as the catalog class it narrows (a tenant class repeats the pins)."""
+    from .fit import DeviceClass
+
+    return {r.device_class(): DeviceClass(r.device_class(), (DEVICE_CLASS_SELECTORS[r.catalog_class()],))
+            for _, alts in resolved for r, _ in alts}
