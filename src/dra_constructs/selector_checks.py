@@ -188,6 +188,10 @@ def check_requests(
                 _check_expression(where, request.name, expression, target)
     if inventory is None:
         return
+    # The same claim against the same inventory passes again: one dict lookup per construct.
+    passed_key = (repr(spec), target, id(inventory), catalog) if spec is not None else None
+    if passed_key is not None and passed_key in _PASSED:
+        return
     fit_inventory = as_fit_inventory(inventory)
     for _, alternatives in resolved:
         for request, selectors in alternatives:
@@ -204,10 +208,13 @@ def check_requests(
                     suggest_fix("", detail, device_class) or "guard optional attributes with `'name' in "
                     "device.attributes['domain']` and compare versions with semver(...)",
                 )
-    if spec is None or not _nvidia_only(resolved):
-        return
-    claim = _claim(spec, where)
-    _check_fit(claim, resolved, target, where, fit_inventory, whole=not catalog)
+    if spec is not None and _nvidia_only(resolved):
+        _check_fit(_claim(spec, where), resolved, target, where, fit_inventory, whole=not catalog)
+    if passed_key is not None:
+        _PASSED[passed_key] = inventory  # keeps the inventory alive, so its id stays its own
+
+
+_PASSED: dict[tuple[Any, ...], Any] = {}
 
 
 _CLAIMS: dict[str, Claim] = {}
