@@ -10,49 +10,71 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_getattr
-from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
-from .errors import DraConstructsError
-from .podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
-from .requests import (
-    CustomRequest,
-    DeviceToleration,
-    FirstAvailable,
-    GpuRequest,
-    MatchAttribute,
-    MigRequest,
-    render_claim_spec,
-)
-from .target import Target
-from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
     from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
+    from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
     from .claims import CATALOG, GpuClaimTemplate
+    from .errors import DraConstructsError
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
     from .plus import attach_claims
+    from .podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
+    from .requests import (
+        CustomRequest,
+        DeviceToleration,
+        FirstAvailable,
+        GpuRequest,
+        MatchAttribute,
+        MigRequest,
+        render_claim_spec,
+    )
     from .sanitizer.construct import SanitizerDaemonSet
+    from .target import Target
+    from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
 __version__ = "0.1.0"
 
-# Construct-layer names -> module, imported on first attribute access (PEP 562).
+# Every public name -> its module, imported on first attribute access (PEP 562): the pure core
+# (catalog models, CEL) costs ~0.5 s of imports and the construct layer starts Node, so
+# ``import dra_constructs`` itself imports neither (docs/performance.md, import time).
 _LAZY = {
     "CATALOG": ".claims",
+    "ClaimUse": ".podspec",
+    "Container": ".podspec",
+    "CustomRequest": ".requests",
+    "DEVICE_CLASS_GPU": ".catalog",
+    "DEVICE_CLASS_MIG": ".catalog",
+    "DeviceToleration": ".requests",
+    "DraConstructsError": ".errors",
+    "FirstAvailable": ".requests",
     "GpuClaimTemplate": ".claims",
     "GpuDeployment": ".workloads",
     "GpuJob": ".workloads",
+    "GpuModel": ".catalog",
     "GpuPod": ".workloads",
+    "GpuRequest": ".requests",
     "GpuStatefulSet": ".workloads",
-    "KUBERNETES_VERSION_CONTEXT": "._scope",
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
     "GuardrailsError": ".guardrails.app_validation",
+    "KUBERNETES_VERSION_CONTEXT": "._scope",
+    "MatchAttribute": ".requests",
+    "MigRequest": ".requests",
+    "PodClaim": ".podspec",
+    "PodFailurePolicy": ".workload_options",
+    "PreStop": ".podspec",
+    "RollingUpdate": ".workload_options",
+    "SanitizerDaemonSet": ".sanitizer.construct",
+    "Target": ".target",
+    "VolumeClaimTemplate": ".workload_options",
     "attach_claims": ".plus",
     "enable_guardrails": ".guardrails.app_validation",
-    "SanitizerDaemonSet": ".sanitizer.construct",
-    "suppress": ".guardrails.app_validation",
+    "render_claim_spec": ".requests",
+    "render_pod_spec": ".podspec",
     "set_inventory": "._scope",
     "set_kubernetes_version": "._scope",
+    "suppress": ".guardrails.app_validation",
 }
 
 __all__ = [
