@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KUBERNETES_VERSION_CONTEXT",
+    "duplicate_id",
     "generated_name",
     "guard",
     "lazy_path",
@@ -62,8 +63,26 @@ def guard(scope: constructs.Construct) -> None:
 
 
 def lazy_path(scope: constructs.Construct, id: str) -> Callable[[], str]:
-    """The future construct path of child ``id``, computed only when an error needs it."""
+    """The future construct path of child ``id``, computed only when an error needs it.
+
+    Also the first check of every construct: ``scope`` must be a construct, ``id`` a non-empty string.
+    """
+    if not isinstance(scope, constructs.Construct):
+        raise DraConstructsError(str(id), "scope", scope, f"must be a construct (a cdk8s Chart), not "
+                                 f"{type(scope).__name__}", "pass the chart first: GpuPod(chart, 'id', ...)")
+    if not isinstance(id, str) or not id:
+        raise DraConstructsError(scope.node.path or "App", "id", id, "a construct id is a non-empty string",
+                                 "pass an id such as 'llm-server' (it names the object)")
     return lambda: f"{scope.node.path}/{id}" if scope.node.path else id
+
+
+def duplicate_id(error: RuntimeError, where: str | Callable[[], str], id: str) -> DraConstructsError | RuntimeError:
+    """jsii's "There is already a Construct with name ..." as a DraConstructsError (else ``error``)."""
+    if "already a Construct with name" not in str(error):
+        return error
+    path = where if isinstance(where, str) else where()
+    return DraConstructsError(path, "id", id, "another construct in this scope already has this id",
+                              "give every construct of a chart its own id")
 
 
 def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -> Target:

@@ -355,6 +355,8 @@ def render_pod_spec(
         raise DraConstructsError(_where(where), "pre_stop", pre_stop, f"must be a PreStop, not "
                                  f"{type(pre_stop).__name__}", "use pre_stop=PreStop(sleep_seconds=...)")
     pre_stop = pre_stop if pre_stop is not None else PreStop()
+    if not pre_stop.command:
+        check_int(where, "pre_stop.sleep_seconds", pre_stop.sleep_seconds, 0)
     if isinstance(termination_grace_period_seconds, int) and not isinstance(termination_grace_period_seconds, bool) \
             and termination_grace_period_seconds < 1:
         raise DraConstructsError(

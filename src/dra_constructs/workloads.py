@@ -19,7 +19,7 @@ import cdk8s
 import constructs
 
 from ._rendered import OwnManifest
-from ._scope import generated_name, guard, lazy_path, object_name, resolve_target
+from ._scope import duplicate_id, generated_name, guard, lazy_path, object_name, resolve_target
 from .errors import DraConstructsError
 from .podspec import DEFAULT_GRACE_SECONDS, Container, PodClaim, PreStop, items_of, render_pod_spec
 from .target import Target
@@ -144,7 +144,10 @@ class GpuPod(OwnManifest, cdk8s.ApiObject):
             priority_class_name=priority_class_name, extra_spec=extra_spec, kubernetes_version=kubernetes_version,
         ).render(scope, where)
         metadata = object_metadata(where, _name(scope, id, name), namespace, labels, annotations)
-        super().__init__(scope, id, api_version="v1", kind="Pod", metadata=metadata)
+        try:
+            super().__init__(scope, id, api_version="v1", kind="Pod", metadata=metadata)
+        except RuntimeError as error:
+            raise duplicate_id(error, where, id) from None
         guard(scope)
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
         self._dra_record("v1", "Pod", metadata, (metadata or {}).get("name") or object_name(self, scope, id), spec)
@@ -189,7 +192,10 @@ class _TemplatedWorkload(OwnManifest, cdk8s.ApiObject):
         template_labels = check_labels(where, "pod_labels", pod_labels) or {}
         template_annotations = check_annotations(where, "pod_annotations", pod_annotations)
         spec: dict[str, Any] = dict(workload_spec)
-        super().__init__(scope, id, api_version=self._api_version, kind=self._kind, metadata=metadata)
+        try:
+            super().__init__(scope, id, api_version=self._api_version, kind=self._kind, metadata=metadata)
+        except RuntimeError as error:
+            raise duplicate_id(error, where, id) from None
         guard(scope)
         object_name_ = (metadata or {}).get("name") or object_name(self, scope, id)
         if selector:

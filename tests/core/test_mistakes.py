@@ -19,6 +19,7 @@ from dra_constructs import (
     GpuStatefulSet,
     GuardrailsError,
     PodClaim,
+    PreStop,
     enable_guardrails,
     set_kubernetes_version,
 )
@@ -281,3 +282,23 @@ def test_another_validation_failing_is_reported_not_swallowed() -> None:
     pod.node.add_validation(Other())
     with pytest.raises(RuntimeError, match="other problem"):
         app.synth_yaml()
+
+
+def test_construct_arguments_and_duplicate_ids() -> None:
+    chart = new_chart()
+    gpu = _gpu(chart)
+    with pytest.raises(DraConstructsError, match="must be a construct"):
+        GpuPod(None, "p", containers=_containers(gpu))  # type: ignore[arg-type]
+    with pytest.raises(DraConstructsError, match="non-empty string"):
+        GpuPod(chart, 5, containers=_containers(gpu))  # type: ignore[arg-type]
+    error = _raises(lambda: GpuPod(chart, "gpu", containers=_containers(gpu)), "id", "test/gpu")
+    assert "already has this id" in error.problem
+    error = _raises(lambda: _gpu(chart), "id", "test/gpu")
+    with pytest.raises(DraConstructsError, match="must be >= 0"):
+        GpuPod(chart, "p", containers=_containers(gpu), pre_stop=PreStop(sleep_seconds=-1))
+
+
+def test_inventory_file_on_a_claim_template(tmp_path: Any) -> None:
+    chart = new_chart()
+    with pytest.raises(DraConstructsError, match="cannot read the file"):
+        GpuClaimTemplate.mig(chart, "g", gpu="A100_40GB", profile="1g.5gb", inventory=str(tmp_path / "none.yaml"))
