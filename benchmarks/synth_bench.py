@@ -12,8 +12,11 @@ build the same manifests:
   to show where the time goes.
 
 Every measurement runs in a fresh Python process (jsii kernel state never leaks between routes);
-the routes alternate, each (route, N) is repeated and the median is kept. Times cover building the
-objects and ``app.synth_yaml()``; process start and imports are excluded. Output: a table and JSON.
+the routes alternate, each (route, N) is repeated and the median is kept (the table also shows the
+range of the ratios of each alternating pair). Times cover building the objects and
+``app.synth_yaml()``; process start and imports are excluded. Peak memory: the largest peak
+resident set (VmHWM) of the Python process plus its Node child over the repeats. Output: a table
+and JSON.
 
     python benchmarks/synth_bench.py [--sizes 100 1000 5000] [--repeat 3]
 """
@@ -64,8 +67,14 @@ for i in range(n):
 built = time.perf_counter()
 yaml_text = app.synth_yaml()
 done = time.perf_counter()
+def peak_mib(pid):  # VmHWM: the process's peak resident set
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+import os
+children = [c for t in os.listdir("/proc/self/task") for c in open(f"/proc/self/task/{t}/children").read().split()]
 print(json.dumps({"build": built - start, "synth": done - built, "total": done - start,
-                  "documents": yaml_text.count("\nkind: ") + 1}))
+                  "documents": yaml_text.count("\nkind: ") + 1,
+                  "peak_mib": peak_mib("self") + sum(peak_mib(c) for c in children)}))
 """
 
 
@@ -85,19 +94,30 @@ def main() -> int:
     args = parser.parse_args()
     routes = ["plain", "library"] + (["library-no-guardrails"] if args.diagnostic else [])
     results: dict[str, dict[int, float]] = {route: {} for route in routes}
+    memory: dict[str, dict[int, float]] = {route: {} for route in routes}
+    ratios: dict[int, list[float]] = {}
     started = time.perf_counter()
     for n in args.sizes:
         samples: dict[str, list[float]] = {route: [] for route in routes}
+        peaks: dict[str, list[float]] = {route: [] for route in routes}
         for _ in range(args.repeat):
             for route in routes:
-                samples[route].append(measure(route, n)["total"])
+                sample = measure(route, n)
+                samples[route].append(sample["total"])
+                peaks[route].append(sample["peak_mib"])
         for route in samples:
             results[route][n] = statistics.median(samples[route])
-    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'lib ms/workload':>16}"
-          + (f" {'no-guardrails s':>16} {'ratio':>6}" if args.diagnostic else ""))
+            memory[route][n] = max(peaks[route])
+        # ratio of each alternating pair (same moment on a shared machine), to show the spread
+        ratios[n] = sorted(lib / plain for lib, plain in zip(samples["library"], samples["plain"], strict=True))
+    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'pair ratios':>18} {'lib ms/workload':>16}"
+          f" {'peak MiB plain/lib':>19}" + (f" {'no-guardrails s':>16} {'ratio':>6}" if args.diagnostic else ""))
     for n in args.sizes:
         plain, library = results["plain"][n], results["library"][n]
-        line = f"{n:>6} {plain:>9.3f} {library:>10.3f} {library / plain:>6.2f} {1000 * library / n:>16.3f}"
+        spread = f"{ratios[n][0]:.2f}-{ratios[n][-1]:.2f}"
+        line = (f"{n:>6} {plain:>9.3f} {library:>10.3f} {library / plain:>6.2f} {spread:>18}"
+                f" {1000 * library / n:>16.3f}"
+                f" {memory['plain'][n]:>9.0f}/{memory['library'][n]:<9.0f}")
         if args.diagnostic:
             bare = results["library-no-guardrails"][n]
             line += f" {bare:>16.3f} {bare / plain:>6.2f}"
@@ -105,6 +125,7 @@ def main() -> int:
     summary = {
         "sizes": args.sizes, "repeat": args.repeat, "median_seconds": results,
         "ratio": {n: results["library"][n] / results["plain"][n] for n in args.sizes},
+        "pair_ratios": ratios, "peak_mib_python_plus_node": memory,
         "wall_seconds": time.perf_counter() - started,
     }
     if len(args.sizes) >= 2:
