@@ -71,10 +71,12 @@ def peak_mib(pid):  # VmHWM: the process's peak resident set
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
 import os
-children = [c for t in os.listdir("/proc/self/task") for c in open(f"/proc/self/task/{t}/children").read().split()]
+def tree(pid):  # the process and its descendants (jsii's node launcher and the node runtime it starts)
+    kids = [c for t in os.listdir(f"/proc/{pid}/task") for c in open(f"/proc/{pid}/task/{t}/children").read().split()]
+    return [pid] + [d for c in kids for d in tree(c)]
 print(json.dumps({"build": built - start, "synth": done - built, "total": done - start,
                   "documents": yaml_text.count("\nkind: ") + 1,
-                  "peak_mib": peak_mib("self") + sum(peak_mib(c) for c in children)}))
+                  "peak_mib": sum(peak_mib(p) for p in tree(str(os.getpid())))}))
 """
 
 
