@@ -6,16 +6,17 @@ Exit codes: 0 no error-level finding, 1 at least one, 2 unreadable or malformed 
 from __future__ import annotations
 
 import argparse
-import io
+import gc
 import json
 import sys
 from typing import Any
 
+from .._io import write_output
 from ..errors import DraConstructsError
 from ..target import DEFAULT_KUBERNETES_VERSION, Target
 from ..validation import did_you_mean
 from .engine import audit
-from .loader import STDIN, STDIN_NAME, load_paths
+from .loader import load_paths
 from .locate import with_field_lines
 from .model import Rule, Severity
 from .report import to_json, to_text
@@ -97,11 +98,11 @@ def run(args: argparse.Namespace) -> int:
     """Load, audit, report; the exit code follows the module docstring."""
     target = Target.parse(args.kubernetes_version, "--kubernetes-version")
     rules = selected_rules(args.skip, args.only)
-    stdin_text = sys.stdin.read() if STDIN in args.paths else None
-    stdin = io.StringIO(stdin_text) if stdin_text is not None else None
-    manifests = load_paths(args.paths, stdin=stdin)
+    texts: dict[str, str] = {}
+    manifests = load_paths(args.paths, stdin=sys.stdin, texts=texts)
+    gc.freeze()  # the manifests live to the end: keep the collector from re-scanning them
     result = audit(manifests, kubernetes_version=target, tenant_scope=args.tenant_scope, rules=rules)
-    result = with_field_lines(result, {STDIN_NAME: stdin_text} if stdin_text is not None else None)
+    result = with_field_lines(result, texts)
     if args.format == "json":
         text = to_json(result)
     elif args.format == "sarif":
@@ -110,10 +111,6 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(to_sarif(result), indent=2) + "\n"
     else:
         text = to_text(result)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(text)
-    else:
-        sys.stdout.write(text)
+    write_output(args.output or None, text)
     failing = result.errors if args.fail_on == Severity.ERROR.value else result.findings
     return 1 if failing else 0
