@@ -7,9 +7,9 @@ imported lazily on first access, so ``import dra_constructs`` never starts the j
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._lazy import lazy_getattr
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing is a third of this module's cost
 
 if TYPE_CHECKING:
     from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
