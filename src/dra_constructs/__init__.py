@@ -12,7 +12,7 @@ from ._lazy import lazy_getattr
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing is a third of this module's cost
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
+    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version, set_kueue_compatible
     from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
     from .claims import CATALOG, GpuClaimTemplate
     from .errors import DraConstructsError
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     )
     from .sanitizer.construct import SanitizerDaemonSet
     from .target import Target
+    from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
+    from .tenants.quota import Mig, WholeGpu
     from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
@@ -56,10 +58,13 @@ _LAZY = {
     "GpuPod": ".workloads",
     "GpuRequest": ".requests",
     "GpuStatefulSet": ".workloads",
+    "GpuTenant": ".tenants.construct",
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
     "GuardrailsError": ".guardrails.app_validation",
     "KUBERNETES_VERSION_CONTEXT": "._scope",
+    "KueueQueue": ".tenants.construct",
     "MatchAttribute": ".requests",
+    "Mig": ".tenants.quota",
     "MigRequest": ".requests",
     "PodClaim": ".podspec",
     "PodFailurePolicy": ".workload_options",
@@ -67,13 +72,16 @@ _LAZY = {
     "RollingUpdate": ".workload_options",
     "SanitizerDaemonSet": ".sanitizer.construct",
     "Target": ".target",
+    "TenantPlatform": ".tenants.construct",
     "VolumeClaimTemplate": ".workload_options",
+    "WholeGpu": ".tenants.quota",
     "attach_claims": ".plus",
     "enable_guardrails": ".guardrails.app_validation",
     "render_claim_spec": ".requests",
     "render_pod_spec": ".podspec",
     "set_inventory": "._scope",
     "set_kubernetes_version": "._scope",
+    "set_kueue_compatible": "._scope",
     "suppress": ".guardrails.app_validation",
 }
 
@@ -95,9 +103,12 @@ __all__ = [
     "GpuPod",
     "GpuRequest",
     "GpuStatefulSet",
+    "GpuTenant",
     "GuardrailsAdmissionPolicy",
     "GuardrailsError",
+    "KueueQueue",
     "MatchAttribute",
+    "Mig",
     "MigRequest",
     "PodClaim",
     "PodFailurePolicy",
@@ -105,7 +116,9 @@ __all__ = [
     "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
+    "TenantPlatform",
     "VolumeClaimTemplate",
+    "WholeGpu",
     "__version__",
     "attach_claims",
     "enable_guardrails",
@@ -113,6 +126,7 @@ __all__ = [
     "render_pod_spec",
     "set_inventory",
     "set_kubernetes_version",
+    "set_kueue_compatible",
     "suppress",
 ]
 

@@ -19,15 +19,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KUBERNETES_VERSION_CONTEXT",
+    "KUEUE_COMPATIBLE_CONTEXT",
     "duplicate_id",
     "generated_name",
     "guard",
     "lazy_path",
     "object_name",
     "resolve_inventory",
+    "resolve_kueue_compatible",
     "resolve_target",
     "set_inventory",
     "set_kubernetes_version",
+    "set_kueue_compatible",
 ]
 
 #: cdk8s context key for the app-wide target (see :func:`set_kubernetes_version`).
@@ -224,3 +227,30 @@ def _default_generate() -> Any:
 
 
 _DEFAULT_GENERATE = _default_generate()
+
+
+#: cdk8s context key: every claim template under the scope must be admissible by Kueue.
+KUEUE_COMPATIBLE_CONTEXT = "dra-constructs/kueue-compatible"
+
+
+def set_kueue_compatible(scope: constructs.Construct, enabled: bool = True) -> None:
+    """Make every ``GpuClaimTemplate`` under ``scope`` Kueue-admissible (checked at construction).
+
+    A template's own ``kueue_compatible=`` still wins. Kueue's DRA integration needs 1.34+.
+    """
+    scope.node.set_context(KUEUE_COMPATIBLE_CONTEXT, bool(enabled))
+    _KUEUE_BY_SCOPE.clear()
+
+
+def resolve_kueue_compatible(scope: constructs.Construct, override: bool | None) -> bool:
+    """``override`` if given, else the scope's ``dra-constructs/kueue-compatible`` context (default off)."""
+    if override is not None:
+        return bool(override)
+    cached = _KUEUE_BY_SCOPE.get(scope)
+    if cached is None:
+        cached = scope.node.try_get_context(KUEUE_COMPATIBLE_CONTEXT) is True
+        _KUEUE_BY_SCOPE[scope] = cached
+    return cached
+
+
+_KUEUE_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, bool] = weakref.WeakKeyDictionary()

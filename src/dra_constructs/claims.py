@@ -10,7 +10,16 @@ import cdk8s
 import constructs
 
 from ._rendered import OwnManifest
-from ._scope import duplicate_id, generated_name, guard, lazy_path, object_name, resolve_inventory, resolve_target
+from ._scope import (
+    duplicate_id,
+    generated_name,
+    guard,
+    lazy_path,
+    object_name,
+    resolve_inventory,
+    resolve_kueue_compatible,
+    resolve_target,
+)
 from .catalog import GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse
@@ -66,6 +75,9 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         context, else 1.32.
     :param inventory: devices that must be able to satisfy every request: a list of ``Device`` or a
         ResourceSlice file (``None``: no check). Default: the App's ``set_inventory(...)``, else the catalog.
+    :param kueue_compatible: refuse what Kueue cannot admit (firstAvailable, constraints, admin access,
+        allocationMode All, per-claim config; targets below 1.34). Default: the App's
+        ``set_kueue_compatible(...)``, else off.
     """
 
     def __init__(
@@ -83,6 +95,7 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         claim_name: str | None = None,
         kubernetes_version: str | Target | None = None,
         inventory: Inventory | str | Path | None = CATALOG,
+        kueue_compatible: bool | None = None,
     ) -> None:
         where = lazy_path(scope, id)
         target = resolve_target(scope, kubernetes_version, id)
@@ -110,6 +123,10 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         template: dict[str, Any] = {"spec": spec}
         if claim_labels:
             template["metadata"] = {"labels": check_labels(where, "claim_labels", claim_labels)}
+        if resolve_kueue_compatible(scope, kueue_compatible):
+            from .tenants.kueue import check_kueue_admissible
+
+            check_kueue_admissible(template["spec"], target, where())
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", template))
         guard(scope)
         self._template_name = name if name is not None else object_name(self, scope, id)

@@ -344,7 +344,7 @@ def render_pod_spec(
     ``volumeMounts[].name`` must name a volume (or one of ``claim_template_volumes``, the
     ``volumeClaimTemplates`` of a StatefulSet the spec is for).
     """
-    # A Target needs no parsing, and the construct path (``where``) costs jsii round trips: only on error.
+    # (a Target as is: the construct path costs a jsii round trip, so it is built only for errors)
     target = kubernetes_version if isinstance(kubernetes_version, Target) or kubernetes_version is None \
         else Target.parse(kubernetes_version, _where(where))
     containers = items_of(where, "containers", containers, Container, "Container(name=..., image=...)")

@@ -49,7 +49,7 @@ def test_skip_and_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "0 errors" in capsys.readouterr().out
     assert main(["audit", "--only", "DRA002", "--only", "dra001", path]) == 1
     assert "DRA001" in capsys.readouterr().out
-    assert main(["audit", "--skip", "DRA01", path]) == 2
+    assert main(["audit", "--skip", "DRA0001", path]) == 2
     assert "did you mean 'DRA001'" in capsys.readouterr().err
 
 

@@ -31,6 +31,7 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         observes without refusing.
     :param excluded_namespaces: namespaces the bindings skip (node agents, the driver).
         Default: ``("kube-system",)``.
+    :param namespaces: bind only to these namespaces (e.g. a tenant's). Default: all but the excluded.
     """
 
     def __init__(
@@ -42,11 +43,13 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         rules: Sequence[str] = POLICY_RULES,
         validation_actions: Sequence[str] = ("Deny",),
         excluded_namespaces: Sequence[str] = ("kube-system",),
+        namespaces: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
         #: The emitted manifests as plain dicts (policies and bindings, in order).
         self.manifests = admission_policy_manifests(
             name, rules=rules, validation_actions=validation_actions, excluded_namespaces=excluded_namespaces,
+            namespaces=namespaces,
         )
         for manifest in self.manifests:
             kind = manifest["kind"]

@@ -260,8 +260,13 @@ def admission_policy_manifests(
     rules: Sequence[str] = POLICY_RULES,
     validation_actions: Sequence[str] = ("Deny",),
     excluded_namespaces: Sequence[str] = ("kube-system",),
+    namespaces: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """ValidatingAdmissionPolicies and their bindings (``admissionregistration.k8s.io/v1``)."""
+    """ValidatingAdmissionPolicies and their bindings (``admissionregistration.k8s.io/v1``).
+
+    ``namespaces``: bind only to these namespaces (a tenant's); otherwise to every namespace but
+    ``excluded_namespaces``.
+    """
     if not _NAME.match(name):
         raise DraConstructsError("GuardrailsAdmissionPolicy", "name", name,
                                  "not a DNS subdomain of at most 200 characters",
@@ -295,7 +300,10 @@ def admission_policy_manifests(
             },
         })
         binding_spec: dict[str, Any] = {"policyName": policy_name, "validationActions": list(validation_actions)}
-        if excluded_namespaces:
+        if namespaces:
+            binding_spec["matchResources"] = {"namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(set(namespaces))}]}}
+        elif excluded_namespaces:
             binding_spec["matchResources"] = {"namespaceSelector": {"matchExpressions": [{
                 "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": sorted(excluded_namespaces)}]}}
         manifests.append({

@@ -9,11 +9,14 @@ from . import (
     exact_count,
     extended_resources,
     grace_period,
+    kueue_admission,
     removed_shapes,
     selectors,
     software_sharing,
     suppression_syntax,
     tenant_barrier,
+    tenant_isolation,
+    tenant_quota,
 )
 
 __all__ = ["RULES", "RULES_BY_ID"]
@@ -30,6 +33,9 @@ RULES: tuple[Rule, ...] = (
     removed_shapes.RULE,
     grace_period.RULE,
     tenant_barrier.RULE,
+    tenant_quota.RULE,
+    tenant_isolation.RULE,
+    kueue_admission.RULE,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
