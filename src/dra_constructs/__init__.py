@@ -30,6 +30,8 @@ if TYPE_CHECKING:
         render_claim_spec,
     )
     from .sanitizer.construct import SanitizerDaemonSet
+    from .sanitizer.policy_class import PreemptionPolicyDeviceClass
+    from .sanitizer.runtime.policy import ContextsRemaining, PreemptionPolicy
     from .target import Target
     from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
     from .tenants.quota import Mig, WholeGpu
@@ -45,6 +47,7 @@ _LAZY = {
     "CATALOG": ".claims",
     "ClaimUse": ".podspec",
     "Container": ".podspec",
+    "ContextsRemaining": ".sanitizer.runtime.policy",
     "CustomRequest": ".requests",
     "DEVICE_CLASS_GPU": ".catalog",
     "DEVICE_CLASS_MIG": ".catalog",
@@ -69,6 +72,8 @@ _LAZY = {
     "PodClaim": ".podspec",
     "PodFailurePolicy": ".workload_options",
     "PreStop": ".podspec",
+    "PreemptionPolicy": ".sanitizer.runtime.policy",
+    "PreemptionPolicyDeviceClass": ".sanitizer.policy_class",
     "RollingUpdate": ".workload_options",
     "SanitizerDaemonSet": ".sanitizer.construct",
     "Target": ".target",
@@ -92,6 +97,7 @@ __all__ = [
     "KUBERNETES_VERSION_CONTEXT",
     "ClaimUse",
     "Container",
+    "ContextsRemaining",
     "CustomRequest",
     "DeviceToleration",
     "DraConstructsError",
@@ -113,6 +119,8 @@ __all__ = [
     "PodClaim",
     "PodFailurePolicy",
     "PreStop",
+    "PreemptionPolicy",
+    "PreemptionPolicyDeviceClass",
     "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
