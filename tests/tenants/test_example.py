@@ -115,3 +115,36 @@ def test_a_whole_gpu_shared_with_the_other_tenant_is_an_error_at_synth_and_in_au
     errors = {(f["rule"], f["object"]) for f in found if f["severity"] == "error"}
     assert ("DRA013", "ResourceClaimTemplate/team-a/shared-h100") in errors
     assert any(rule == "DRA012" and obj.startswith("Deployment/team-a/") for rule, obj in errors)
+
+
+def test_a_whole_gpu_claim_of_the_other_tenant_is_an_error_at_synth_and_in_audit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "whole-h100", "namespace": "team-b"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                 "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}}
+    app, charts = _build(tmp_path / "synth")
+    owned = cdk8s.ApiObject(charts[2], "whole-h100", api_version=claim["apiVersion"], kind=claim["kind"],
+                            metadata=cdk8s.ApiObjectMetadata(name="whole-h100"))
+    owned.add_json_patch(cdk8s.JsonPatch.add("/spec", claim["spec"]))
+    server = charts[1].node.find_child("llm-server")
+    assert isinstance(server, cdk8s.ApiObject)
+    server.add_json_patch(cdk8s.JsonPatch.replace("/spec/template/spec/resourceClaims/0", {
+        "name": "serving-slice", "resourceClaimName": "whole-h100"}))
+    errors = _errors(validate_app(app))
+    assert {"DRA006", "DRA013", "DRA014"} <= errors
+    with pytest.raises(RuntimeError, match=r"\[DRA013\] Deployment/team-a/.*belongs to tenant namespace\(s\) team-b"):
+        app.synth()
+
+    clean, _ = _build(tmp_path / "audit")
+    clean.synth()
+    apps_a_file = tmp_path / "audit" / "team-a-apps.k8s.yaml"
+    docs = [d for d in yaml.safe_load_all(apps_a_file.read_text()) if d]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    deployment["spec"]["template"]["spec"]["resourceClaims"][0] = {"name": "serving-slice",
+                                                                   "resourceClaimName": "whole-h100"}
+    apps_a_file.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    (tmp_path / "audit" / "team-b-claim.yaml").write_text(yaml.safe_dump(claim))
+    code, found = _audit(sorted((tmp_path / "audit").glob("*.yaml")), capsys)
+    assert code == 1
+    assert {"DRA006", "DRA013", "DRA014"} <= {f["rule"] for f in found if f["severity"] == "error"}

@@ -195,3 +195,15 @@ def test_unmapped_class_and_unqueued_workload() -> None:
     result = audit([_queue("q"), template("q"), deployment("q", strategy=RECREATE)], kubernetes_version="1.34")
     [warning] = result.findings
     assert (warning.rule, warning.severity) == ("DRA014", Severity.WARNING) and "bypasses Kueue" in warning.message
+
+
+def test_a_tenant_workload_never_uses_another_tenants_claim() -> None:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "whole-h100", "namespace": "team-b"},
+             "spec": template("team-b", device_class="gpu.nvidia.com")["spec"]["spec"]}
+    docs = [namespace("team-a"), namespace("team-b"), claim,
+            deployment("team-a", claim="whole-h100", by_name=True, strategy=RECREATE)]
+    findings = audit(docs, kubernetes_version="1.34").findings
+    [sharing] = [f for f in findings if f.rule == "DRA013"]
+    assert sharing.object == "Deployment/team-a/app" and "belongs to tenant namespace(s) team-b" in sharing.message
+    assert "DRA006" in {f.rule for f in findings}  # the cross-namespace reference, for any namespace

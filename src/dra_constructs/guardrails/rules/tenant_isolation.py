@@ -40,6 +40,21 @@ def _claim_hits(ctx: AuditContext, m: Manifest) -> Iterator[Hit]:
                       "allocations: other tenants' claims get the same device")
 
 
+def _claims_of_other_tenants(ctx: AuditContext, m: Manifest) -> Iterator[Hit]:
+    """A tenant workload naming a ResourceClaim that exists only in another tenant's namespace."""
+    index = tenancy(ctx)
+    for path, entry in m.pod_claims():
+        name = entry.get("resourceClaimName")
+        if not isinstance(name, str) or ctx.claim(m.namespace, name) is not None:
+            continue
+        owners = sorted({c.namespace for c in ctx.claims_named(name)
+                         if c.namespace and c.namespace != m.namespace and index.is_tenant_namespace(c.namespace)})
+        if owners:
+            yield Hit(field_path(path, "resourceClaimName"),
+                      f"ResourceClaim {name!r} belongs to tenant namespace(s) {', '.join(owners)}: the workload can "
+                      "only get its devices by sharing another tenant's claim")
+
+
 def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
     index = tenancy(ctx)
     admin_labels = ctx.target.admin_access_namespace_labels
@@ -55,14 +70,18 @@ def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
                 and index.is_tenant_namespace(m.namespace):
             for hit in _claim_hits(ctx, m):
                 yield m, hit
+        elif m.pods and m.namespace and index.is_tenant_namespace(m.namespace):
+            for hit in _claims_of_other_tenants(ctx, m):
+                yield m, hit
 
 
 RULE = Rule(
     id="DRA013",
     name="tenant-exclusive-devices",
     severity=Severity.ERROR,
-    why="a tenant's devices must be its own: consumable capacity, devices that allow multiple allocations and "
-        "admin access all hand one physical GPU to several tenants, with no barrier between them",
+    why="a tenant's devices must be its own: consumable capacity, devices that allow multiple allocations, "
+        "admin access and another tenant's ResourceClaim all hand one physical GPU to several tenants, with no "
+        "barrier between them",
     fix="claim whole devices or MIG slices exclusively (ExactCount, no capacity.requests, no adminAccess); "
         "run node agents that need admin access outside tenant namespaces",
     set_check=_check,
