@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..model import Rule
 from . import (
     claim_references,
+    dra_extended_resources,
     env_selection,
     exact_count,
     extended_resources,
@@ -13,6 +14,7 @@ from . import (
     selectors,
     software_sharing,
     suppression_syntax,
+    target_version,
     tenant_barrier,
 )
 
@@ -30,6 +32,8 @@ RULES: tuple[Rule, ...] = (
     removed_shapes.RULE,
     grace_period.RULE,
     tenant_barrier.RULE,
+    dra_extended_resources.RULE,
+    target_version.RULE,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
