@@ -25,7 +25,7 @@ from .requests import (
 from .target import Target
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version
+    from ._scope import KUBERNETES_VERSION_CONTEXT, set_dra_extended_resources, set_inventory, set_kubernetes_version
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import suppress
@@ -46,6 +46,7 @@ _LAZY = {
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
     "SanitizerDaemonSet": ".sanitizer.construct",
     "suppress": ".guardrails.app_validation",
+    "set_dra_extended_resources": "._scope",
     "set_inventory": "._scope",
     "set_kubernetes_version": "._scope",
 }
@@ -78,6 +79,7 @@ __all__ = [
     "__version__",
     "render_claim_spec",
     "render_pod_spec",
+    "set_dra_extended_resources",
     "set_inventory",
     "set_kubernetes_version",
     "suppress",

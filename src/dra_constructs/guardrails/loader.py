@@ -18,6 +18,7 @@ import yaml
 
 from ..errors import DraConstructsError
 from .manifest import Manifest
+from .skipped import SkippedInput, load_or_skip
 
 __all__ = ["MANIFEST_SUFFIXES", "STDIN", "STDIN_NAME", "load_paths", "load_text"]
 
@@ -161,21 +162,30 @@ def _walk(root: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def load_paths(paths: Sequence[str], stdin: IO[str] | None = None) -> list[Manifest]:
-    """Every object in ``paths`` (files, directories walked recursively, ``-`` for ``stdin``)."""
+def load_paths(paths: Sequence[str], stdin: IO[str] | None = None, *, skipped: list[SkippedInput] | None = None,
+               errors: list[DraConstructsError] | None = None) -> list[Manifest]:
+    """Every object in ``paths`` (files, directories walked recursively, ``-`` for ``stdin``).
+
+    With ``skipped``, files that are no manifests (templates, kustomizations, values) are appended
+    to it instead of raising; with ``errors``, malformed files are (see :mod:`.skipped`).
+    """
     manifests: list[Manifest] = []
+
+    def load(text: str, name: str, is_json: bool = False) -> None:
+        manifests.extend(load_or_skip(lambda: load_text(text, name, is_json=is_json), name, text, skipped, errors))
+
     for raw in paths:
         if raw == STDIN:
             if stdin is None:
                 raise _bad(STDIN_NAME, None, "standard input is not available", "pass file paths instead")
-            manifests.extend(load_text(stdin.read(), STDIN_NAME))
+            load(stdin.read(), STDIN_NAME)
             continue
         path = Path(raw)
         if path.is_dir():
             for file in _walk(path):
-                manifests.extend(load_text(_read(file, str(file)), str(file), is_json=file.suffix.lower() == ".json"))
+                load(_read(file, str(file)), str(file), file.suffix.lower() == ".json")
         elif path.exists():
-            manifests.extend(load_text(_read(path, raw), raw, is_json=path.suffix.lower() == ".json"))
+            load(_read(path, raw), raw, path.suffix.lower() == ".json")
         else:
             raise _bad(raw, None, "no such file or directory", "check the path", raw)
     for position, manifest in enumerate(manifests):

@@ -90,9 +90,10 @@ def parse_dra_extended_resources(
             pairs.append((name.strip(), cls.strip()))
     out: dict[str, str] = {}
     for name, cls in pairs:
-        if not _EXTENDED_NAME.match(name) or "kubernetes.io/" in name and not name.startswith(
-                IMPLICIT_EXTENDED_RESOURCE_PREFIX):
-            raise DraConstructsError(where, "dra_extended_resources", name, "not an extended resource name",
+        if not _EXTENDED_NAME.match(name) or name.partition("/")[0].endswith("kubernetes.io"):
+            raise DraConstructsError(where, "dra_extended_resources", name,
+                                     "not an extended resource name one can declare (kubernetes.io names are "
+                                     "Kubernetes' own; deviceclass.resource.kubernetes.io/* is always DRA)",
                                      "write DOMAIN/NAME, e.g. nvidia.com/gpu")
         if not _DNS_SUBDOMAIN.match(cls) or len(cls) > 253:
             raise DraConstructsError(where, "dra_extended_resources", cls, "not a DeviceClass name (DNS subdomain)",

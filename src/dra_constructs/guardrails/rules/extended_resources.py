@@ -25,7 +25,8 @@ def gpu_resource_requests(m: Manifest) -> Iterator[tuple[str, str, str, str]]:
     custom kinds outside pod specs (a TrainJob's ``trainer.resourcesPerNode``, a KServe model).
     """
     holders: list[tuple[str, Any, str]] = [
-        (field_path(path, "resources"), c.get("resources"), f"container {c.get('name')!r}") for path, c in m.containers()]
+        (field_path(path, "resources"), c.get("resources"), f"container {c.get('name')!r}")
+        for path, c in m.containers()]
     holders += [(field_path(pod.path, "resources"), pod.spec.get("resources"), "the pod") for pod in m.pods]
     for path, resources, container in m.loose_resources():
         holders.append((path, resources, f"the container spec at {container}" if container else f"{path}"))

@@ -57,7 +57,8 @@ def _consumable_capacity(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
         return
     spec = as_dict(m.obj.get("spec"))
     if m.kind == "ResourceSlice":
-        driver = spec.get("driver") if isinstance(spec.get("driver"), str) else ""
+        raw_driver = spec.get("driver")
+        driver = raw_driver if isinstance(raw_driver, str) else ""
         for i, raw in enumerate(as_list(spec.get("devices"))):
             device = as_dict(raw)
             for path, fields in ((field_path("spec", "devices", i), device),
