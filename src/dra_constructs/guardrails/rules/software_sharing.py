@@ -12,6 +12,7 @@ import yaml
 from ..context import KAI_GPU_ANNOTATIONS, AuditContext, tenant_of
 from ..manifest import Manifest, as_dict, as_list, field_path
 from ..model import Hit, Rule, Severity
+from .extended_resources import gpu_resource_requests
 
 __all__ = ["KAI_SHARING_ANNOTATIONS", "RULE", "software_sharing_strategy"]
 
@@ -43,6 +44,10 @@ KAI_SHARING_ANNOTATIONS = KAI_GPU_ANNOTATIONS
 #: Classic-DRA parameter objects of the NVIDIA driver (gpu.resource.nvidia.com, before 1.31).
 _CLASSIC_PARAMETER_KINDS = frozenset({"GpuClaimParameters", "MigDeviceClaimParameters"})
 _ALLOW_MULTIPLE = re.compile(r"device\s*\.\s*allowMultipleAllocations")
+#: Extended resources of GPU-sharing device plugins: the NVIDIA plugin's time-sliced ``nvidia.com/gpu.shared``,
+#: HAMi (``nvidia.com/gpumem``, ``gpucores``, ``gpumem-percentage``), Alibaba cGPU (``aliyun.com/gpu-mem``,
+#: ``gpu-core``) and Volcano vGPU (``volcano.sh/vgpu-memory``, ``vgpu-cores``). DRA001 reports the name too.
+_SHARED_GPU_RESOURCE = re.compile(r"/(.*gpumem.*|gpucores|gpu-mem.*|gpu-core.*|gpu\.shared|vgpu-.*)$", re.IGNORECASE)
 
 
 def _consumable_capacity(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
@@ -74,6 +79,13 @@ def _consumable_capacity(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
                 yield Hit(field_path("spec", "selectors", i, "cel", "expression"),
                           f"DeviceClass {m.name!r} selects on allowMultipleAllocations: its claims may share one GPU "
                           "with claims of other namespaces, with no hardware isolation")
+
+
+def _shared_gpu_resources(m: Manifest) -> Iterator[Hit]:
+    for path, who, _section, name in gpu_resource_requests(m):
+        if _SHARED_GPU_RESOURCE.search(name):
+            yield Hit(path, f"{who} asks for {name!r}: a GPU-sharing device plugin (time-slicing, HAMi, cGPU, "
+                            "vGPU) packs several pods onto one GPU with no hardware isolation")
 
 
 def _scheduler_sharing(m: Manifest) -> Iterator[Hit]:
@@ -122,6 +134,7 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
         yield from _device_plugin_sharing(m)
     yield from _consumable_capacity(m, ctx)
     yield from _scheduler_sharing(m)
+    yield from _shared_gpu_resources(m)
 
 
 def _shared_claims(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
