@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -72,6 +72,7 @@ class AuditContext:
         self._env_sources: dict[tuple[str, str, str], Manifest] = {}
         self.sanitizer_present = False
         self._gpu_pod: dict[int, bool] = {}
+        self._memo: dict[tuple[str, int], Any] = {}
         for manifest in manifests:
             self._index(manifest)
 
@@ -133,6 +134,13 @@ class AuditContext:
         return None
 
     # --- derived facts -------------------------------------------------------------------
+
+    def memo(self, key: str, m: Manifest, compute: Callable[[Manifest], Any]) -> Any:
+        """``compute(m)``, computed once per object and audit (for facts several rules ask)."""
+        slot = (key, id(m))
+        if slot not in self._memo:
+            self._memo[slot] = compute(m)
+        return self._memo[slot]
 
     def dra_extended_resource(self, name: str) -> tuple[str, str] | None:
         """``(DeviceClass, how)`` when the target serves extended resource ``name`` through DRA (KEP-5004).

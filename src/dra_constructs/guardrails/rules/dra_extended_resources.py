@@ -30,7 +30,7 @@ def _class_pins_hardware(ctx: AuditContext, cls: str) -> bool:
 
 
 def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
-    for path, who, section, name in gpu_resource_requests(m):
+    for path, who, section, name in gpu_resource_requests(m, ctx):
         mapped = ctx.dra_extended_resource(name)
         if mapped is None:
             continue

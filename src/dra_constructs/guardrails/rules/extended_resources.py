@@ -8,7 +8,6 @@ device plugin's: DRA010 reports it instead.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from ..context import AuditContext
 from ..manifest import Manifest, field_path
@@ -18,25 +17,38 @@ from ..resources import gpu_resources_in, implicit_device_class, is_legacy_gpu_r
 __all__ = ["RULE", "gpu_resource_requests", "is_legacy_gpu_resource", "legacy_gpu_resources"]
 
 
-def gpu_resource_requests(m: Manifest) -> Iterator[tuple[str, str, str, str]]:
+def _gpu_resource_requests(m: Manifest) -> list[tuple[str, str, str, str]]:
+    out: list[tuple[str, str, str, str]] = []
+    for path, container in m.containers():
+        found = gpu_resources_in(container.get("resources"))
+        who = f"container {container.get('name')!r}"
+        out.extend((field_path(path, "resources", section, name), who, section, name) for section, name in found)
+    for pod in m.pods:
+        found = gpu_resources_in(pod.spec.get("resources"))
+        out.extend((field_path(pod.path, "resources", section, name), "the pod", section, name)
+                   for section, name in found)
+    for path, resources, holder in m.loose_resources():
+        who = f"the container spec at {holder}" if holder else path
+        found = gpu_resources_in(resources)
+        out.extend((field_path(path, section, name), who, section, name) for section, name in found)
+    return out
+
+
+def gpu_resource_requests(m: Manifest, ctx: AuditContext | None = None) -> list[tuple[str, str, str, str]]:
     """``(field path, who, requests|limits, name)`` of every GPU extended resource the object asks for.
 
     Containers and pod-level ``resources`` of every pod spec, plus ``limits``/``requests`` dicts of
     custom kinds outside pod specs (a TrainJob's ``trainer.resourcesPerNode``, a KServe model).
+    Several rules ask; with ``ctx`` the answer is computed once per object and audit.
     """
-    holders: list[tuple[str, Any, str]] = [
-        (field_path(path, "resources"), c.get("resources"), f"container {c.get('name')!r}")
-        for path, c in m.containers()]
-    holders += [(field_path(pod.path, "resources"), pod.spec.get("resources"), "the pod") for pod in m.pods]
-    for path, resources, container in m.loose_resources():
-        holders.append((path, resources, f"the container spec at {container}" if container else f"{path}"))
-    for path, resources, who in holders:
-        for section, name in gpu_resources_in(resources):
-            yield field_path(path, section, name), who, section, name
+    if ctx is None:
+        return _gpu_resource_requests(m)
+    found: list[tuple[str, str, str, str]] = ctx.memo("gpu_resource_requests", m, _gpu_resource_requests)
+    return found
 
 
 def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
-    for path, who, section, name in gpu_resource_requests(m):
+    for path, who, section, name in gpu_resource_requests(m, ctx):
         if ctx.dra_extended_resource(name) is not None:
             continue  # DRA010
         if implicit_device_class(name) is not None:

@@ -81,8 +81,8 @@ def _consumable_capacity(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
                           "with claims of other namespaces, with no hardware isolation")
 
 
-def _shared_gpu_resources(m: Manifest) -> Iterator[Hit]:
-    for path, who, _section, name in gpu_resource_requests(m):
+def _shared_gpu_resources(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
+    for path, who, _section, name in gpu_resource_requests(m, ctx):
         if _SHARED_GPU_RESOURCE.search(name):
             yield Hit(path, f"{who} asks for {name!r}: a GPU-sharing device plugin (time-slicing, HAMi, cGPU, "
                             "vGPU) packs several pods onto one GPU with no hardware isolation")
@@ -134,7 +134,7 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
         yield from _device_plugin_sharing(m)
     yield from _consumable_capacity(m, ctx)
     yield from _scheduler_sharing(m)
-    yield from _shared_gpu_resources(m)
+    yield from _shared_gpu_resources(m, ctx)
 
 
 def _shared_claims(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
