@@ -17,11 +17,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mig_inference_pod
 import multi_slice_training_job
 import two_tenants_with_sanitizer
+import vllm_inference
 import whole_gpu_deployment
 
 from dra_constructs import set_kubernetes_version
 
-EXAMPLES = (mig_inference_pod, multi_slice_training_job, whole_gpu_deployment, two_tenants_with_sanitizer)
+EXAMPLES = (mig_inference_pod, multi_slice_training_job, whole_gpu_deployment, two_tenants_with_sanitizer,
+            vllm_inference)
 TARGETS = {"1.32": "", "1.34": "k8s-1.34"}
 
 

@@ -23,12 +23,14 @@ from .requests import (
     render_claim_spec,
 )
 from .target import Target
+from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
     from ._scope import KUBERNETES_VERSION_CONTEXT, set_dra_extended_resources, set_inventory, set_kubernetes_version
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
-    from .guardrails.app_validation import suppress
+    from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
+    from .plus import attach_claims
     from .sanitizer.construct import SanitizerDaemonSet
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
@@ -44,6 +46,9 @@ _LAZY = {
     "GpuStatefulSet": ".workloads",
     "KUBERNETES_VERSION_CONTEXT": "._scope",
     "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
+    "GuardrailsError": ".guardrails.app_validation",
+    "attach_claims": ".plus",
+    "enable_guardrails": ".guardrails.app_validation",
     "SanitizerDaemonSet": ".sanitizer.construct",
     "suppress": ".guardrails.app_validation",
     "set_dra_extended_resources": "._scope",
@@ -70,13 +75,19 @@ __all__ = [
     "GpuRequest",
     "GpuStatefulSet",
     "GuardrailsAdmissionPolicy",
+    "GuardrailsError",
     "MatchAttribute",
     "MigRequest",
     "PodClaim",
+    "PodFailurePolicy",
     "PreStop",
+    "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
+    "VolumeClaimTemplate",
     "__version__",
+    "attach_claims",
+    "enable_guardrails",
     "render_claim_spec",
     "render_pod_spec",
     "set_dra_extended_resources",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import constructs
 
+from .errors import DraConstructsError
 from .target import Target
 
 if TYPE_CHECKING:
@@ -17,6 +20,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DRA_EXTENDED_RESOURCES_CONTEXT",
     "KUBERNETES_VERSION_CONTEXT",
+    "duplicate_id",
+    "generated_name",
     "guard",
     "lazy_path",
     "resolve_dra_extended_resources",
@@ -60,8 +65,26 @@ def guard(scope: constructs.Construct) -> None:
 
 
 def lazy_path(scope: constructs.Construct, id: str) -> Callable[[], str]:
-    """The future construct path of child ``id``, computed only when an error needs it."""
+    """The future construct path of child ``id``, computed only when an error needs it.
+
+    Also the first check of every construct: ``scope`` must be a construct, ``id`` a non-empty string.
+    """
+    if not isinstance(scope, constructs.Construct):
+        raise DraConstructsError(str(id), "scope", scope, f"must be a construct (a cdk8s Chart), not "
+                                 f"{type(scope).__name__}", "pass the chart first: GpuPod(chart, 'id', ...)")
+    if not isinstance(id, str) or not id:
+        raise DraConstructsError(scope.node.path or "App", "id", id, "a construct id is a non-empty string",
+                                 "pass an id such as 'llm-server' (it names the object)")
     return lambda: f"{scope.node.path}/{id}" if scope.node.path else id
+
+
+def duplicate_id(error: RuntimeError, where: str | Callable[[], str], id: str) -> DraConstructsError | RuntimeError:
+    """jsii's "There is already a Construct with name ..." as a DraConstructsError (else ``error``)."""
+    if "already a Construct with name" not in str(error):
+        return error
+    path = where if isinstance(where, str) else where()
+    return DraConstructsError(path, "id", id, "another construct in this scope already has this id",
+                              "give every construct of a chart its own id")
 
 
 def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -> Target:
@@ -69,8 +92,18 @@ def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -
 
     Call it before adding charts; a construct's own ``kubernetes_version=`` still wins.
     """
-    target = Target.parse(version, f"{scope.node.path or 'App'}: set_kubernetes_version")
-    scope.node.set_context(KUBERNETES_VERSION_CONTEXT, str(target))
+    where = scope.node.path or "App"
+    target = Target.parse(version, f"{where}: set_kubernetes_version")
+    try:
+        scope.node.set_context(KUBERNETES_VERSION_CONTEXT, str(target))
+    except RuntimeError:  # jsii: "Cannot set context after children have been added"
+        children = ", ".join(c.node.id for c in scope.node.children)
+        raise DraConstructsError(
+            where, "set_kubernetes_version", str(target),
+            f"cdk8s fixes the context once children exist (it already has {children})",
+            "call set_kubernetes_version(app, ...) right after cdk8s.App(), before creating charts "
+            "(or pass kubernetes_version= to each construct)",
+        ) from None
     return target
 
 
@@ -141,3 +174,30 @@ def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
         app = scope.node.root.node.addr
         _APP_BY_SCOPE[scope] = app
     return _INVENTORY_BY_APP.get(app, default)
+
+
+# cdk8s derives metadata.name from the construct path but keeps '_' and '.' (it only lowercases),
+# which the API server rejects in DNS-1123 names. Ids made of these characters are safe.
+_SAFE_ID = re.compile(r"^[A-Za-z0-9-]+$")
+_SCOPE_IS_SAFE: weakref.WeakKeyDictionary[constructs.Construct, tuple[bool, str]] = weakref.WeakKeyDictionary()
+
+
+def generated_name(scope: constructs.Construct, id: str, max_length: int = 63) -> str | None:
+    """``None`` when cdk8s's generated name for child ``id`` is valid, else a valid DNS-1123 name.
+
+    The derived name has cdk8s's shape (path components joined by '-', an 8-character hash of the
+    full path) with every character outside ``[a-z0-9-]`` replaced. Costs no jsii call when the id
+    and the scope's path are safe (checked once per scope).
+    """
+    cached = _SCOPE_IS_SAFE.get(scope)
+    if cached is None:
+        path = scope.node.path
+        cached = (all(_SAFE_ID.match(part) for part in path.split("/") if part), path)
+        _SCOPE_IS_SAFE[scope] = cached
+    if cached[0] and _SAFE_ID.match(id):
+        return None
+    path = f"{cached[1]}/{id}" if cached[1] else id
+    digest = hashlib.sha256(path.encode()).hexdigest()[:8]
+    body = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", "-".join(p for p in path.lower().split("/") if p)))
+    body = body[-(max_length - 9):].strip("-")
+    return f"{body}-{digest}" if body else digest

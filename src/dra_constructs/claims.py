@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import cdk8s
 import constructs
 
-from ._scope import guard, lazy_path, resolve_inventory, resolve_target
+from ._scope import duplicate_id, generated_name, guard, lazy_path, resolve_inventory, resolve_target
 from .catalog import GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse
@@ -62,8 +63,8 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         Default: the construct id as a DNS label.
     :param kubernetes_version: target. Default: the app's ``dra-constructs/kubernetes-version``
         context, else 1.32.
-    :param inventory: devices that must be able to satisfy every request (``None``: no check).
-        Default: the App's ``set_inventory(...)``, else the catalog.
+    :param inventory: devices that must be able to satisfy every request: a list of ``Device`` or a
+        ResourceSlice file (``None``: no check). Default: the App's ``set_inventory(...)``, else the catalog.
     """
 
     def __init__(
@@ -80,21 +81,31 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         claim_labels: Mapping[str, str] | None = None,
         claim_name: str | None = None,
         kubernetes_version: str | Target | None = None,
-        inventory: Inventory | None = CATALOG,
+        inventory: Inventory | str | Path | None = CATALOG,
     ) -> None:
         where = lazy_path(scope, id)
         target = resolve_target(scope, kubernetes_version, id)
+        name = name if name is not None else generated_name(scope, id)  # ids with '_' or '.': cdk8s's is invalid
         metadata = object_metadata(where, name, namespace, labels, annotations)
         self.claim_name = check_dns_label(where, "claim_name", claim_name or to_dns_label(id))
         self.target = target
         self.requests: tuple[DeviceRequest | FirstAvailable, ...] = tuple(requests)
         spec, resolved = render_claim_spec(self.requests, constraints, target, where)
-        if inventory is CATALOG:
-            inventory = resolve_inventory(scope, CATALOG)
-        check_requests(resolved, target, where, catalog_inventory() if inventory is CATALOG else inventory)
-        super().__init__(
-            scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
-        )
+        devices: Inventory | None
+        if isinstance(inventory, (str, Path)):  # ResourceSlice files, as set_inventory takes them
+            from .cel import devices_from_slices, load_resource_slices
+
+            devices = tuple(devices_from_slices(load_resource_slices(inventory)))
+        else:
+            chosen = resolve_inventory(scope, CATALOG) if inventory is CATALOG else inventory
+            devices = catalog_inventory() if chosen is CATALOG else chosen
+        check_requests(resolved, target, where, devices)
+        try:
+            super().__init__(
+                scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
+            )
+        except RuntimeError as error:
+            raise duplicate_id(error, where, id) from None
         template: dict[str, Any] = {"spec": spec}
         if claim_labels:
             template["metadata"] = {"labels": check_labels(where, "claim_labels", claim_labels)}

@@ -30,9 +30,21 @@ class _ArgumentParser(argparse.ArgumentParser):
     """argparse exits with 2 on usage errors, which is the contract; keep messages short."""
 
 
+DESCRIPTION = ("Check Kubernetes manifests and DRA CEL selectors for GPU workloads before they reach a "
+               "cluster, and look up the NVIDIA GPU catalog.")
+EPILOG = ("exit codes: 0 OK, 1 findings or failed checks, 2 usage or input errors.\n"
+          "examples:\n"
+          "  dra-constructs audit dist/                 check synthesized manifests\n"
+          "  kubectl get pods -A -o yaml | dra-constructs audit -\n"
+          "  dra-constructs rules                       what the guardrails check\n"
+          "  dra-constructs cel check \"device.attributes['gpu.nvidia.com'].profile == '1g.10gb'\"\n"
+          "  dra-constructs catalog --gpu H100_80GB")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every registered subcommand."""
-    parser = _ArgumentParser(prog="dra-constructs", description=__doc__.splitlines()[0])
+    parser = _ArgumentParser(prog="dra-constructs", description=DESCRIPTION, epilog=EPILOG,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dra-constructs {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
     for module_name in SUBCOMMAND_MODULES:

@@ -5,6 +5,8 @@ Pure Python (no cdk8s): the claim-template construct, tests and tools all render
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -54,12 +56,33 @@ class _Model(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as error:
-            first = error.errors()[0]
+            errors = error.errors()
+            # A misspelt keyword also makes the real one "missing": report the misspelling.
+            first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
             field = ".".join(str(p) for p in first["loc"]) or "(model)"
+            inner = (first.get("ctx") or {}).get("error")
+            if isinstance(inner, DraConstructsError):  # a nested model's own error: keep it, add where
+                raise DraConstructsError(f"{type(self).__name__}.{field}", inner.field, inner.value,
+                                         inner.problem, inner.fix) from None
             raise DraConstructsError(
-                type(self).__name__, field, first.get("input"), first["msg"],
+                type(self).__name__, field, first.get("input"), first["msg"] + _suggestion(type(self), first),
                 f"see help({type(self).__name__}) for the accepted values",
             ) from None
+
+
+def _suggestion(model: type[BaseModel], error: Any) -> str:
+    """`` (did you mean 'x'?)`` for a misspelt field name or enum/literal value."""
+    value = error.get("input")
+    if error.get("type") == "extra_forbidden":
+        name, candidates = str(error["loc"][-1]), list(model.model_fields)
+    elif error.get("type") in ("enum", "literal_error") and isinstance(value, str):
+        name, candidates = value, re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+    else:
+        return ""
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if not close and error.get("type") != "extra_forbidden":
+        close = difflib.get_close_matches(name.upper().replace("-", "_").replace(" ", "_"), candidates, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class DeviceToleration(_Model):
@@ -158,6 +181,12 @@ class GpuRequest(_RequestBase):
 
     def validate_for(self, where: Where) -> None:
         super().validate_for(where)
+        if not self.models and self.min_memory is None and self.architecture is not None:
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}].architecture", self.architecture,
+                "architecture alone does not pin the hardware (it spans models with very different memory)",
+                f"add min_memory='40Gi' or models=[...] next to architecture={self.architecture!r}",
+            )
         if not self.models and self.min_memory is None:
             raise DraConstructsError(
                 _where(where), f"requests[{self.name!r}]", "no models and no min_memory",

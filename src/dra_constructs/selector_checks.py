@@ -84,10 +84,12 @@ def _unsatisfied(request: DeviceRequest, selectors: list[str], target: Target, w
     best, detail = _best_pool(device_class, tuple(selectors), target, inventory)
     need = 1 if getattr(request, "allocation_mode", "ExactCount") == "All" else request.count
     if detail is not None and detail.startswith("run-time error"):
+        from .cel.fixes import suggest_fix
+
         return DraConstructsError(
             _where(where), f"requests[{request.name!r}].selectors", selectors, detail,
-            "guard optional attributes with `'name' in device.attributes['domain']` and compare "
-            "versions with semver(...)",
+            suggest_fix("", detail, device_class) or "guard optional attributes with `'name' in "
+            "device.attributes['domain']` and compare versions with semver(...)",
         )
     if best < need:
         why = detail or f"at most {best} matching devices are on any one node"

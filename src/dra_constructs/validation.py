@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -15,10 +17,14 @@ __all__ = [
     "check_annotations",
     "check_dns_label",
     "check_dns_subdomain",
+    "check_int",
+    "check_label_value",
     "check_labels",
     "check_max_items",
     "check_quantity",
     "check_unique",
+    "did_you_mean",
+    "label_value",
     "object_metadata",
     "to_dns_label",
 ]
@@ -110,14 +116,12 @@ def check_labels(where: Where, field: str, labels: Mapping[str, str] | None) -> 
     """Label keys are qualified names; values are empty or at most 63 name characters."""
     if not labels:
         return None
+    if not isinstance(labels, Mapping):
+        raise DraConstructsError(_where(where), field, labels, f"must be a mapping of label keys to values, "
+                                 f"not {type(labels).__name__}", f"pass {field}={{'key': 'value'}}")
     for key, value in labels.items():
         _check_qualified_key(where, f"{field}[{key!r}]", key)
-        if not isinstance(value, str) or len(value) > 63 or (value and not _QUALIFIED_NAME.match(value)):
-            raise DraConstructsError(
-                _where(where), f"{field}[{key!r}]", value,
-                "not a label value (at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric)",
-                "shorten it or move it to an annotation",
-            )
+        check_label_value(where, f"{field}[{key!r}]", value)
     return dict(labels)
 
 
@@ -125,6 +129,9 @@ def check_annotations(where: Where, field: str, annotations: Mapping[str, str] |
     """Annotation keys are qualified names; values are strings (256 KiB in total)."""
     if not annotations:
         return None
+    if not isinstance(annotations, Mapping):
+        raise DraConstructsError(_where(where), field, annotations, f"must be a mapping of annotation keys to "
+                                 f"values, not {type(annotations).__name__}", f"pass {field}={{'key': 'value'}}")
     for key, value in annotations.items():
         _check_qualified_key(where, f"{field}[{key!r}]", key)
         if not isinstance(value, str):
@@ -155,3 +162,41 @@ def to_dns_label(text: str) -> str:
     """Best-effort DNS label from free text (for suggestions and derived names)."""
     label = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
     return label[:DNS1123_LABEL_MAX].rstrip("-")
+
+
+def check_int(where: Where, field: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    """An integer field (never a bool or a numeric string) within ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        fix = f"pass the number itself: {field}={value.strip()}" if isinstance(value, str) and value.strip().isdigit() \
+            else f"pass an integer >= {minimum}"
+        raise DraConstructsError(_where(where), field, value, f"must be an integer, not {type(value).__name__}", fix)
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise DraConstructsError(_where(where), field, value, f"must be {bound}", f"use a value {bound}")
+    return value
+
+
+def label_value(text: str) -> str:
+    """``text`` as a valid label value: unchanged when it is one, else shortened with a stable hash."""
+    if len(text) <= 63 and _QUALIFIED_NAME.match(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    head = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[: 63 - 9].strip("-_.")
+    return f"{head}-{digest}" if head else digest
+
+
+def check_label_value(where: Where, field: str, value: Any) -> str:
+    """A label value: empty or at most 63 alphanumerics, '-', '_' or '.', alphanumeric at both ends."""
+    if not isinstance(value, str) or len(value) > 63 or (value and not _QUALIFIED_NAME.match(value)):
+        raise DraConstructsError(
+            _where(where), field, value,
+            "not a label value (at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric)",
+            "shorten it or move it to an annotation",
+        )
+    return value
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest candidate, or an empty string."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

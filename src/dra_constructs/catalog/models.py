@@ -51,8 +51,10 @@ class MigProfile(BaseModel):
 
     @property
     def device_name_part(self) -> str:
-        """The profile as the driver writes it inside device names (no dots or plus)."""
-        return re.sub(r"[^a-z0-9]", "", self.name)
+        """The profile as the driver writes it inside device names: dots dropped, then every other
+        character outside ``[a-z0-9-]`` made ``-`` (``1g.10gb+me`` -> ``1g10gb-me``; the driver's
+        ``ToCanonicalName``, same rule as ``sanitizer.runtime.devices.mig_device_name``)."""
+        return re.sub(r"[^a-z0-9-]", "-", self.name.replace(".", "").lower()).strip("-")
 
 
 class GpuSpec(BaseModel):

@@ -38,7 +38,8 @@ def register(subparsers: Any) -> None:
         description="Exit 0 if every expression is OK, 1 if any is not, 2 on usage or input errors.",
     )
     _common(check_parser)
-    check_parser.add_argument("expressions", nargs="*", metavar="EXPRESSION", help="CEL selector expressions")
+    check_parser.add_argument("expressions", nargs="*", metavar="EXPRESSION",
+                              help="CEL selector expressions; - reads them from standard input, one per line")
     check_parser.set_defaults(func=_run_check)
 
     match_parser = commands.add_parser(
@@ -111,9 +112,17 @@ def _run_check(args: argparse.Namespace) -> int:
         return 0 if all_ok else 1
     if not args.expressions:
         raise DraConstructsError("cel check", "EXPRESSION", None, "no expression given",
-                                 "pass one or more expressions, or --jsonl FILE")
-    all_ok = True
+                                 "pass one or more expressions, - for standard input, or --jsonl FILE")
+    expressions: list[str] = []
     for expression in args.expressions:
+        if expression == "-":
+            expressions.extend(line for line in sys.stdin.read().splitlines() if line.strip())
+        else:
+            expressions.append(expression)
+    from .fixes import misspelt_names
+
+    all_ok = True
+    for expression in expressions:
         result = check(expression, target)
         all_ok &= result.ok
         cost = f" (cost {result.cost})" if result.cost is not None else ""
@@ -123,6 +132,8 @@ def _run_check(args: argparse.Namespace) -> int:
                 print(f"  {line}")
         if result.fix:
             print(f"  fix: {result.fix}")
+        for note in misspelt_names(expression):
+            print(f"  note: {note}")
     return 0 if all_ok else 1
 
 

@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 
-__all__ = ["rewrite_ordering", "suggest_fix"]
+from ..catalog.driver import GPU_CAPACITIES, MIG_ATTRIBUTES, MIG_CAPACITIES
+
+__all__ = ["misspelt_names", "rewrite_ordering", "suggest_fix"]
 
 _OPERAND = r"(kubernetes\.(?:Quantity|Semver)|dyn)"
 _ORDERING = re.compile(rf"'_(>=|>|<=|<)_' applied to '\({_OPERAND}, {_OPERAND}\)'")
@@ -62,6 +65,32 @@ def rewrite_ordering(expression: str, column: int, operator: str) -> str | None:
     return f"{before}{space_before}{middle}{space_after}{after}"
 
 
+_CAPACITIES = tuple(dict.fromkeys((*GPU_CAPACITIES, *MIG_CAPACITIES)))
+_KNOWN = (*MIG_ATTRIBUTES, *_CAPACITIES, "pcieRoot", "pciBusID")
+_NVIDIA_NAME = re.compile(r"device\.(attributes|capacity)\[\s*['\"]gpu\.nvidia\.com['\"]\s*\]\.(\w+)")
+
+
+def _did_you_mean(name: str, close: str) -> str:
+    return (f"no NVIDIA device publishes '{name}': did you mean '{close}'? (attributes: "
+            f"{', '.join(MIG_ATTRIBUTES)}; capacities: {', '.join(_CAPACITIES)})")
+
+
+def misspelt_names(expression: str) -> list[str]:
+    """A note per ``gpu.nvidia.com`` attribute/capacity the driver does not publish but one it does resembles.
+
+    The API server accepts any name (attributes are dynamic); at allocation such a selector fails.
+    """
+    notes = []
+    for match in _NVIDIA_NAME.finditer(expression):
+        name = match.group(2)
+        if name in _KNOWN or name.startswith("memorySlice"):
+            continue
+        close = difflib.get_close_matches(name, _KNOWN, n=1, cutoff=0.6)
+        if close:
+            notes.append(_did_you_mean(name, close[0]))
+    return list(dict.fromkeys(notes))
+
+
 def suggest_fix(expression: str, error: str | None, device_class: str | None = None) -> str | None:
     """A one-line fix for a failed check or a failed evaluation, or ``None``."""
     if not error:
@@ -86,6 +115,9 @@ def suggest_fix(expression: str, error: str | None, device_class: str | None = N
         if name in _MIG_ONLY or name.startswith("memorySlice"):
             return (f"'{name}' exists only on MIG devices: request deviceClassName mig.nvidia.com "
                     f"(not {device_class or 'gpu.nvidia.com'}), or guard with '{name}' in device.attributes[...]")
+        close = difflib.get_close_matches(name, _KNOWN, n=1, cutoff=0.6) if name and name not in _KNOWN else []
+        if close:
+            return _did_you_mean(name, close[0])
         if name:
             return (f"guard optional attributes: '{name}' in device.attributes['<domain>'] && ... "
                     "(a missing attribute is a run-time error, not a non-match)")

@@ -21,10 +21,12 @@ from .suppressions import SUPPRESSIONS_ANNOTATION, Suppression
 
 if TYPE_CHECKING:
     from .admission_policy import GuardrailsAdmissionPolicy
-    from .app_validation import ensure_guardrails, suppress, validate_app
+    from .app_validation import GuardrailsError, enable_guardrails, ensure_guardrails, suppress, validate_app
 
 _LAZY = {
     "GuardrailsAdmissionPolicy": ".admission_policy",
+    "GuardrailsError": ".app_validation",
+    "enable_guardrails": ".app_validation",
     "ensure_guardrails": ".app_validation",
     "suppress": ".app_validation",
     "validate_app": ".app_validation",
@@ -39,12 +41,14 @@ __all__ = [
     "AuditResult",
     "Finding",
     "GuardrailsAdmissionPolicy",
+    "GuardrailsError",
     "Manifest",
     "Rule",
     "Severity",
     "SuppressedFinding",
     "Suppression",
     "audit",
+    "enable_guardrails",
     "ensure_guardrails",
     "load_paths",
     "load_text",

@@ -9,11 +9,13 @@ error-level finding; warnings go to stderr.
 
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 from collections import defaultdict
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import cdk8s
 import constructs
@@ -28,7 +30,7 @@ from .model import Finding, Severity
 from .rules import RULES_BY_ID
 from .suppressions import SUPPRESSIONS_ANNOTATION, Suppression, parse_suppressions, render_suppressions, require_valid
 
-__all__ = ["ensure_guardrails", "suppress", "validate_app"]
+__all__ = ["GuardrailsError", "enable_guardrails", "ensure_guardrails", "suppress", "validate_app"]
 
 _CHART_KEY = "chart"
 
@@ -69,11 +71,96 @@ def _construct_paths(manifests: list[Manifest], findings: list[Finding]) -> dict
     }
 
 
-def _message(finding: Finding, paths: dict[str, str]) -> str:
+#: DRA005 on a cdk8s-plus object: the claim fields were there and its 1.28 L1 filtered them.
+_PLUS_DRA005 = ("cdk8s-plus-28 dropped the 1.31+ claim fields (resourceClaimTemplateName, resources.claims) "
+                "from this object: its L1 filters everything the 1.28 schema does not know, JSON patches included")
+_PLUS_DRA005_FIX = ("attach the claims with dra_constructs.attach_claims(workload, {'container': [template.use()]}) "
+                    "instead of a JSON patch (docs/cdk8s-plus.md)")
+
+
+def _message(finding: Finding, paths: dict[str, str], plus: frozenset[str] = frozenset()) -> str:
     where = paths.get(finding.object)
     at = f" (construct {where})" if where else ""
-    return (f"[{finding.rule}] {finding.object}{at} {finding.path}: {finding.message}. "
-            f"Fix: {finding.fix}")
+    message, fix = finding.message, finding.fix
+    if finding.rule == "DRA005" and finding.object in plus:
+        message, fix = f"{message}; {_PLUS_DRA005}", _PLUS_DRA005_FIX
+    return f"[{finding.rule}] {finding.object}{at} {finding.path}: {message}. Fix: {fix}"
+
+
+def _plus_objects(manifests: list[Manifest], findings: list[Finding]) -> frozenset[str]:
+    """Objects with a DRA005 finding that a cdk8s-plus construct rendered (its L1 ``Resource`` child)."""
+    wanted = {f.object for f in findings if f.rule == "DRA005"}
+    if not wanted:
+        return frozenset()
+    charts = {id(m.extra[_CHART_KEY]): m.extra[_CHART_KEY] for m in manifests if m.object_id in wanted}
+    plus: set[tuple[str, str]] = set()
+    for chart in charts.values():
+        for child in chart.node.find_all():
+            parent = child.node.scope
+            if isinstance(child, cdk8s.ApiObject) and parent is not None and \
+                    str(getattr(type(parent), "__jsii_type__", "")).startswith("cdk8s-plus-"):
+                plus.add((child.kind, child.name))
+    return frozenset(m.object_id for m in manifests if m.object_id in wanted and (m.kind, m.name) in plus)
+
+
+class GuardrailsError(DraConstructsError, RuntimeError):
+    """Synth refused: error-level guardrail findings, one line each (``findings`` holds them).
+
+    Raised by ``app.synth()``, ``app.synth_yaml()``, ``chart.to_json()`` and
+    ``cdk8s.Testing.synth()`` instead of jsii's RuntimeError; still a ``RuntimeError`` for old callers.
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = list(lines)
+        first = self.lines[0] if self.lines else ""
+        self.path, self.field, self.value = "App", "guardrails", f"{len(self.lines)} error(s)"
+        self.problem, self.fix = first, "see each finding's Fix"
+        Exception.__init__(self, "\n".join(self.lines))
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+# Messages of the guardrail validation that failed in the current synth call (see _translate).
+_FAILED: list[str] = []
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _translate(method: F) -> F:
+    """Wrap a cdk8s synth entry point: a guardrail failure becomes :class:`GuardrailsError`.
+
+    cdk8s runs validations inside the JS kernel and throws one JS error for all of them; jsii turns
+    it into a RuntimeError with a JS stack. The validation records its messages first, so the
+    wrapper can raise the library's error (from None: no JS stack) with one line per finding.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        del _FAILED[:]
+        try:
+            return method(*args, **kwargs)
+        except RuntimeError as error:
+            if isinstance(error, GuardrailsError) or not _FAILED:
+                raise
+            lines = list(dict.fromkeys(_FAILED))
+            del _FAILED[:]
+            raise GuardrailsError(lines) from None
+
+    return cast(F, wrapper)
+
+
+def _install_translation() -> None:
+    if getattr(cdk8s.App.synth, "__dra_translated__", False):
+        return
+    for owner, name in ((cdk8s.App, "synth"), (cdk8s.App, "synth_yaml"), (cdk8s.Chart, "to_json")):
+        wrapped = _translate(getattr(owner, name))
+        setattr(wrapped, "__dra_translated__", True)  # noqa: B010 (a function attribute mypy cannot see)
+        setattr(owner, name, wrapped)
+    setattr(cdk8s.Testing, "synth", staticmethod(_translate(cdk8s.Testing.synth)))  # noqa: B010
+
+
+_install_translation()
 
 
 def _synth_call() -> FrameType | None:
@@ -112,21 +199,28 @@ class _GuardrailsValidation:
         # first answer is reused for the rest of that synth (see _synth_call).
         call = _synth_call()
         if call is not None and self._cached is not None and self._cached[0] is call:
+            _FAILED.extend(self._cached[1])
             return self._cached[1]
         self._running = True
         try:
             result, manifests = _run(self._root, self.version)
         except DraConstructsError as error:  # e.g. DRA extended resources declared for a target < 1.34
             return [str(error)]
+        except RuntimeError:
+            # Another construct's validation failed inside chart.to_json(): cdk8s reports that
+            # error for this synth; the guardrails run again once it is fixed.
+            return []
         finally:
             self._running = False
         errors = [f for f in result.findings if f.severity is Severity.ERROR]
         warnings = [f for f in result.findings if f.severity is Severity.WARNING]
         paths = _construct_paths(manifests, errors + warnings) if result.findings else {}
+        plus = _plus_objects(manifests, errors)
         for finding in warnings:
-            print(f"dra-constructs guardrails: warning {_message(finding, paths)}", file=sys.stderr)
-        messages = [_message(f, paths) for f in errors]
+            print(f"dra-constructs guardrails: warning {_message(finding, paths, plus)}", file=sys.stderr)
+        messages = [_message(f, paths, plus) for f in errors]
         self._cached = (call, messages) if call is not None else None
+        _FAILED.extend(messages)
         return messages
 
 
@@ -161,6 +255,16 @@ def ensure_guardrails(scope: constructs.Construct, *, kubernetes_version: str | 
             "use one target version per App (set_kubernetes_version(app, ...) once)",
         )
     existing.version = version
+
+
+def enable_guardrails(app: constructs.Construct, *, kubernetes_version: str | Target | None = None) -> None:
+    """Turn the synth-time guardrails on for any App, also one of only hand-built or cdk8s-plus objects.
+
+    dra-constructs' own constructs do this themselves; call it once in an App that has none of
+    them. ``app.synth()`` then raises :class:`GuardrailsError` (a ``DraConstructsError``) on an
+    error-level finding.
+    """
+    ensure_guardrails(app, kubernetes_version=kubernetes_version)
 
 
 def validate_app(app: constructs.Construct, *, kubernetes_version: str | Target | None = None) -> list[Finding]:

@@ -1,4 +1,4 @@
-"""``dra-constructs audit``: run the guardrail rules over any YAML/JSON manifests.
+"""``dra-constructs audit`` and ``dra-constructs rules``: the guardrail rules on the command line.
 
 Exit codes: 0 no error-level finding, 1 at least one, 2 unreadable or malformed input (every other
 file is still audited and reported) or nothing to audit because every file was skipped. Files that
@@ -16,15 +16,17 @@ from typing import Any
 
 from ..errors import DraConstructsError
 from ..target import DEFAULT_KUBERNETES_VERSION, Target
+from ..validation import did_you_mean
 from .engine import audit
 from .loader import STDIN, STDIN_NAME, load_paths
 from .locate import with_field_lines
-from .model import Severity
+from .model import Rule, Severity
 from .report import to_json, to_text
 from .resources import parse_dra_extended_resources
+from .rules import RULES, RULES_BY_ID
 from .skipped import SkippedInput
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "run_rules"]
 
 _FORMATS = ("text", "json", "sarif")
 
@@ -34,7 +36,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "audit",
         help="check manifests (files, directories, - for stdin) against the DRA guardrail rules",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description="Check Kubernetes manifests against the DRA guardrail rules (list them with "
+                    "`dra-constructs rules`). Exit 0 when no finding reaches --fail-on, 1 otherwise, "
+                    "2 for unreadable or malformed input.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="YAML/JSON file, directory (searched for *.yaml, *.yml, *.json) or - for stdin")
@@ -52,13 +56,57 @@ def register(subparsers: Any) -> None:
                         help="the cluster serves extended resource NAME through DRA from DeviceClass CLASS "
                              "(KEP-5004, Kubernetes 1.34+; e.g. nvidia.com/gpu=gpu.nvidia.com, which NVIDIA's "
                              "chart sets on v1 clusters): reported as DRA010 instead of DRA001; repeatable")
+    parser.add_argument("--skip", action="append", default=[], metavar="RULE",
+                        help="do not run these rules (ids, comma-separated or repeated, e.g. DRA008,DRA009)")
+    parser.add_argument("--only", action="append", default=[], metavar="RULE",
+                        help="run only these rules (ids, comma-separated or repeated)")
     parser.set_defaults(func=run)
+
+    rules_parser = subparsers.add_parser(
+        "rules", help="list the guardrail rules (id, severity, what and why)",
+        description="List the guardrail rules that audit, synth and the admission policy apply.",
+    )
+    rules_parser.add_argument("--format", choices=("text", "json"), default="text",
+                              help="output format (default text)")
+    rules_parser.set_defaults(func=run_rules)
+
+
+def _rule_ids(values: list[str], option: str) -> list[str]:
+    ids = [part.strip().upper() for value in values for part in value.split(",") if part.strip()]
+    for rule_id in ids:
+        if rule_id not in RULES_BY_ID:
+            raise DraConstructsError(option, "RULE", rule_id, "not a rule id" + did_you_mean(rule_id, RULES_BY_ID),
+                                     f"use ids from `dra-constructs rules`: {', '.join(sorted(RULES_BY_ID))}")
+    return ids
+
+
+def selected_rules(skip: list[str], only: list[str]) -> tuple[Rule, ...]:
+    """The rules ``--skip``/``--only`` leave (DRA000, which checks suppressions, always runs)."""
+    skipped, kept = set(_rule_ids(skip, "--skip")), set(_rule_ids(only, "--only"))
+    if "DRA000" in skipped:
+        raise DraConstructsError("--skip", "RULE", "DRA000", "DRA000 checks that suppressions are valid; it "
+                                 "cannot be skipped", "fix or remove the broken suppression annotations")
+    return tuple(r for r in RULES if r.id == "DRA000" or (r.id not in skipped and (not kept or r.id in kept)))
+
+
+def run_rules(args: argparse.Namespace) -> int:
+    """Print the rule table."""
+    if args.format == "json":
+        sys.stdout.write(json.dumps([{"id": r.id, "name": r.name, "severity": r.severity.value, "why": r.why,
+                                      "fix": r.fix, "scope": "set" if r.set_check else "object"}
+                                     for r in RULES], indent=2) + "\n")
+        return 0
+    for rule in RULES:
+        sys.stdout.write(f"{rule.id}  {rule.severity.value:<7}  {rule.name}\n")
+        sys.stdout.write(f"        why: {rule.why}\n        fix: {rule.fix}\n")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Load, audit, report; the exit code follows the module docstring."""
     target = Target.parse(args.kubernetes_version, "--kubernetes-version")
     declared = parse_dra_extended_resources(args.dra_extended_resource, target, "--dra-extended-resource")
+    rules = selected_rules(args.skip, args.only)
     stdin_text = sys.stdin.read() if STDIN in args.paths else None
     stdin = io.StringIO(stdin_text) if stdin_text is not None else None
     skipped: list[SkippedInput] = []
@@ -69,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             raise errors[0]
         _print_errors(errors)
         return 2
-    result = audit(manifests, kubernetes_version=target, tenant_scope=args.tenant_scope,
+    result = audit(manifests, kubernetes_version=target, tenant_scope=args.tenant_scope, rules=rules,
                    dra_extended_resources=declared)
     result = with_field_lines(result, {STDIN_NAME: stdin_text} if stdin_text is not None else None)
     if args.format == "json":

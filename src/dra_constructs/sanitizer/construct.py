@@ -70,8 +70,9 @@ __all__ = [
 RUNTIME_HASH_ANNOTATION = "sanitizer.dra-constructs.io/runtime-sha256"
 CONFIG_HASH_ANNOTATION = "sanitizer.dra-constructs.io/config-sha256"
 DEFAULT_REQUESTS: Mapping[str, str] = {"cpu": "100m", "memory": "256Mi"}
-#: One CUDA fill worker per device runs at once up to ``max_parallel``; 2Gi covers a node of
-#: 8 GPUs with a few workers (each holds a CUDA context in host memory). Raise it for more.
+#: The agent reads this limit back from its cgroup (``memory.max``) and runs at most
+#: ``(limit - agent_memory_bytes) // worker_memory_bytes`` CUDA fill workers at once (110-160 MB
+#: each): 9 under 2Gi, so an 8 x 7 MIG node sanitizes in waves. Raise it for more at once.
 DEFAULT_LIMITS: Mapping[str, str] = {"cpu": "2", "memory": "2Gi"}
 REQUEST_NAME = "devices"
 

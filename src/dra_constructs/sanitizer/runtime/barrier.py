@@ -17,7 +17,15 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .backends.base import BackendError, ComputeMode, MemoryScrubber, NvmlBackend, ProcessSignaller, ScrubSession
+from .backends.base import (
+    BackendError,
+    ComputeMode,
+    MemoryScrubber,
+    NvmlBackend,
+    ProcessSignaller,
+    ScrubSession,
+    VerifyResult,
+)
 from .clock import Clock
 from .config import AgentConfig, QuarantinePolicy
 from .devices import DeviceInfo
@@ -212,6 +220,7 @@ class Barrier:
             self._verify_no_contexts(c, allowed=set(), what=_AFTER_DRAIN)
             c.enter(Phase.FILL)
             c.set_mode(ComputeMode.EXCLUSIVE_PROCESS)  # our context will be the only one
+            self._check_unaccounted_memory(c)
             session = self.deps.scrubber.open(c.device, self.deps.config.fill_timeout_s)
             c.crash("fill-opened")
             # Re-checked right before the fill: nobody but our own worker holds a context.
@@ -219,23 +228,17 @@ class Barrier:
             fill = session.fill()
             c.record.bytes_total, c.record.bytes_free = fill.bytes_total, fill.bytes_free
             c.record.bytes_zeroed = fill.bytes_zeroed
-            if fill.seconds > 0:
-                c.record.fill_bytes_per_s = fill.bytes_zeroed / fill.seconds
+            fill_seconds = fill.memset_seconds if fill.memset_seconds is not None else fill.seconds
+            if fill_seconds > 0:  # the memset alone: allocation time is not fill bandwidth
+                c.record.fill_bytes_per_s = fill.bytes_zeroed / fill_seconds
+            if c.record.bytes_free_before_context is not None:
+                c.record.bytes_context = max(0, c.record.bytes_free_before_context - fill.bytes_free)
             c.crash("filled")
             c.enter(Phase.VERIFY)
             result = session.verify()
-            c.record.bytes_verified, c.record.nonzero_words = result.bytes_verified, result.nonzero_words
-            if result.seconds > 0:
-                c.record.verify_bytes_per_s = result.bytes_verified / result.seconds
-            c.record.coverage = result.bytes_verified / fill.bytes_free if fill.bytes_free else 0.0
+            self._record_verify(c, fill.bytes_free, fill.bytes_total, result)
             c.crash("verified")
-            if result.nonzero_words:
-                raise BarrierFailure(f"verify found {result.nonzero_words} non-zero 64-bit words after the fill")
-            if result.bytes_verified < fill.bytes_zeroed:
-                raise BarrierFailure(f"verified {result.bytes_verified} of {fill.bytes_zeroed} zeroed bytes")
-            threshold = self.deps.config.coverage_threshold
-            if c.record.coverage < threshold:
-                raise BarrierFailure(f"coverage {c.record.coverage:.4f} of free memory is below {threshold}")
+            self._check_verify(c, fill.bytes_zeroed, result)
             c.set_mode(ComputeMode.PROHIBITED)  # nobody slips in between our close and the release
             session.close()
             session = None
@@ -252,6 +255,54 @@ class Barrier:
         finally:
             if session is not None:
                 session.close()
+
+    def _check_unaccounted_memory(self, c: _Cycle) -> None:
+        """Before our context: free must be total - reserved, less a small epsilon.
+
+        Memory that no listed process holds (a process in another PID namespace, a leaked
+        allocation) is invisible to the process list and to coverage of free memory; it is
+        exactly what the next tenant could read, so it fails the barrier.
+        """
+        try:
+            memory = self.deps.nvml.memory(c.device)
+        except BackendError as error:
+            if error.fatal:
+                raise
+            raise BarrierFailure(f"cannot read the device's memory before the fill: {error}") from error
+        c.record.bytes_reserved = memory.reserved
+        c.record.bytes_free_before_context = memory.free
+        usable = memory.total - memory.reserved
+        epsilon = self.deps.config.unaccounted_memory_bytes
+        if epsilon is None:
+            epsilon = int((1 - self.deps.config.coverage_threshold) * usable)
+        missing = usable - memory.free
+        if missing > epsilon:
+            raise BarrierFailure(
+                f"unaccounted memory: {missing} bytes of the device are in use although no process holds a "
+                f"context (free {memory.free} of {memory.total}, driver-reserved {memory.reserved}, allowed "
+                f"{epsilon}); a process NVML does not list (another PID namespace?) holds memory the fill "
+                f"cannot reach")
+
+    def _record_verify(self, c: _Cycle, bytes_free: int, bytes_total: int, result: VerifyResult) -> None:
+        c.record.bytes_verified, c.record.nonzero_words = result.bytes_verified, result.nonzero_words
+        c.record.control_planted, c.record.control_found = result.control_planted, result.control_found
+        if result.seconds > 0:
+            c.record.verify_bytes_per_s = result.bytes_verified / result.seconds
+        c.record.coverage = result.bytes_verified / bytes_free if bytes_free else 0.0
+        c.record.coverage_of_total = result.bytes_verified / bytes_total if bytes_total else 0.0
+        c.record.bytes_not_covered = max(0, bytes_total - result.bytes_verified)
+
+    def _check_verify(self, c: _Cycle, bytes_zeroed: int, result: VerifyResult) -> None:
+        if result.control_planted is not None and result.control_found != result.control_planted:
+            raise BarrierFailure(f"verify positive control failed: the kernel counted {result.control_found} of "
+                                 f"{result.control_planted} planted marker words, so its zero count is not proof")
+        if result.nonzero_words:
+            raise BarrierFailure(f"verify found {result.nonzero_words} non-zero 64-bit words after the fill")
+        if result.bytes_verified != bytes_zeroed:  # counted by the kernel itself, not echoed back
+            raise BarrierFailure(f"the verify kernel read {result.bytes_verified} of {bytes_zeroed} zeroed bytes")
+        threshold = self.deps.config.coverage_threshold
+        if c.record.coverage < threshold:
+            raise BarrierFailure(f"coverage {c.record.coverage:.4f} of free memory is below {threshold}")
 
     def _guard(self, c: _Cycle) -> None:
         c.record.compute_mode_guard = c.set_mode(ComputeMode.PROHIBITED)

@@ -121,7 +121,20 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dra-sanitizer`` argument parser."""
-    parser = argparse.ArgumentParser(prog=_PROG, description=(__doc__ or "").splitlines()[0])
+    from ... import __version__
+
+    parser = argparse.ArgumentParser(
+        prog=_PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The GPU node agent: when a device leaves a tenant it is guarded, drained, zero-filled "
+                    "and verified before it is handed out again (or quarantined with the reason).",
+        epilog="exit codes: 0 success, 1 a failed check (a device quarantined by once/release, a dirty "
+               "release in simulate), 2 bad input.\n"
+               "examples:\n"
+               "  dra-sanitizer status --config /etc/dra-sanitizer/config.yaml\n"
+               "  dra-sanitizer release --device gpu-0 --reason 'memory test passed (ticket 123)'\n"
+               "  dra-sanitizer simulate --devices 8 --cycles 3",
+    )
+    parser.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def agent_args(p: argparse.ArgumentParser) -> None:
@@ -130,33 +143,42 @@ def build_parser() -> argparse.ArgumentParser:
                        help="node name (overrides node_name; default: $NODE_NAME if node_name is empty)")
         p.add_argument("--backend", choices=("nvml", "simulated"), help="override the backend")
 
-    run = sub.add_parser("run", help="run the agent")
+    run = sub.add_parser("run", help="run the agent", description="Run the node agent: watch this node's "
+                         "devices and put every device that leaves a tenant through the barrier (guard, drain, "
+                         "zero-fill, verify, release or quarantine). Runs until SIGTERM.")
     agent_args(run)
     run.set_defaults(func=_cmd_run)
-    once = sub.add_parser("once", help="run one barrier cycle on one device by hand")
+    once = sub.add_parser("once", help="run one barrier cycle on one device by hand",
+                          description="Run one barrier cycle on one device now; exit 1 if it ends quarantined.")
     agent_args(once)
     once.add_argument("--device", required=True, help="DRA device name (gpu-0, gpu-0-mig-...) or UUID")
     once.set_defaults(func=_cmd_once)
-    release = sub.add_parser("release", help="operator release of a quarantined device (runs a full barrier)")
+    release = sub.add_parser("release", help="operator release of a quarantined device (runs a full barrier)",
+                             description="Release a quarantined device after review: the release is logged "
+                                         "with --reason and --operator, then a full barrier runs; exit 1 if the "
+                                         "device fails it again.")
     agent_args(release)
-    release.add_argument("--device", required=True)
+    release.add_argument("--device", required=True, help="DRA device name (gpu-0, gpu-0-mig-...) or UUID")
     release.add_argument("--reason", required=True, help="why it may go back into service (logged)")
     release.add_argument("--operator", help="who releases it (default: the current user)")
     release.add_argument("--force", action="store_true", help="also for a device that is not quarantined")
     release.set_defaults(func=_cmd_release)
-    status = sub.add_parser("status", help="print the persisted state of every device")
+    status = sub.add_parser("status", help="print the persisted state of every device",
+                            description="Print the persisted barrier state of every device of this node.")
     agent_args(status)
     status.set_defaults(func=_cmd_status)
-    sim = sub.add_parser("simulate", help="the real barrier on the simulated backend with random faults")
-    sim.add_argument("--devices", type=int, default=56)
-    sim.add_argument("--cycles", type=int, default=10)
-    sim.add_argument("--fault-rate", type=float, default=0.05)
-    sim.add_argument("--seed", type=int, default=0)
+    sim = sub.add_parser("simulate", help="the real barrier on the simulated backend with random faults",
+                         description="Run the real barrier against a simulated node with injected faults and "
+                                     "print a JSON summary; exit 1 if any device was released dirty.")
+    sim.add_argument("--devices", type=int, default=56, help="simulated devices (default 56)")
+    sim.add_argument("--cycles", type=int, default=10, help="barrier cycles per device (default 10)")
+    sim.add_argument("--fault-rate", type=float, default=0.05, help="fault chance per step (default 0.05)")
+    sim.add_argument("--seed", type=int, default=0, help="random seed, for reproducible runs (default 0)")
     sim.add_argument("--records", metavar="FILE", help="append the evidence records (JSON lines) here")
     sim.add_argument("--kubernetes-version", default="1.34", help="target: 1.32 has no DeviceTaintRule")
     sim.add_argument("--crash-rate", type=float, default=None, help="agent crash chance per point")
     sim.add_argument("--memory-bytes", type=int, default=4096, help="simulated memory per device")
-    sim.add_argument("--verbose", action="store_true")
+    sim.add_argument("--verbose", action="store_true", help="log every barrier step to stderr")
     sim.set_defaults(func=_cmd_simulate)
     return parser
 

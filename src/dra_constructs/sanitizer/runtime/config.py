@@ -141,6 +141,22 @@ class AgentConfig(BaseModel):
     )
     metrics_address: str = Field(default="0.0.0.0", description="Listen address of the metrics server.")
     max_parallel: int = Field(default=64, ge=1, le=512, description="Barriers run at once (one per device).")
+    worker_memory_bytes: int = Field(
+        default=192 << 20, ge=16 << 20,
+        description="Host memory one CUDA fill worker needs (measured 110-160 MB); bounds live workers.",
+    )
+    agent_memory_bytes: int = Field(
+        default=256 << 20, ge=0, description="Host memory the agent itself needs besides its workers.",
+    )
+    memory_limit_bytes: int | None = Field(
+        default=None, gt=0,
+        description="Container memory limit for the worker bound; None: read the cgroup (memory.max).",
+    )
+    unaccounted_memory_bytes: int | None = Field(
+        default=None, ge=0,
+        description="Most device memory (beyond NVML's reserved) that may be in use by no listed process "
+                    "before our context; None: (1 - coverage_threshold) x (total - reserved).",
+    )
     fill_timeout_s: float = Field(default=120.0, gt=0, description="Limit of one CUDA fill+verify worker.")
     simulated: SimulatedBackendSettings = Field(default_factory=SimulatedBackendSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)

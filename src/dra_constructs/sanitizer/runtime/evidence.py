@@ -42,7 +42,18 @@ class EvidenceRecord(BaseModel):
     bytes_zeroed: int = 0
     bytes_verified: int = 0
     nonzero_words: int | None = None
-    coverage: float = 0.0
+    coverage: float = Field(default=0.0, description="Verified bytes / free bytes after our context.")
+    coverage_of_total: float | None = Field(default=None, description="Verified bytes / total device bytes.")
+    bytes_not_covered: int | None = Field(
+        default=None,
+        description="Total - verified: driver-reserved memory, our own context (never filled; with "
+                    "scrub-on-free off it may hold the previous tenant's data) and allocation slack.",
+    )
+    bytes_reserved: int | None = Field(default=None, description="NVML's driver-reserved memory.")
+    bytes_free_before_context: int | None = Field(default=None, description="NVML free before our context.")
+    bytes_context: int | None = Field(default=None, description="Memory our own context took (not filled).")
+    control_planted: int | None = Field(default=None, description="Verify positive control: markers planted.")
+    control_found: int | None = Field(default=None, description="Markers the verify kernel counted.")
     phase_seconds: dict[str, float] = Field(default_factory=dict)
     fill_bytes_per_s: float | None = None
     verify_bytes_per_s: float | None = None

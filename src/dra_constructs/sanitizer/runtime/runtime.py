@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 from ...errors import DraConstructsError
 from ...target import Target
-from .backends.base import BackendError, MemoryScrubber, NvmlBackend, OsSignaller, ProcessSignaller
+from .backends.base import (
+    BackendError,
+    EnumerationResult,
+    MemoryScrubber,
+    NvmlBackend,
+    OsSignaller,
+    ProcessSignaller,
+)
 from .backends.simulated import SimulatedNode
 from .barrier import Barrier, BarrierDeps
 from .clock import Clock, RealClock
@@ -17,6 +24,7 @@ from .devices import DeviceInfo
 from .evidence import EvidenceWriter
 from .guard import Guard
 from .kube import ApiError, KubeClient, KubeOps, retrying
+from .limits import worker_slots
 from .metrics import Metrics
 from .state import StateStore
 
@@ -37,6 +45,8 @@ class Runtime:
     metrics: Metrics
     kube: KubeClient | None = None
     node: SimulatedNode | None = None
+    #: The enumeration ``devices`` came from, with the GPUs / MIG instances NVML could not read.
+    enumeration: EnumerationResult | None = None
 
     def device(self, name: str) -> DeviceInfo:
         """A device by DRA name or UUID; a clear error naming the devices there are."""
@@ -79,7 +89,11 @@ def build_runtime(
                                      "run on a GPU node with the NVIDIA driver, or use backend: simulated") from error
         if not host_pid_namespace():
             _LOG.error("not in the host PID namespace: NVML hides other containers' PIDs (set hostPID: true)")
-        scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"))
+        slots = worker_slots(config)
+        if slots < config.max_parallel:
+            _LOG.info("at most %d CUDA fill workers at once (memory limit; max_parallel %d)", slots,
+                      config.max_parallel)
+        scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"), max_workers=slots)
         signaller = OsSignaller()
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
@@ -110,8 +124,10 @@ def build_runtime(
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
     )
     try:
-        devices = nvml.devices()
+        enumeration = nvml.enumerate()
     except BackendError as error:
         raise DraConstructsError("node", "devices", config.backend, f"cannot enumerate devices: {error}",
                                  "check the driver and that the agent sees /dev/nvidia*") from error
-    return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node)
+    for failure in enumeration.errors:  # never skipped silently: the agent guards what these may hide
+        _LOG.error("device enumeration failed for %s", failure)
+    return Runtime(config, target, enumeration.devices, Barrier(deps), guard, metrics, kube, node, enumeration)

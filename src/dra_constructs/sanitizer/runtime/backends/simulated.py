@@ -24,7 +24,16 @@ from dataclasses import dataclass, field
 from ..clock import VirtualClock
 from ..config import SimulatedBackendSettings
 from ..devices import DeviceInfo, gpu_device_name, mig_device_name
-from .base import BackendError, ComputeMode, FillResult, VerifyResult
+from .base import (
+    BackendError,
+    ComputeMode,
+    EnumerationError,
+    EnumerationFailed,
+    EnumerationResult,
+    FillResult,
+    MemoryInfo,
+    VerifyResult,
+)
 
 __all__ = [
     "FAULT_OPS",
@@ -158,6 +167,8 @@ class SimulatedNode:
         self._next_pid = 10_000
         self._pid_lock = threading.Lock()
         self._devices: dict[str, _Device] = {}
+        #: Parts of the node "NVML" cannot read (tests set them): returned by ``nvml.enumerate()``.
+        self.enumeration_errors: list[EnumerationError] = []
         for minor in range(self.settings.gpus):
             gpu_uuid = f"GPU-sim-{minor:04d}"
             if self.settings.mig_slices_per_gpu == 0:
@@ -259,8 +270,22 @@ class _SimNvml:
     def __init__(self, node: SimulatedNode) -> None:
         self._node = node
 
+    def enumerate(self) -> EnumerationResult:
+        return EnumerationResult(self._node.device_infos, list(self._node.enumeration_errors))
+
     def devices(self) -> list[DeviceInfo]:
-        return self._node.device_infos
+        result = self.enumerate()
+        if result.errors:
+            raise EnumerationFailed(result)
+        return result.devices
+
+    def memory(self, device: DeviceInfo) -> MemoryInfo:
+        dev = self._node._dev(device.name)
+        with dev.lock:
+            dev.reap()
+            free = len(dev.free_granules()) * dev.gran
+            total = len(dev.memory)
+        return MemoryInfo(total=total, reserved=0, free=free, used=total - free)
 
     def processes(self, device: DeviceInfo) -> list[int]:
         faults = self._node.faults

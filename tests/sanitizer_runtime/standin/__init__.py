@@ -1,0 +1,220 @@
+"""Stand-in NVIDIA driver libraries for tests without a GPU (``libnvidia-ml.so.1``, ``libcuda.so.1``).
+
+The C sources next to this file are compiled with the system ``gcc`` once per test session
+(:func:`build`). The real backends load them the way they load the real driver: pynvml
+(nvidia-ml-py) calls ``CDLL("libnvidia-ml.so.1")`` and cuda-bindings resolves ``libcuda.so.1``
+through ``cuda.pathfinder``'s system search, so both follow ``LD_LIBRARY_PATH`` in a child
+process. In the test process itself :func:`preload_nvml` loads the stand-in by path first (the
+dynamic loader then answers ``libnvidia-ml.so.1`` by its soname).
+
+NVRTC is the real one (``nvidia-cuda-nvrtc-cu12``, in the ``gpu`` extra): it compiles without
+a GPU, so the verify kernel the worker loads is a real cubin or PTX, checked by the stand-in
+``cuModuleLoadData`` against the configured architecture and PTX ISA limit.
+
+A :class:`Node` describes one machine (GPUs, MIG instances with several compute instances,
+memory, errors, residue) and writes the flat ``key=value`` file the C code reads
+(``$DRA_STANDIN_CONFIG``); its state directory holds the shared device memory, allocation
+tables and compute modes, so a tenant process's bytes and contexts are seen by the agent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+MiB = 1 << 20
+
+# NVML_GPU_INSTANCE_PROFILE_* indices (nvml.h), as the driver's go-nvlib maps them to names.
+GI_1_SLICE, GI_2_SLICE, GI_3_SLICE, GI_4_SLICE, GI_7_SLICE = 0x0, 0x1, 0x2, 0x3, 0x4
+GI_1_SLICE_REV1, GI_2_SLICE_REV1, GI_1_SLICE_REV2 = 0x7, 0x8, 0x9
+GI_1_SLICE_GFX, GI_2_SLICE_GFX, GI_4_SLICE_GFX, GI_1_SLICE_NO_ME = 0xA, 0xB, 0xC, 0xD
+NVML_ERROR_NO_PERMISSION, NVML_ERROR_GPU_IS_LOST = 4, 15
+
+
+def build(out: Path) -> Path:
+    """Compile both stand-ins into ``out`` (returns it); a missing or failing gcc fails loudly."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        raise RuntimeError("the stand-in driver tests need a C compiler (gcc) on PATH")
+    out.mkdir(parents=True, exist_ok=True)
+    for soname, source in (("libcuda.so.1", "cuda.c"), ("libnvidia-ml.so.1", "nvml.c")):
+        subprocess.run(
+            [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", f"-Wl,-soname,{soname}",
+             "-o", str(out / soname), str(HERE / source), str(HERE / "standin.c")],
+            check=True, capture_output=True, text=True,
+        )
+    return out
+
+
+def preload_nvml(libdir: Path) -> None:
+    """Load the NVML stand-in into this process before pynvml looks for ``libnvidia-ml.so.1``."""
+    ctypes.CDLL(str(libdir / "libnvidia-ml.so.1"), mode=ctypes.RTLD_GLOBAL)
+
+
+@dataclass
+class CI:
+    """One MIG compute instance (a MIG device with its own UUID)."""
+
+    uuid: str
+    id: int = 0
+
+
+@dataclass
+class GI:
+    """One MIG GPU instance: its own memory, one or more compute instances."""
+
+    id: int
+    cis: list[CI]
+    profile_index: int = GI_1_SLICE
+    profile_id: int = 19
+    slices: int = 1
+    placement_start: int = 0
+    placement_size: int = 1
+    memory_mb: int = 9856          # profile memorySizeMB: names the profile (1g.10gb on an 80 GB GPU)
+    total: int = 32 * MiB          # bytes really backed
+    reserved: int = 2 * MiB
+    unlisted_used: int = 0         # held by a process NVML does not list
+    error: int = 0                 # NVML error for error_call (or every call) on this GI's handles
+    error_call: str = ""
+
+
+@dataclass
+class GPU:
+    """One GPU; MIG mode when ``gis`` is non-empty and ``mig`` is set."""
+
+    uuid: str
+    minor: int = 0
+    name: str = "NVIDIA H100 80GB HBM3"
+    arch: int = 90
+    sms: int = 8
+    total: int = 64 * MiB          # MIG parent: the reported total (names MIG profiles)
+    reserved: int = 2 * MiB
+    context_overhead: int = 4 * MiB
+    unlisted_used: int = 0
+    mig: bool = False
+    aggregate_error: int = 0
+    error: int = 0
+    error_call: str = ""
+    gis: list[GI] = field(default_factory=list)
+
+
+@dataclass
+class Node:
+    """The machine the stand-in driver pretends to be, and where its shared state lives."""
+
+    root: Path
+    libdir: Path
+    gpus: list[GPU]
+    driver_version: str = "570.124.06"
+    cuda_version: int = 12080
+    ptx_isa_max: int = 87          # R570: PTX ISA 8.7
+    scrub_on_free: bool = False
+    residue_byte: int | None = None
+    residue_len: int = 0
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "standin.conf"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "driver-state"
+
+    def write(self) -> Node:
+        """Write the config file (call again after changing fields; memory files persist)."""
+        lines: dict[str, Any] = {
+            "state_dir": self.state_dir, "driver_version": self.driver_version, "cuda_version": self.cuda_version,
+            "ptx_isa_max": self.ptx_isa_max, "scrub_on_free": int(self.scrub_on_free), "gpus": len(self.gpus),
+            "residue_len": self.residue_len,
+        }
+        if self.residue_byte is not None:
+            lines["residue_byte"] = self.residue_byte
+        for g, gpu in enumerate(self.gpus):
+            for key in ("uuid", "minor", "name", "arch", "sms", "total", "reserved", "context_overhead",
+                        "unlisted_used", "aggregate_error", "error", "error_call"):
+                lines[f"gpu.{g}.{key}"] = getattr(gpu, key)
+            lines[f"gpu.{g}.mig"] = int(gpu.mig)
+            lines[f"gpu.{g}.gis"] = len(gpu.gis)
+            for i, gi in enumerate(gpu.gis):
+                for key in ("id", "profile_index", "profile_id", "slices", "placement_start", "placement_size",
+                            "memory_mb", "total", "reserved", "unlisted_used", "error", "error_call"):
+                    lines[f"gpu.{g}.gi.{i}.{key}"] = getattr(gi, key)
+                lines[f"gpu.{g}.gi.{i}.cis"] = len(gi.cis)
+                for c, ci in enumerate(gi.cis):
+                    lines[f"gpu.{g}.gi.{i}.ci.{c}.uuid"] = ci.uuid
+                    lines[f"gpu.{g}.gi.{i}.ci.{c}.id"] = ci.id
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text("".join(f"{k}={v}\n" for k, v in lines.items()), encoding="utf-8")
+        tmp.replace(self.config_path)
+        return self
+
+    def env(self) -> dict[str, str]:
+        """Environment that makes a child process load the stand-ins."""
+        ld = os.environ.get("LD_LIBRARY_PATH")
+        return {"LD_LIBRARY_PATH": f"{self.libdir}{os.pathsep + ld if ld else ''}",
+                "DRA_STANDIN_CONFIG": str(self.config_path)}
+
+    def memory(self, gpu: int = 0, gi: int | None = None) -> bytes:
+        """The device memory's current bytes (what the next tenant could read)."""
+        name = f"gpu{gpu}" if gi is None else f"gpu{gpu}-gi{gi}"
+        return (self.state_dir / f"mem-{name}").read_bytes()
+
+    def compute_mode(self, uuid: str) -> int:
+        """NVML compute mode of a GPU / MIG device as the stand-in keeps it (0 = DEFAULT)."""
+        path = self.state_dir / f"mode-{uuid}"
+        return int(path.read_text()) if path.exists() else 0
+
+
+class Tenant:
+    """A real child process holding a context on one device through the stand-in libcuda."""
+
+    def __init__(self, node: Node, uuid: str, *, nbytes: int = 8 * MiB, pattern: int = 0xA5C35A3C,
+                 ignore_term: bool = False, hold: bool = True) -> None:
+        args = [sys.executable, str(HERE / "tenant.py"), "--bytes", str(nbytes), "--pattern", str(pattern)]
+        if ignore_term:
+            args.append("--ignore-term")
+        if not hold:
+            args.append("--exit")
+        env = {**os.environ, **node.env(), "CUDA_VISIBLE_DEVICES": uuid}
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready"):
+            self.proc.wait(timeout=10)
+            raise RuntimeError(f"tenant did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
+        if not hold:
+            self.proc.wait(timeout=10)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until true or ``timeout``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return bool(predicate())

@@ -1,0 +1,444 @@
+/* Stand-in libnvidia-ml.so.1: the NVML entry points nvidia-ml-py (pynvml) calls for the sanitizer.
+ *
+ * Return codes, struct layouts and versioned structs follow nvml.h (API v12/13). Semantics kept
+ * from the real library: a MIG device handle lists only the processes of its own compute
+ * instance; a parent GPU handle in MIG mode aggregates (or fails, aggregate_error=4, for an
+ * unprivileged caller); versioned structs are checked; compute mode is per GPU / MIG device.
+ */
+#define _GNU_SOURCE
+#include "standin.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
+#define NVML_ERROR_UNKNOWN 999
+
+#define MAGIC_DEV 0x4e564456
+#define MAGIC_GI 0x4e564749
+
+typedef struct { int magic; int gpu; int gi; int ci; } dev_t_;     /* gi < 0: the whole GPU */
+typedef struct { int magic; int gpu; int gi; } gi_t_;
+typedef dev_t_ *nvmlDevice_t;
+typedef gi_t_ *nvmlGpuInstance_t;
+
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
+typedef struct { unsigned pid; unsigned long long usedGpuMemory; unsigned gpuInstanceId, computeInstanceId; } nvmlProcessInfo_t;
+typedef struct { unsigned start, size; } nvmlGpuInstancePlacement_t;
+typedef struct { nvmlDevice_t device; unsigned id, profileId; nvmlGpuInstancePlacement_t placement; } nvmlGpuInstanceInfo_t;
+typedef struct {
+    unsigned id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount,
+        decoderCount, encoderCount, jpegCount, ofaCount;
+    unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+typedef struct {
+    unsigned version, id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount,
+        decoderCount, encoderCount, jpegCount, ofaCount;
+    unsigned long long memorySizeMB;
+    char name[96];
+} nvmlGpuInstanceProfileInfo_v2_t;
+
+#define nvmlMemory_v2 ((unsigned)(sizeof(nvmlMemory_v2_t) | (2 << 24)))
+#define nvmlGpuInstanceProfileInfo_v2 ((unsigned)(sizeof(nvmlGpuInstanceProfileInfo_v2_t) | (2 << 24)))
+
+static dev_t_ gpu_h[SI_MAX_GPUS];
+static dev_t_ mig_h[SI_MAX_GPUS][SI_MAX_GIS][SI_MAX_CIS];
+static gi_t_ gi_h[SI_MAX_GPUS][SI_MAX_GIS];
+static si_region regions[SI_MAX_GPUS][SI_MAX_GIS + 1];
+static int initialized;
+
+static int valid(const dev_t_ *h) { return h && h->magic == MAGIC_DEV; }
+
+static si_region *region_of(const dev_t_ *h) { return &regions[h->gpu][h->gi + 1]; }
+
+/* The configured enumeration error of this handle for `call`, or 0. */
+static int fail(const dev_t_ *h, const char *call) {
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    if (G->error && (!G->error_call[0] || strcmp(G->error_call, call) == 0)) return G->error;
+    if (h->gi >= 0) {
+        const si_gi *I = &G->gis[h->gi];
+        if (I->error && (!I->error_call[0] || strcmp(I->error_call, call) == 0)) return I->error;
+    }
+    return 0;
+}
+
+#define CHECK(h, call)                                   \
+    do {                                                 \
+        if (!initialized) return NVML_ERROR_UNINITIALIZED; \
+        if (!valid(h)) return NVML_ERROR_INVALID_ARGUMENT; \
+        int e_ = fail(h, call);                          \
+        if (e_) return e_;                               \
+    } while (0)
+
+int nvmlInitWithFlags(unsigned flags) {
+    (void)flags;
+    int loaded = si_load();
+    if (loaded < 0) return NVML_ERROR_DRIVER_NOT_LOADED;
+    if (loaded == 0 && initialized) return NVML_SUCCESS;  /* a new config path (tests): a new node */
+    for (int g = 0; g < si_cfg.ngpus; g++) {
+        const si_gpu *G = &si_cfg.gpus[g];
+        gpu_h[g] = (dev_t_){MAGIC_DEV, g, -1, -1};
+        if (!G->mig && si_region_of(g, -1, &regions[g][0]) != 0) return NVML_ERROR_UNKNOWN;
+        for (int i = 0; i < G->ngis; i++) {
+            gi_h[g][i] = (gi_t_){MAGIC_GI, g, i};
+            if (G->mig && si_region_of(g, i, &regions[g][i + 1]) != 0) return NVML_ERROR_UNKNOWN;
+            for (int c = 0; c < G->gis[i].ncis; c++) mig_h[g][i][c] = (dev_t_){MAGIC_DEV, g, i, c};
+        }
+    }
+    initialized = 1;
+    return NVML_SUCCESS;
+}
+
+int nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+int nvmlInit(void) { return nvmlInitWithFlags(0); }
+int nvmlShutdown(void) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    return NVML_SUCCESS;  /* keep the mappings: handles stay valid for a later nvmlInit */
+}
+
+const char *nvmlErrorString(int result) {
+    switch (result) {
+    case 0: return "Success";
+    case 1: return "Uninitialized";
+    case 2: return "Invalid Argument";
+    case 3: return "Not Supported";
+    case 4: return "Insufficient Permissions";
+    case 6: return "Not Found";
+    case 7: return "Insufficient Size";
+    case 9: return "Driver Not Loaded";
+    case 15: return "GPU is lost";
+    case 17: return "Operating System Error";
+    case 19: return "In use by another client";
+    case 25: return "Argument version mismatch";
+    default: return "Unknown Error";
+    }
+}
+
+int nvmlSystemGetDriverVersion(char *version, unsigned length) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (length < strlen(si_cfg.driver_version) + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(version, si_cfg.driver_version);
+    return NVML_SUCCESS;
+}
+
+int nvmlSystemGetCudaDriverVersion(int *v) { if (!initialized) return NVML_ERROR_UNINITIALIZED; *v = si_cfg.cuda_version; return 0; }
+int nvmlSystemGetCudaDriverVersion_v2(int *v) { return nvmlSystemGetCudaDriverVersion(v); }
+
+int nvmlDeviceGetCount_v2(unsigned *count) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    *count = (unsigned)si_cfg.ngpus;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t *device) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (index >= (unsigned)si_cfg.ngpus) return NVML_ERROR_INVALID_ARGUMENT;
+    int e = fail(&gpu_h[index], "nvmlDeviceGetHandleByIndex_v2");
+    if (e) return e;
+    *device = &gpu_h[index];
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    for (int g = 0; g < si_cfg.ngpus; g++) {
+        const si_gpu *G = &si_cfg.gpus[g];
+        if (strcmp(G->uuid, uuid) == 0) { *device = &gpu_h[g]; return NVML_SUCCESS; }
+        for (int i = 0; G->mig && i < G->ngis; i++)
+            for (int c = 0; c < G->gis[i].ncis; c++)
+                if (strcmp(G->gis[i].cis[c].uuid, uuid) == 0) { *device = &mig_h[g][i][c]; return NVML_SUCCESS; }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+int nvmlDeviceGetIndex(nvmlDevice_t h, unsigned *index) { CHECK(h, "nvmlDeviceGetIndex"); *index = (unsigned)h->gpu; return 0; }
+
+int nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned *minor) {
+    CHECK(h, "nvmlDeviceGetMinorNumber");
+    if (h->gi >= 0) return NVML_ERROR_NOT_SUPPORTED;
+    *minor = si_cfg.gpus[h->gpu].minor;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetUUID(nvmlDevice_t h, char *uuid, unsigned length) {
+    CHECK(h, "nvmlDeviceGetUUID");
+    const char *u = h->gi < 0 ? si_cfg.gpus[h->gpu].uuid : si_cfg.gpus[h->gpu].gis[h->gi].cis[h->ci].uuid;
+    if (length < strlen(u) + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(uuid, u);
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetName(nvmlDevice_t h, char *name, unsigned length) {
+    CHECK(h, "nvmlDeviceGetName");
+    char buf[200];
+    if (h->gi < 0) snprintf(buf, sizeof buf, "%s", si_cfg.gpus[h->gpu].name);
+    else snprintf(buf, sizeof buf, "%s MIG %ug.%llugb", si_cfg.gpus[h->gpu].name,
+                  si_cfg.gpus[h->gpu].gis[h->gi].slices, si_cfg.gpus[h->gpu].gis[h->gi].memory_mb / 1024);
+    if (length < strlen(buf) + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(name, buf);
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int *major, int *minor) {
+    CHECK(h, "nvmlDeviceGetCudaComputeCapability");
+    *major = si_cfg.gpus[h->gpu].arch / 10;
+    *minor = si_cfg.gpus[h->gpu].arch % 10;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned *current, unsigned *pending) {
+    CHECK(h, "nvmlDeviceGetMigMode");
+    if (h->gi >= 0 || si_cfg.gpus[h->gpu].arch < 80) return NVML_ERROR_NOT_SUPPORTED;
+    *current = *pending = (unsigned)si_cfg.gpus[h->gpu].mig;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceIsMigDeviceHandle(nvmlDevice_t h, unsigned *is_mig) {
+    if (!valid(h)) return NVML_ERROR_INVALID_ARGUMENT;
+    *is_mig = h->gi >= 0;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t h, nvmlDevice_t *parent) {
+    if (!valid(h) || h->gi < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    *parent = &gpu_h[h->gpu];
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t h, unsigned *count) {
+    CHECK(h, "nvmlDeviceGetMaxMigDeviceCount");
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    unsigned n = 0;
+    for (int i = 0; i < G->ngis; i++) n += (unsigned)G->gis[i].ncis;
+    *count = G->mig ? (n > 7 ? n : 7) : 0;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t h, unsigned index, nvmlDevice_t *mig) {
+    CHECK(h, "nvmlDeviceGetMigDeviceHandleByIndex");
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    if (!G->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned n = 0;
+    for (int i = 0; i < G->ngis; i++)
+        for (int c = 0; c < G->gis[i].ncis; c++, n++)
+            if (n == index) {
+                int e = fail(&mig_h[h->gpu][i][c], "nvmlDeviceGetMigDeviceHandleByIndex");
+                if (e) return e;
+                *mig = &mig_h[h->gpu][i][c];
+                return NVML_SUCCESS;
+            }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+int nvmlDeviceGetGpuInstanceId(nvmlDevice_t h, unsigned *id) {
+    CHECK(h, "nvmlDeviceGetGpuInstanceId");
+    if (h->gi < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = si_cfg.gpus[h->gpu].gis[h->gi].id;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetComputeInstanceId(nvmlDevice_t h, unsigned *id) {
+    CHECK(h, "nvmlDeviceGetComputeInstanceId");
+    if (h->gi < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = si_cfg.gpus[h->gpu].gis[h->gi].cis[h->ci].id;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetGpuInstanceById(nvmlDevice_t h, unsigned id, nvmlGpuInstance_t *gi) {
+    CHECK(h, "nvmlDeviceGetGpuInstanceById");
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    if (h->gi >= 0 || !G->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < G->ngis; i++)
+        if (G->gis[i].id == id) {
+            dev_t_ probe = {MAGIC_DEV, h->gpu, i, 0};
+            int e = fail(&probe, "nvmlDeviceGetGpuInstanceById");
+            if (e) return e;
+            *gi = &gi_h[h->gpu][i];
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+int nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!gi || gi->magic != MAGIC_GI) return NVML_ERROR_INVALID_ARGUMENT;
+    dev_t_ probe = {MAGIC_DEV, gi->gpu, gi->gi, 0};
+    int e = fail(&probe, "nvmlGpuInstanceGetInfo");
+    if (e) return e;
+    const si_gi *I = &si_cfg.gpus[gi->gpu].gis[gi->gi];
+    info->device = &gpu_h[gi->gpu];
+    info->id = I->id;
+    info->profileId = I->profile_id;
+    info->placement.start = I->placement_start;
+    info->placement.size = I->placement_size;
+    return NVML_SUCCESS;
+}
+
+static const si_gi *profile(nvmlDevice_t h, unsigned index) {
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    for (int i = 0; i < G->ngis; i++)
+        if (G->gis[i].profile_index == index) return &G->gis[i];
+    return NULL;
+}
+
+int nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t h, unsigned index, nvmlGpuInstanceProfileInfo_t *info) {
+    CHECK(h, "nvmlDeviceGetGpuInstanceProfileInfo");
+    if (h->gi >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= 0x12) return NVML_ERROR_INVALID_ARGUMENT;
+    const si_gi *I = profile(h, index);
+    if (!I) return NVML_ERROR_NOT_SUPPORTED;
+    memset(info, 0, sizeof *info);
+    info->id = I->profile_id;
+    info->sliceCount = I->slices;
+    info->instanceCount = 7 / (I->slices ? I->slices : 1);
+    info->multiprocessorCount = 14 * I->slices;
+    info->memorySizeMB = I->memory_mb;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t h, unsigned index, nvmlGpuInstanceProfileInfo_v2_t *info) {
+    CHECK(h, "nvmlDeviceGetGpuInstanceProfileInfoV");
+    if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    nvmlGpuInstanceProfileInfo_t v1;
+    int e = nvmlDeviceGetGpuInstanceProfileInfo(h, index, &v1);
+    if (e) return e;
+    memcpy(&info->id, &v1, sizeof v1);
+    snprintf(info->name, sizeof info->name, "MIG %ug.%llugb", v1.sliceCount, v1.memorySizeMB / 1024);
+    return NVML_SUCCESS;
+}
+
+/* (total, reserved, free) of the handle's memory. */
+static void memory(nvmlDevice_t h, unsigned long long *total, unsigned long long *reserved, unsigned long long *free) {
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    if (h->gi < 0 && G->mig) {  /* parent of MIG devices: its instances' memory is theirs */
+        *total = G->total;
+        *reserved = G->reserved;
+        *free = G->total - G->reserved;
+        return;
+    }
+    si_region *r = region_of(h);
+    si_entry tab[SI_TAB_ENTRIES];
+    int fd = si_lock(r);
+    if (fd < 0 || si_table_read(fd, r, tab) != 0) memset(tab, 0, sizeof tab);
+    si_unlock(fd);
+    *total = r->size;
+    *reserved = r->reserved;
+    *free = si_free_bytes(r, tab);
+}
+
+int nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m) {
+    CHECK(h, "nvmlDeviceGetMemoryInfo");
+    unsigned long long total, reserved, free;
+    memory(h, &total, &reserved, &free);
+    m->total = total;
+    m->free = free;
+    m->used = total - free;  /* v1: reserved memory counts as used */
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m) {
+    CHECK(h, "nvmlDeviceGetMemoryInfo_v2");
+    if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    unsigned long long total, reserved, free;
+    memory(h, &total, &reserved, &free);
+    m->total = total;
+    m->reserved = reserved;
+    m->free = free;
+    m->used = total - free - reserved;
+    return NVML_SUCCESS;
+}
+
+/* Contexts of one region; ci >= 0 keeps only that compute instance's. */
+static int collect(si_region *r, int ci, unsigned gi_id, const si_gi *I, nvmlProcessInfo_t *out, unsigned cap,
+                   unsigned *n) {
+    si_entry tab[SI_TAB_ENTRIES];
+    int fd = si_lock(r);
+    if (fd < 0) return NVML_ERROR_UNKNOWN;
+    if (si_table_read(fd, r, tab) != 0) { si_unlock(fd); return NVML_ERROR_UNKNOWN; }
+    si_unlock(fd);
+    for (int i = 0; i < SI_TAB_ENTRIES; i++) {
+        if (tab[i].kind != SI_CONTEXT || (ci >= 0 && tab[i].ci != ci)) continue;
+        unsigned long long used = 0;
+        for (int j = 0; j < SI_TAB_ENTRIES; j++)
+            if (tab[j].kind != SI_FREE && tab[j].pid == tab[i].pid) used += tab[j].size;
+        if (*n < cap && out) {
+            out[*n].pid = (unsigned)tab[i].pid;
+            out[*n].usedGpuMemory = used;
+            out[*n].gpuInstanceId = I ? gi_id : 0xFFFFFFFFu;
+            out[*n].computeInstanceId = I ? I->cis[tab[i].ci < 0 ? 0 : tab[i].ci].id : 0xFFFFFFFFu;
+        }
+        (*n)++;
+    }
+    return NVML_SUCCESS;
+}
+
+static int processes(nvmlDevice_t h, unsigned *count, nvmlProcessInfo_t *infos) {
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    unsigned cap = infos ? *count : 0, n = 0;
+    int e = 0;
+    if (h->gi >= 0) {
+        const si_gi *I = &G->gis[h->gi];
+        e = collect(region_of(h), h->ci, I->id, I, infos, cap, &n);
+    } else if (G->mig) {
+        if (G->aggregate_error) return G->aggregate_error;
+        for (int i = 0; i < G->ngis && !e; i++)
+            e = collect(&regions[h->gpu][i + 1], -1, G->gis[i].id, &G->gis[i], infos, cap, &n);
+    } else {
+        e = collect(region_of(h), -1, 0, NULL, infos, cap, &n);
+    }
+    if (e) return e;
+    *count = n;
+    if (n > cap) return NVML_ERROR_INSUFFICIENT_SIZE;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned *count, nvmlProcessInfo_t *infos) {
+    CHECK(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+    return processes(h, count, infos);
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t h, unsigned *count, nvmlProcessInfo_t *infos) {
+    return nvmlDeviceGetComputeRunningProcesses_v3(h, count, infos);
+}
+
+static int graphics(nvmlDevice_t h, unsigned *count, const char *call) {
+    CHECK(h, call);
+    if (h->gi >= 0) return NVML_ERROR_NOT_SUPPORTED;  /* no graphics contexts on MIG devices */
+    *count = 0;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t h, unsigned *count, nvmlProcessInfo_t *infos) {
+    (void)infos;
+    return graphics(h, count, "nvmlDeviceGetGraphicsRunningProcesses_v3");
+}
+
+int nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t h, unsigned *count, nvmlProcessInfo_t *infos) {
+    (void)infos;
+    return graphics(h, count, "nvmlDeviceGetGraphicsRunningProcesses_v2");
+}
+
+static const char *mode_uuid(nvmlDevice_t h) {
+    return h->gi < 0 ? si_cfg.gpus[h->gpu].uuid : si_cfg.gpus[h->gpu].gis[h->gi].cis[h->ci].uuid;
+}
+
+int nvmlDeviceSetComputeMode(nvmlDevice_t h, int mode) {
+    CHECK(h, "nvmlDeviceSetComputeMode");
+    if (mode < 0 || mode > 3 || mode == 1) return NVML_ERROR_INVALID_ARGUMENT;
+    return si_set_mode(mode_uuid(h), mode) == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+int nvmlDeviceGetComputeMode(nvmlDevice_t h, int *mode) {
+    CHECK(h, "nvmlDeviceGetComputeMode");
+    *mode = si_get_mode(mode_uuid(h));
+    return NVML_SUCCESS;
+}
