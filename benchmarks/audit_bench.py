@@ -14,7 +14,13 @@ synthesized with ``app.synth_yaml()`` without and with ``ensure_guardrails``; ev
 fresh process, routes alternate, the median of ``--repeat`` runs is kept. The ratio shows what
 the guardrails add to a synth.
 
-    python benchmarks/audit_bench.py [audit|synth|all] [--objects 10000] [--workloads 5000] [--repeat 3]
+``large``: one multi-document YAML file per size (default 1, 5 and 10 MB; the same objects,
+10% unsafe, so every size has findings): the whole command in a fresh process (wall and CPU time,
+peak RSS) and the CPU time of the in-process load / rules / locate phases. Per-MB times against the first size
+show whether a phase is linear (x1.0) or worse (issue 11: locating was quadratic, 10 MB 138 s).
+
+    python benchmarks/audit_bench.py [audit|large|synth|all] [--objects 10000] [--sizes 1,5,10]
+                                     [--workloads 5000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -154,6 +160,77 @@ def bench_audit(objects: int, repeat: int, unique: bool) -> dict[str, Any]:
     }
 
 
+def write_multidoc(path: Path, megabytes: float) -> int:
+    """One multi-document YAML file of about ``megabytes`` MB (10% unsafe units: findings)."""
+    parts: list[str] = []
+    size = i = 0
+    while size < megabytes * 1_000_000:
+        namespace = f"tenant-{i % 20}"
+        text = yaml.safe_dump_all([_template(i, namespace, False), _gpu_deployment(i, namespace, i % 10 == 9),
+                                   *_web(i, namespace)], sort_keys=False)
+        parts.append(text)
+        size += len(text) + 4
+        i += 1
+    path.write_text("---\n".join(parts))
+    return 5 * i
+
+
+def bench_large_file(sizes: list[float], repeat: int) -> dict[str, Any]:
+    """Whole command (fresh process) and in-process phases over one multi-document file per size."""
+    import gc
+
+    from dra_constructs.guardrails import audit, load_paths
+    from dra_constructs.guardrails.locate import with_field_lines
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for megabytes in sizes:
+            path = Path(tmp) / f"multi-{megabytes}.yaml"
+            objects = write_multidoc(path, megabytes)
+            command = [sys.executable, "-m", "dra_constructs.cli", "audit", "--format", "json", "-o", os.devnull,
+                       str(path)]
+            wall, cpu, rss = [], [], []
+            for _ in range(repeat):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                done = subprocess.run(["/usr/bin/time", "-f", "%M", *command], check=False, capture_output=True,
+                                      text=True)
+                wall.append(time.perf_counter() - start)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+                rss.append(int(done.stderr.strip().splitlines()[-1]) / 1024)
+                assert done.returncode == 1, done.stderr[-500:]
+            phases = []
+            for _ in range(repeat):
+                texts: dict[str, str] = {}
+                t0 = time.process_time()  # CPU time: the machine is shared, wall time is noisy
+                manifests = load_paths([str(path)], texts=texts)
+                gc.freeze()
+                t1 = time.process_time()
+                result = audit(manifests)
+                t2 = time.process_time()
+                located = with_field_lines(result, texts)
+                t3 = time.process_time()
+                gc.unfreeze()
+                phases.append((t1 - t0, t2 - t1, t3 - t2))
+                del manifests, result, texts
+            rows.append({"megabytes": path.stat().st_size / 1e6, "objects": objects,
+                         "findings": len(located.findings), "command_seconds_median": statistics.median(wall),
+                         "command_cpu_seconds_median": statistics.median(cpu),
+                         "peak_rss_mib_median": statistics.median(rss),
+                         "load": statistics.median(p[0] for p in phases),
+                         "rules": statistics.median(p[1] for p in phases),
+                         "locate": statistics.median(p[2] for p in phases)})
+    base = rows[0]
+    for row in rows:
+        scale = row["megabytes"] / base["megabytes"]
+        row["locate_per_mb_vs_first"] = (row["locate"] / row["megabytes"]) / (base["locate"] / base["megabytes"])
+        row["command_per_mb_vs_first"] = ((row["command_cpu_seconds_median"] / row["megabytes"])
+                                          / (base["command_cpu_seconds_median"] / base["megabytes"]))
+        row["size_ratio"] = scale
+    return {"rows": rows}
+
+
 SYNTH_WORKER = r"""
 import json, sys, time
 import cdk8s
@@ -212,7 +289,8 @@ def bench_synth(workloads: int, repeat: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", choices=("audit", "synth", "all"), default="all")
+    parser.add_argument("what", nargs="?", choices=("audit", "large", "synth", "all"), default="all")
+    parser.add_argument("--sizes", default="1,5,10", help="MB per file for `large` (comma-separated)")
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--workloads", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=3)
@@ -226,6 +304,15 @@ def main() -> int:
             phases = {k: round(v, 3) for k, v in r["in_process_median"].items()}
             print(f"{key}: {r['objects']} objects, command {r['command_seconds_median']:.2f} s wall, "
                   f"{r['command_cpu_seconds_median']:.2f} s CPU (goal <= 5 s), in-process {json.dumps(phases)}")
+    if args.what in ("large", "all"):
+        report["large_file"] = large = bench_large_file([float(x) for x in args.sizes.split(",")], args.repeat)
+        for row in large["rows"]:
+            print(f"large: {row['megabytes']:.1f} MB, {row['objects']} objects, {row['findings']} findings: command "
+                  f"{row['command_seconds_median']:.2f} s wall, {row['command_cpu_seconds_median']:.2f} s CPU "
+                  f"({row['peak_rss_mib_median']:.0f} MiB peak); in-process CPU: load "
+                  f"{row['load']:.2f} s, rules {row['rules']:.2f} s, locate {row['locate']:.2f} s; per MB vs the "
+                  f"first size: locate x{row['locate_per_mb_vs_first']:.2f}, "
+                  f"command x{row['command_per_mb_vs_first']:.2f}")
     if args.what in ("synth", "all"):
         report["synth"] = s = bench_synth(args.workloads, args.repeat)
         m = s["median_seconds"]

@@ -9,6 +9,7 @@ line on stderr, never a traceback. Pure Python: the node agent's zipapp carries 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ __all__ = ["run_parser"]
 
 def run_parser(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str) -> int:
     """Parse ``argv`` and call the chosen subcommand's ``func(args) -> int``."""
+    _escape_unencodable()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
@@ -40,6 +42,29 @@ def run_parser(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog
         return 2
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        print(f"{prog}: error: out of memory reading the input (limits: docs/input-limits.md)", file=sys.stderr)
+        return 2
+    except RecursionError:  # a limit missed somewhere: still the input's fault, never a traceback
+        print(f"{prog}: error: input nested too deeply (limits: docs/input-limits.md)", file=sys.stderr)
+        return 2
+
+
+def _escape_unencodable() -> None:
+    """Reports never fail on text the terminal cannot encode (lone surrogates): escape it.
+
+    A closed stdout or stderr (``>&-``: Python sets it to ``None``) becomes /dev/null: the exit
+    code still tells the result.
+    """
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives to the exit
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives to the exit
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a closed or detached stream
+                reconfigure(errors="backslashreplace")
 
 
 def _silence_stdout() -> None:

@@ -17,11 +17,17 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .._io import read_input
+from .._io import display_name, read_input
+from .._safe_load import json_document
 from ..errors import DraConstructsError
 from ..target import DEFAULT_KUBERNETES_VERSION
 
-__all__ = ["register"]
+__all__ = ["MAX_JSONL_RECORDS", "MAX_MATCH_EVALUATIONS", "register"]
+
+#: Expressions one ``--jsonl`` run checks (about 40 s when none is shared; docs/input-limits.md).
+MAX_JSONL_RECORDS = 100_000
+#: Expression x device evaluations one ``cel match`` run does (a few seconds).
+MAX_MATCH_EVALUATIONS = 2_000_000
 
 
 def register(subparsers: Any) -> None:
@@ -72,26 +78,44 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def _read_jsonl(source: str) -> list[dict[str, Any]]:
     """Every object of a JSON-lines file; any malformed line is an input error (exit 2)."""
+    where = display_name(source)
     lines = read_input(source, "--jsonl", "JSON-lines file, or - for standard input").splitlines()
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DraConstructsError(f"{source}:{number}", "line", line[:80], f"not JSON ({error.msg})",
+            record = json_document(line, where, "line", first_line=number)
+        except DraConstructsError as error:
+            if not error.problem.startswith("malformed JSON"):
+                raise
+            raise DraConstructsError(f"{where}:{number}", "line", line[:80], f"not JSON ({error.problem[16:]})",
                                      'write one JSON object per line, e.g. {"expression": "true"}') from None
         if not isinstance(record, dict) or not isinstance(record.get("expression"), str):
-            raise DraConstructsError(f"{source}:{number}", "expression", line[:80],
+            raise DraConstructsError(f"{where}:{number}", "expression", line[:80],
                                      "each line must be a JSON object with a string \"expression\"",
                                      'write {"expression": "..."} (other keys are passed through)')
         records.append(record)
+        if len(records) > MAX_JSONL_RECORDS:
+            raise DraConstructsError(f"{where}:{number}", "--jsonl", f">{MAX_JSONL_RECORDS:,} records",
+                                     f"more than {MAX_JSONL_RECORDS:,} expressions in one run",
+                                     "split the file into several runs (limits: docs/input-limits.md)")
     return records
 
 
 def _write(record: dict[str, Any], out: TextIO) -> None:
-    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    # Input NaN is refused when read; allow_nan=False keeps any other from reaching the output.
+    out.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def _utf8_expression(expression: str, where: str) -> str:
+    """An expression from the command line whose bytes were not UTF-8 (surrogate-escaped) is refused."""
+    try:
+        expression.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DraConstructsError(where, "EXPRESSION", expression, f"not valid UTF-8 (at character {error.start})",
+                                 "pass the expression as UTF-8 text") from None
+    return expression
 
 
 def _run_check(args: argparse.Namespace) -> int:
@@ -116,9 +140,10 @@ def _run_check(args: argparse.Namespace) -> int:
     expressions: list[str] = []
     for expression in args.expressions:
         if expression == "-":
-            expressions.extend(line for line in sys.stdin.read().splitlines() if line.strip())
+            text = read_input("-", "EXPRESSION", "list of expressions, one per line (standard input)")
+            expressions.extend(line for line in text.splitlines() if line.strip())
         else:
-            expressions.append(expression)
+            expressions.append(_utf8_expression(expression, "cel check"))
     from .fixes import misspelt_names
 
     all_ok = True
@@ -154,6 +179,12 @@ def _run_match(args: argparse.Namespace) -> int:
                                  "pass exactly one of EXPRESSION and --jsonl FILE")
     records = _read_jsonl(args.jsonl) if args.jsonl is not None else []
     devices = devices_from_slices(load_resource_slices(args.slices))
+    evaluations = max(len(records), 1) * len(devices)
+    if evaluations > MAX_MATCH_EVALUATIONS:
+        raise DraConstructsError("cel match", "--slices", f"{len(devices):,} devices x {max(len(records), 1):,} "
+                                 "expressions", f"more than {MAX_MATCH_EVALUATIONS:,} evaluations in one run",
+                                 "split the expressions or the ResourceSlices into several runs "
+                                 "(limits: docs/input-limits.md)")
 
     def matches(expression: str) -> dict[str, bool | str] | None:
         if not check(expression, target).ok:
@@ -167,7 +198,7 @@ def _run_match(args: argparse.Namespace) -> int:
             all_ok &= result is not None
             _write({**record, "matches": result}, sys.stdout)
         return 0 if all_ok else 1
-    verdict = check(args.expression, target)
+    verdict = check(_utf8_expression(args.expression, "cel match"), target)
     if not verdict.ok:
         print(f"{verdict.verdict}: {verdict.error}", file=sys.stderr)
         if verdict.fix:

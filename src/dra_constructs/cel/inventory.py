@@ -7,7 +7,6 @@ ResourceSlices come as ``kubectl get resourceslices -o yaml`` dumps (``kind: Lis
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,8 +15,10 @@ from typing import Any
 
 import yaml
 
-from .._io import read_input
+from .._io import ReadBudget, display_name, read_input
+from .._safe_load import json_document, no_gc, node_line, yaml_documents
 from ..errors import DraConstructsError
+from .slice_shape import dotted_path, slice_problem
 
 __all__ = ["Device", "devices_from_slices", "load_resource_slices"]
 
@@ -55,53 +56,85 @@ class Device:
         return None
 
 
-def _documents(text: str, where: str) -> Iterator[Any]:
+def _documents(text: str, where: str) -> Iterator[tuple[Any, yaml.Node | None]]:
+    """Each document with its node (positions; ``None`` for JSON), within the input limits."""
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            yield json.loads(text)
+            yield json_document(text, where, "content"), None
             return
-        except json.JSONDecodeError:
-            pass  # YAML is a superset: fall through for JSON-ish YAML
-    try:
-        yield from yaml.safe_load_all(text)
-    except yaml.YAMLError as error:
-        raise DraConstructsError(where, "content", "<file>", f"not valid YAML or JSON ({error})",
-                                 "pass the output of `kubectl get resourceslices -o yaml` (or -o json)") from None
+        except DraConstructsError as error:
+            if not error.problem.startswith("malformed JSON"):
+                raise
+            # YAML is a superset: fall through for JSON-ish YAML
+    for document in yaml_documents(text, where, "content"):
+        yield document.value, document.node
 
 
-def _flatten(document: Any, where: str) -> Iterator[dict[str, Any]]:
+def _flatten(document: Any, where: str, node: yaml.Node | None,
+             path: list[str | int]) -> Iterator[tuple[dict[str, Any], yaml.Node | None, list[str | int]]]:
     if document is None:
         return
     if isinstance(document, list):
-        for item in document:
-            yield from _flatten(item, where)
+        for i, item in enumerate(document):
+            yield from _flatten(item, where, _child(node, i), [*path, i])
         return
     if not isinstance(document, dict):
         raise DraConstructsError(where, "document", type(document).__name__, "not a Kubernetes object",
                                  "each YAML document must be a ResourceSlice or a List of them")
     kind = document.get("kind")
     if isinstance(document.get("items"), list) and (kind is None or str(kind).endswith("List")):
-        for item in document["items"]:
-            yield from _flatten(item, where)
+        items = _child(node, "items")
+        for i, item in enumerate(document["items"]):
+            yield from _flatten(item, where, _child(items, i), [*path, "items", i])
         return
     if kind == "ResourceSlice":
-        yield document
+        yield document, node, path
         return
     raise DraConstructsError(where, "kind", kind, "not a ResourceSlice",
                              "pass ResourceSlice objects, a ResourceSliceList or a kind: List of them")
 
 
+def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        return node.value[key]  # type: ignore[no-any-return]
+    if isinstance(node, yaml.MappingNode):
+        return next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    return None
+
+
+def _check_slice(resource_slice: dict[str, Any], where: str, node: yaml.Node | None, path: list[str | int]) -> None:
+    problem = slice_problem(resource_slice)
+    if problem is None:
+        return
+    keys, expected, value = problem
+    at = f"{where}:{node_line(node, keys)}" if node is not None else where
+    shown = type(value).__name__ if isinstance(value, dict | list) else value
+    got = "null" if value is None else type(value).__name__
+    field = dotted_path([*path, *keys])
+    raise DraConstructsError(at, field, shown, f"must be {expected}, not {got} (the API server rejects this "
+                             "ResourceSlice)", "pass ResourceSlices as the API server serves them "
+                             "(kubectl get resourceslices -o yaml)")
+
+
 def load_resource_slices(paths: str | Path | Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Every ResourceSlice in the given files (``"-"`` reads standard input)."""
+    """Every ResourceSlice in the given files (``"-"`` reads standard input).
+
+    All files together are read within the input limits (docs/input-limits.md); each slice's
+    fields are type-checked (wrong types: :class:`DraConstructsError` with file, line and field).
+    """
     if isinstance(paths, str | Path):
         paths = [paths]
     slices: list[dict[str, Any]] = []
-    for path in paths:
-        where = str(path)
-        text = read_input(path, "slices", "ResourceSlice YAML/JSON file")
-        for document in _documents(text, where):
-            slices.extend(_flatten(document, where))
+    budget = ReadBudget()
+    with no_gc():
+        for path in paths:
+            where = display_name(path)
+            text = read_input(path, "slices", "ResourceSlice YAML/JSON file", budget=budget)
+            for document, node in _documents(text, where):
+                for resource_slice, slice_node, slice_path in _flatten(document, where, node, []):
+                    _check_slice(resource_slice, where, slice_node, slice_path)
+                    slices.append(resource_slice)
     return slices
 
 

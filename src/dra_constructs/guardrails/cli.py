@@ -9,16 +9,17 @@ change the exit code otherwise.
 from __future__ import annotations
 
 import argparse
-import io
+import gc
 import json
 import sys
 from typing import Any
 
+from .._io import write_output
 from ..errors import DraConstructsError
 from ..target import DEFAULT_KUBERNETES_VERSION, Target
 from ..validation import did_you_mean
 from .engine import audit
-from .loader import STDIN, STDIN_NAME, load_paths
+from .loader import load_paths
 from .locate import with_field_lines
 from .model import Rule, Severity
 from .report import to_json, to_text
@@ -107,19 +108,19 @@ def run(args: argparse.Namespace) -> int:
     target = Target.parse(args.kubernetes_version, "--kubernetes-version")
     declared = parse_dra_extended_resources(args.dra_extended_resource, target, "--dra-extended-resource")
     rules = selected_rules(args.skip, args.only)
-    stdin_text = sys.stdin.read() if STDIN in args.paths else None
-    stdin = io.StringIO(stdin_text) if stdin_text is not None else None
+    texts: dict[str, str] = {}
     skipped: list[SkippedInput] = []
     errors: list[DraConstructsError] = []
-    manifests = load_paths(args.paths, stdin=stdin, skipped=skipped, errors=errors)
+    manifests = load_paths(args.paths, stdin=sys.stdin, texts=texts, skipped=skipped, errors=errors)
     if errors and not manifests and not skipped:
         if len(errors) == 1:
             raise errors[0]
         _print_errors(errors)
         return 2
+    gc.freeze()  # the manifests live to the end: keep the collector from re-scanning them
     result = audit(manifests, kubernetes_version=target, tenant_scope=args.tenant_scope, rules=rules,
                    dra_extended_resources=declared)
-    result = with_field_lines(result, {STDIN_NAME: stdin_text} if stdin_text is not None else None)
+    result = with_field_lines(result, texts)
     if args.format == "json":
         text = to_json(result, skipped)
     elif args.format == "sarif":
@@ -128,11 +129,7 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(to_sarif(result, skipped=skipped), indent=2) + "\n"
     else:
         text = to_text(result, skipped)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(text)
-    else:
-        sys.stdout.write(text)
+    write_output(args.output or None, text)
     if errors:
         _print_errors(errors)
         return 2

@@ -114,10 +114,11 @@ def audit(
     findings: list[Finding] = []
     suppressed: list[SuppressedFinding] = []
     cache: dict[int, dict[str, str]] = {}
-    seen: set[tuple[str, str, str, str]] = set()
+    seen: set[tuple[str, str, str, str, str, int]] = set()
     for rule, m, hit in raw:
         finding = _finding(rule, m, hit)
-        key = (finding.rule, finding.object, finding.path, finding.message)
+        # The same object in two files (or twice in one) is two places to fix: one finding each.
+        key = (finding.rule, finding.object, finding.path, finding.message, finding.file or "", finding.line or 0)
         if key in seen:
             continue
         seen.add(key)

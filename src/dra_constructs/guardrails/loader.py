@@ -3,21 +3,26 @@
 YAML (multi-document) and JSON; ``kind: List`` (and ``*List``) objects are flattened into their
 items. Each object keeps its file and the line its document (or list item) starts on.
 Unreadable or malformed input raises :class:`~dra_constructs.errors.DraConstructsError` with
-``file:line``, never a parser traceback.
+``file:line``, never a parser traceback; so do inputs past the limits (size, nesting depth,
+alias expansion, duplicate keys: docs/input-limits.md) and wrong-typed fields the rules read
+(:mod:`.shape`).
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
 
+from .._io import ReadBudget, read_input
+from .._safe_load import count_nodes, json_document, no_gc, node_line, yaml_documents
 from ..errors import DraConstructsError
-from .manifest import Manifest
+from .manifest import Manifest, field_path
+from .shape import shape_problem
 from .skipped import SkippedInput, load_or_skip
 
 __all__ = ["MANIFEST_SUFFIXES", "STDIN", "STDIN_NAME", "load_paths", "load_text"]
@@ -36,28 +41,41 @@ def _bad(file: str, line: int | None, problem: str, fix: str, value: Any = None)
     return DraConstructsError(where, "document", value, problem, fix)
 
 
-def _line_text(text: str, line: int | None) -> str | None:
-    """The offending source line (shortened), shown as the error's value."""
-    if not line:
-        return None
-    lines = text.splitlines()
-    snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-    return snippet[:80] or None
-
-
-def _item_lines(node: yaml.Node) -> list[int]:
-    """1-based start lines of the ``items`` of a ``kind: List`` document node."""
+def _item_nodes(node: yaml.Node | None) -> list[yaml.Node]:
+    """The ``items`` nodes of a ``kind: List`` document node."""
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode) and key.value == "items" and isinstance(value, yaml.SequenceNode):
-                return [item.start_mark.line + 1 for item in value.value]
+                return list(value.value)
     return []
 
 
 _Located = Iterator[tuple[dict[str, Any], int | None]]
+# Composes a document's nodes when an error needs a line (JSON is parsed without positions).
+_NodeSource = Callable[[], "yaml.Node | None"]
 
 
-def _objects(doc: Any, file: str, line: int | None, item_lines: list[int]) -> _Located:
+def _check_shape(doc: dict[str, Any], file: str, line: int | None, node: yaml.Node | _NodeSource | None) -> None:
+    problem = shape_problem(doc)
+    if problem is None:
+        return
+    keys, expected, value = problem
+    if callable(node):
+        node = node()
+    at = node_line(node, keys) if node is not None else line
+    field = field_path("", *keys)
+    shown = type(value).__name__ if isinstance(value, dict | list) else value
+    raise DraConstructsError(f"{file}:{at}" if at else file, field, shown,
+                             f"must be {expected}, not {_type_name(value)} (the API server rejects this object)",
+                             f"write {field} as {expected}")
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _objects(doc: Any, file: str, line: int | None, node: yaml.Node | _NodeSource | None) -> _Located:
     if doc is None:
         return  # empty document (a trailing ---, a comment-only chunk)
     if not isinstance(doc, dict):
@@ -76,81 +94,61 @@ def _objects(doc: Any, file: str, line: int | None, item_lines: list[int]) -> _L
             return
         if not isinstance(items, list):
             raise _bad(file, line, f"{kind}.items must be a list", "write items: [ ... ]")
+        if callable(node):
+            node = node()
+        item_nodes = _item_nodes(node)
         for i, item in enumerate(items):
-            item_line = item_lines[i] if i < len(item_lines) else line
-            yield from _objects(item, file, item_line, [])
+            item_node = item_nodes[i] if i < len(item_nodes) else None
+            item_line = item_node.start_mark.line + 1 if item_node is not None else line
+            yield from _objects(item, file, item_line, item_node)
         return
+    _check_shape(doc, file, line, node)
     yield doc, line
 
 
 def _load_yaml(text: str, file: str) -> _Located:
-    loader = _Loader(text)
+    for document in yaml_documents(text, file):
+        yield from _objects(document.value, file, document.line, document.node)
+
+
+def _compose_json(text: str, file: str) -> yaml.Node | None:
+    """JSON is YAML: libyaml's composer gives the positions json.loads does not (within the node limit)."""
+    count_nodes(text, file)
     try:
-        while loader.check_node():
-            node = loader.get_node()
-            line = node.start_mark.line + 1 if node is not None else None
-            doc = loader.construct_document(node) if node is not None else None
-            yield from _objects(doc, file, line, _item_lines(node) if node is not None else [])
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = " ".join(p for p in (error.context, error.problem) if p) or "invalid YAML"
-        opened = error.context_mark
-        if opened is not None and mark is not None and opened.line != mark.line:
-            problem += f" (opened on line {opened.line + 1})"
-        raise _bad(file, line, f"malformed YAML: {problem}", "fix the YAML syntax at that line",
-                   _line_text(text, line)) from None
-    except yaml.YAMLError as error:
-        raise _bad(file, None, f"malformed YAML: {error}", "fix the YAML syntax") from None
-    finally:
-        loader.dispose()
+        return yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
 
 
 def _load_json(text: str, file: str) -> _Located:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise _bad(file, error.lineno, f"malformed JSON: {error.msg} (column {error.colno})",
-                   "fix the JSON syntax at that line", _line_text(text, error.lineno)) from None
-    item_lines: list[int] = []
-    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
-        try:  # JSON is YAML: libyaml's composer gives the line of every list item
-            node = yaml.compose(text, Loader=_Loader)
-            item_lines = _item_lines(node) if node is not None else []
-        except yaml.YAMLError:
-            item_lines = []
-    yield from _objects(doc, file, 1, item_lines)
+    doc = json_document(text, file)
+    node: _NodeSource = functools.cache(lambda: _compose_json(text, file))
+    yield from _objects(doc, file, 1, node)
 
 
 def load_text(text: str, file: str, *, is_json: bool = False) -> list[Manifest]:
     """Parse one file's (or stdin's) text: JSON files with ``json``, anything else as YAML.
 
     YAML text that fails to parse but is valid JSON (JSON with tabs, say) is read as JSON.
+    Limits (size, depth, aliases, duplicate keys) and field types: docs/input-limits.md.
     """
     if is_json:
         return [Manifest(obj, file=file, line=line) for obj, line in _load_json(text, file)]
     try:
         return [Manifest(obj, file=file, line=line) for obj, line in _load_yaml(text, file)]
-    except DraConstructsError:
-        if text.lstrip().startswith(("{", "[")):
+    except DraConstructsError as error:
+        if text.lstrip().startswith(("{", "[")) and "malformed YAML" in error.problem:
             try:
-                json.loads(text)
-            except ValueError:
+                json_document(text, file)
+            except DraConstructsError:
                 pass
             else:
                 return [Manifest(obj, file=file, line=line) for obj, line in _load_json(text, file)]
         raise
 
 
-def _read(path: Path, display: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise _bad(display, None, f"not UTF-8 text ({error.reason} at byte {error.start})",
-                   "pass Kubernetes manifests as UTF-8 YAML or JSON files") from None
-    except OSError as error:
-        raise _bad(display, None, f"cannot read: {error.strerror or error}",
-                   "check the path and its permissions") from None
+def _read(path: Path | str, budget: ReadBudget, stdin: IO[str] | None = None) -> str:
+    return read_input(path, "document", "Kubernetes manifest (UTF-8 YAML or JSON)", budget=budget, stdin=stdin)
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -162,30 +160,45 @@ def _walk(root: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def load_paths(paths: Sequence[str], stdin: IO[str] | None = None, *, skipped: list[SkippedInput] | None = None,
+def load_paths(paths: Sequence[str], stdin: IO[str] | None = None, *,
+               texts: dict[str, str] | None = None, skipped: list[SkippedInput] | None = None,
                errors: list[DraConstructsError] | None = None) -> list[Manifest]:
     """Every object in ``paths`` (files, directories walked recursively, ``-`` for ``stdin``).
 
+    All inputs together are read within :data:`~dra_constructs._io.MAX_INPUT_BYTES`; special
+    files (FIFOs, devices) are refused without reading. ``texts`` (optional) receives each
+    input's text by its file name (for :func:`~dra_constructs.guardrails.locate.with_field_lines`).
     With ``skipped``, files that are no manifests (templates, kustomizations, values) are appended
     to it instead of raising; with ``errors``, malformed files are (see :mod:`.skipped`).
     """
-    manifests: list[Manifest] = []
+    with no_gc():
+        return _load_paths(paths, stdin, texts, skipped, errors)
 
-    def load(text: str, name: str, is_json: bool = False) -> None:
-        manifests.extend(load_or_skip(lambda: load_text(text, name, is_json=is_json), name, text, skipped, errors))
+
+def _load_paths(paths: Sequence[str], stdin: IO[str] | None, texts: dict[str, str] | None,
+                skipped: list[SkippedInput] | None, errors: list[DraConstructsError] | None) -> list[Manifest]:
+    manifests: list[Manifest] = []
+    budget = ReadBudget()
+
+    def load(source: Path | str, file: str, is_json: bool = False) -> None:
+        text = _read(source, budget, stdin)
+        if texts is not None:
+            texts[file] = text
+        manifests.extend(load_or_skip(lambda: load_text(text, file, is_json=is_json), file, text, skipped, errors))
 
     for raw in paths:
         if raw == STDIN:
-            if stdin is None:
-                raise _bad(STDIN_NAME, None, "standard input is not available", "pass file paths instead")
-            load(stdin.read(), STDIN_NAME)
+            if stdin is None or getattr(stdin, "closed", False):
+                raise _bad(STDIN_NAME, None, "standard input is closed or not available",
+                           "pipe manifests into the command, or pass file paths instead of -")
+            load(STDIN, STDIN_NAME)
             continue
         path = Path(raw)
         if path.is_dir():
             for file in _walk(path):
-                load(_read(file, str(file)), str(file), file.suffix.lower() == ".json")
-        elif path.exists():
-            load(_read(path, raw), raw, path.suffix.lower() == ".json")
+                load(file, str(file), file.suffix.lower() == ".json")
+        elif os.path.lexists(path):
+            load(path, raw, path.suffix.lower() == ".json")
         else:
             raise _bad(raw, None, "no such file or directory", "check the path", raw)
     for position, manifest in enumerate(manifests):

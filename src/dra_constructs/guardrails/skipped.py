@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-import yaml
-
+from .._safe_load import yaml_documents
 from ..errors import DraConstructsError
 from .manifest import Manifest
 
@@ -50,10 +49,11 @@ class SkippedInput:
         return f"{where}: skipped: {self.reason}; {self.hint}"
 
 
-def _documents(text: str) -> list[Any] | None:
+def _documents(text: str, file: str) -> list[Any] | None:
+    """The documents, read within the same limits as any input (``None`` if that fails)."""
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError:
+        return [d.value for d in yaml_documents(text, file) if d.value is not None]
+    except DraConstructsError:
         return None
 
 
@@ -80,7 +80,7 @@ def unauditable(file: str, text: str, manifests: list[Manifest] | None) -> Skipp
     line = _template_line(text)
     if line is not None:
         return SkippedInput(file, "a Helm / Go template ({{ ... }}), not a manifest", _HELM_HINT, line)
-    docs = _documents(text)
+    docs = _documents(text, file)
     if not docs:
         return None
     if all(_is_json_patch(d) for d in docs):

@@ -62,6 +62,8 @@ def parse_suppressions(value: Any, known_rules: Iterable[str]) -> tuple[dict[str
         entries = json.loads(value) if isinstance(value, str) else value
     except json.JSONDecodeError as error:
         return {}, [f"the annotation is not JSON ({error.msg} at column {error.colno})"]
+    except (ValueError, RecursionError):  # nested past Python's limit, a 5,000-digit number
+        return {}, ["the annotation is not a JSON list this audit can read (nested too deeply or a huge number)"]
     if not isinstance(entries, list):
         return {}, ["the annotation must be a JSON list of {\"rule\": ..., \"reason\": ...} objects"]
     suppressions: dict[str, str] = {}

@@ -7,8 +7,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
-
+from ..._safe_load import yaml_documents
+from ...errors import DraConstructsError
 from ..context import KAI_GPU_ANNOTATIONS, AuditContext, tenant_of
 from ..manifest import Manifest, as_dict, as_list, field_path
 from ..model import Hit, Rule, Severity
@@ -111,9 +111,9 @@ def _device_plugin_sharing(m: Manifest) -> Iterator[Hit]:
     for key, value in as_dict(m.obj.get("data")).items():
         if not isinstance(value, str) or "sharing" not in value:
             continue
-        try:
-            config = yaml.safe_load(value)
-        except yaml.YAMLError:
+        try:  # the ConfigMap's text is input too: the same limits (aliases, depth) as a file
+            config = next((d.value for d in yaml_documents(value, m.file or m.object_id, "data")), None)
+        except DraConstructsError:
             continue
         sharing = as_dict(as_dict(config).get("sharing"))
         for mode, name in (("timeSlicing", "TimeSlicing"), ("mps", "MPS")):

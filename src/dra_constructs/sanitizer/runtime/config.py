@@ -7,7 +7,6 @@ rejected (``extra="forbid"``) so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..._io import ReadBudget, read_input
+from ..._safe_load import json_document, yaml_documents
 from ...errors import DraConstructsError
 
 __all__ = [
@@ -173,11 +174,22 @@ class AgentConfig(BaseModel):
         return Path(self.state_dir)
 
 
+#: Bytes of a config file read at most (a real one is about 1 KiB); a bigger file, a FIFO or a
+#: device is refused before parsing (docs/input-limits.md), as are depth, alias and duplicate-key excess.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def _read(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
+    where = str(path)
+    text = read_input(path, "--config", "JSON or YAML AgentConfig file",
+                      budget=ReadBudget(MAX_CONFIG_BYTES, MAX_CONFIG_BYTES))
     if path.suffix.lower() == ".json":
-        return json.loads(text)
-    return yaml.safe_load(text)  # any other suffix: YAML (a superset of JSON)
+        return json_document(text, where, "--config")
+    documents = [document.value for document in yaml_documents(text, where, "--config")]  # YAML: a JSON superset
+    if len(documents) > 1:
+        raise DraConstructsError(where, "--config", f"{len(documents)} documents", "more than one YAML document",
+                                 "write one AgentConfig mapping (no --- separators)")
+    return documents[0] if documents else None
 
 
 def load_config(path: str | Path | None, **overrides: Any) -> AgentConfig:
@@ -191,6 +203,8 @@ def load_config(path: str | Path | None, **overrides: Any) -> AgentConfig:
     if path is not None:
         try:
             data = _read(Path(path))
+        except DraConstructsError:
+            raise
         except OSError as error:
             raise DraConstructsError(where, "--config", str(path), f"cannot read: {error.strerror}",
                                      "pass the path of a JSON or YAML AgentConfig file") from error

@@ -1,12 +1,13 @@
 """The runtime as a zipapp, for the DaemonSet's ConfigMap: ``python agent.pyz run --config ...``.
 
-It carries exactly the modules the agent imports (this ``runtime`` package, ``errors``,
-``target`` and ``catalog``) and nothing of the construct layer. Its ``dra_constructs/__init__.py``
-is written here, not copied: the real one is the library's public (cdk8s) API and must not run
-inside the agent. Third-party packages (pydantic, PyYAML, kubernetes, prometheus-client,
-nvidia-ml-py, cuda-bindings) come from the image. The archive is deterministic: sorted
-entries, fixed timestamps and modes, fixed compression level, so the same source gives the
-same bytes (and the same hash in the pod-template annotation).
+It carries exactly the modules the agent imports (this ``runtime`` package, ``errors``, ``_io``
+and ``_safe_load`` (hardened config reading), ``target``, ``catalog``) and nothing of the
+construct layer. Its ``dra_constructs/__init__.py`` is written here, not copied: the real one is
+the library's public (cdk8s) API and must not run inside the agent. Third-party packages
+(pydantic, PyYAML, kubernetes, prometheus-client, nvidia-ml-py, cuda-bindings) come from the
+image. The archive is deterministic: sorted entries, fixed timestamps and modes, fixed
+compression level, so the same source gives the same bytes (and the same hash in the
+pod-template annotation).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ __all__ = ["ZIPAPP_MODULES", "build_zipapp", "zipapp_members"]
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # .../dra_constructs
 #: Package-relative files and folders the agent needs (folders: every ``.py`` under them).
 ZIPAPP_MODULES: tuple[str, ...] = (
-    "errors.py", "_cli_runner.py", "target.py", "catalog", "sanitizer/__init__.py", "sanitizer/runtime",
+    "errors.py", "_cli_runner.py", "_io.py", "_safe_load.py", "target.py", "catalog", "sanitizer/__init__.py",
+    "sanitizer/runtime",
 )
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)

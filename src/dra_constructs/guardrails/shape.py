@@ -1,0 +1,111 @@
+"""Types of the manifest fields the rules read, checked when a file is loaded (pure Python).
+
+The API server rejects an object whose ``containers`` is a mapping or whose ``count`` is
+``1e30``; the rules, which degrade wrong types to "empty", would silently pass it. So the
+loader checks these fields first and a wrong type is an input error (exit 2) naming the file,
+line and field. ``null`` is always accepted (Kubernetes reads it as "unset"); fields the rules
+do not read, and custom kinds, are not checked.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["ShapeProblem", "shape_problem"]
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+# A field's type: "str", "int64", "bool", "quantity" (string or finite number), "any", a dict of
+# known fields (others unchecked), a one-item list (list of that), or ("map", type).
+_Type = Any
+_METADATA: dict[str, _Type] = {"name": "str", "generateName": "str", "namespace": "str",
+                               "labels": ("map", "str"), "annotations": ("map", "str")}
+_CONTAINER: dict[str, _Type] = {
+    "name": "str", "image": "str", "command": ["str"], "args": ["str"],
+    "env": [{"name": "str", "value": "str", "valueFrom": {}}], "envFrom": [{}],
+    "resources": {"limits": ("map", "quantity"), "requests": ("map", "quantity"),
+                  "claims": [{"name": "str", "request": "str"}]},
+    "lifecycle": {"preStop": {}}, "securityContext": {},
+}
+_POD_SPEC: dict[str, _Type] = {
+    "containers": [_CONTAINER], "initContainers": [_CONTAINER], "ephemeralContainers": [_CONTAINER],
+    "resourceClaims": [{"name": "str", "resourceClaimName": "str", "resourceClaimTemplateName": "str"}],
+    "terminationGracePeriodSeconds": "int64", "nodeSelector": ("map", "str"), "tolerations": [{}],
+    "runtimeClassName": "str", "volumes": [{}],
+}
+_TEMPLATE: dict[str, _Type] = {"metadata": _METADATA, "spec": _POD_SPEC}
+_REQUEST_FIELDS: dict[str, _Type] = {
+    "name": "str", "deviceClassName": "str", "allocationMode": "str", "count": "int64", "adminAccess": "bool",
+    "selectors": [{"cel": {"expression": "str"}}], "tolerations": [{}],
+}
+_DEVICES: dict[str, _Type] = {
+    "requests": [{**_REQUEST_FIELDS, "exactly": _REQUEST_FIELDS, "firstAvailable": [_REQUEST_FIELDS]}],
+    "constraints": [{"requests": ["str"], "matchAttribute": "str"}],
+    "config": [{"requests": ["str"], "opaque": {"driver": "str", "parameters": "any"}}],
+}
+_WORKLOAD: dict[str, _Type] = {"spec": {"template": _TEMPLATE}}
+_BY_KIND: dict[str, dict[str, _Type]] = {
+    "Pod": {"spec": _POD_SPEC},
+    "PodTemplate": {"template": _TEMPLATE},
+    **dict.fromkeys(("Deployment", "ReplicaSet", "ReplicationController", "StatefulSet", "DaemonSet", "Job"),
+                    _WORKLOAD),
+    "CronJob": {"spec": {"jobTemplate": {"metadata": _METADATA, "spec": {"template": _TEMPLATE}}}},
+}
+_RESOURCE_KINDS: dict[str, dict[str, _Type]] = {
+    "ResourceClaim": {"spec": {"devices": _DEVICES}},
+    "ResourceClaimTemplate": {"spec": {"metadata": _METADATA, "spec": {"devices": _DEVICES}}},
+    "DeviceClass": {"spec": {"selectors": [{"cel": {"expression": "str"}}], "config": _DEVICES["config"]}},
+}
+
+ShapeProblem = tuple[list[str | int], str, Any]
+
+
+def _schema(obj: dict[str, Any]) -> dict[str, _Type]:
+    kind = obj.get("kind")
+    api_version = obj.get("apiVersion")
+    if isinstance(api_version, str) and api_version.startswith("resource.k8s.io/") and kind in _RESOURCE_KINDS:
+        return {"metadata": _METADATA, **_RESOURCE_KINDS[kind]}
+    return {"metadata": _METADATA, **_BY_KIND.get(kind if isinstance(kind, str) else "", {})}
+
+
+def _scalar_problem(kind: str, value: Any) -> str | None:
+    if kind == "str":
+        return None if isinstance(value, str) else "a string"
+    if kind == "bool":
+        return None if isinstance(value, bool) else "true or false"
+    if kind == "int64":
+        if isinstance(value, int) and not isinstance(value, bool) and _INT64[0] <= value <= _INT64[1]:
+            return None
+        return "a 64-bit integer"
+    if kind == "quantity":
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return None
+        return None if isinstance(value, float) and math.isfinite(value) else "a quantity (like 1 or 10Gi)"
+    return None  # "any"
+
+
+def shape_problem(obj: dict[str, Any]) -> ShapeProblem | None:
+    """The first field the rules read that has the wrong type: ``(path keys, expected, value)``."""
+    stack: list[tuple[Any, _Type, list[str | int]]] = [(obj, _schema(obj), [])]
+    while stack:
+        value, kind, path = stack.pop()
+        if value is None or kind == "any":
+            continue
+        if isinstance(kind, str):
+            expected = _scalar_problem(kind, value)
+            if expected is not None:
+                return path, expected, value
+        elif isinstance(kind, dict):
+            if not isinstance(value, dict):
+                return path, "a mapping", value
+            stack.extend((value[key], sub, [*path, key]) for key, sub in reversed(kind.items()) if key in value)
+        elif isinstance(kind, list):
+            if not isinstance(value, list):
+                return path, "a list", value
+            stack.extend((item, kind[0], [*path, i]) for i, item in reversed(list(enumerate(value))))
+        else:  # ("map", type of the values)
+            if not isinstance(value, dict):
+                return path, "a mapping", value
+            stack.extend((item, kind[1], [*path, str(key)]) for key, item in value.items())
+    return None
