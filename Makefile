@@ -43,6 +43,7 @@ bench: setup
 	$(PY) benchmarks/synth_bench.py --diagnostic
 	$(PY) benchmarks/cel_bench.py
 	$(PY) benchmarks/audit_bench.py all
+	$(PY) benchmarks/tenant_rules_bench.py
 	$(PY) benchmarks/sanitizer_barrier.py
 	$(PY) benchmarks/sanitizer_construct.py
 

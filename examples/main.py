@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import cdk8s
 
@@ -16,15 +17,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mig_inference_pod
 import multi_slice_training_job
+import two_tenants_kueue
 import two_tenants_with_sanitizer
 import vllm_inference
 import whole_gpu_deployment
 
-from dra_constructs import set_kubernetes_version
+from dra_constructs import Target, set_kubernetes_version
 
 EXAMPLES = (mig_inference_pod, multi_slice_training_job, whole_gpu_deployment, two_tenants_with_sanitizer,
-            vllm_inference)
+            vllm_inference, two_tenants_kueue)
 TARGETS = {"1.32": "", "1.34": "k8s-1.34"}
+
+
+def targets_of(example: ModuleType) -> list[str]:
+    """The targets an example is synthesized for (its ``MIN_KUBERNETES_VERSION``, if any, and newer)."""
+    oldest = getattr(example, "MIN_KUBERNETES_VERSION", None)
+    if oldest is None:
+        return list(TARGETS)
+    return [v for v in TARGETS if Target.parse(v).minor >= Target.parse(oldest).minor]
 
 
 def main() -> None:
@@ -32,6 +42,8 @@ def main() -> None:
     outdir = Path(os.environ.get("CDK8S_OUTDIR", "dist"))
     for version, subdir in TARGETS.items():
         for example in EXAMPLES:
+            if version not in targets_of(example):
+                continue
             app = cdk8s.App(outdir=str(outdir / subdir / example.__name__))
             set_kubernetes_version(app, version)
             example.build(app)

@@ -22,16 +22,26 @@ from .requests import (
     MigRequest,
     render_claim_spec,
 )
+from .sanitizer.runtime.policy import ContextsRemaining, PreemptionPolicy
 from .target import Target
+from .tenants.quota import Mig, WholeGpu
 from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_dra_extended_resources, set_inventory, set_kubernetes_version
+    from ._scope import (
+        KUBERNETES_VERSION_CONTEXT,
+        set_dra_extended_resources,
+        set_inventory,
+        set_kubernetes_version,
+        set_kueue_compatible,
+    )
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
     from .plus import attach_claims
     from .sanitizer.construct import SanitizerDaemonSet
+    from .sanitizer.policy_class import PreemptionPolicyDeviceClass
+    from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
 __version__ = "0.1.0"
@@ -50,6 +60,11 @@ _LAZY = {
     "attach_claims": ".plus",
     "enable_guardrails": ".guardrails.app_validation",
     "SanitizerDaemonSet": ".sanitizer.construct",
+    "PreemptionPolicyDeviceClass": ".sanitizer.policy_class",
+    "GpuTenant": ".tenants.construct",
+    "KueueQueue": ".tenants.construct",
+    "TenantPlatform": ".tenants.construct",
+    "set_kueue_compatible": "._scope",
     "suppress": ".guardrails.app_validation",
     "set_dra_extended_resources": "._scope",
     "set_inventory": "._scope",
@@ -63,6 +78,7 @@ __all__ = [
     "KUBERNETES_VERSION_CONTEXT",
     "ClaimUse",
     "Container",
+    "ContextsRemaining",
     "CustomRequest",
     "DeviceToleration",
     "DraConstructsError",
@@ -74,17 +90,24 @@ __all__ = [
     "GpuPod",
     "GpuRequest",
     "GpuStatefulSet",
+    "GpuTenant",
     "GuardrailsAdmissionPolicy",
     "GuardrailsError",
+    "KueueQueue",
     "MatchAttribute",
+    "Mig",
     "MigRequest",
     "PodClaim",
     "PodFailurePolicy",
     "PreStop",
+    "PreemptionPolicy",
+    "PreemptionPolicyDeviceClass",
     "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",
+    "TenantPlatform",
     "VolumeClaimTemplate",
+    "WholeGpu",
     "__version__",
     "attach_claims",
     "enable_guardrails",
@@ -93,6 +116,7 @@ __all__ = [
     "set_dra_extended_resources",
     "set_inventory",
     "set_kubernetes_version",
+    "set_kueue_compatible",
     "suppress",
 ]
 

@@ -20,16 +20,19 @@ if TYPE_CHECKING:
 __all__ = [
     "DRA_EXTENDED_RESOURCES_CONTEXT",
     "KUBERNETES_VERSION_CONTEXT",
+    "KUEUE_COMPATIBLE_CONTEXT",
     "duplicate_id",
     "generated_name",
     "guard",
     "lazy_path",
     "resolve_dra_extended_resources",
     "resolve_inventory",
+    "resolve_kueue_compatible",
     "resolve_target",
     "set_dra_extended_resources",
     "set_inventory",
     "set_kubernetes_version",
+    "set_kueue_compatible",
 ]
 
 #: cdk8s context key for the app-wide target (see :func:`set_kubernetes_version`).
@@ -201,3 +204,30 @@ def generated_name(scope: constructs.Construct, id: str, max_length: int = 63) -
     body = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", "-".join(p for p in path.lower().split("/") if p)))
     body = body[-(max_length - 9):].strip("-")
     return f"{body}-{digest}" if body else digest
+
+
+#: cdk8s context key: every claim template under the scope must be admissible by Kueue.
+KUEUE_COMPATIBLE_CONTEXT = "dra-constructs/kueue-compatible"
+
+
+def set_kueue_compatible(scope: constructs.Construct, enabled: bool = True) -> None:
+    """Make every ``GpuClaimTemplate`` under ``scope`` Kueue-admissible (checked at construction).
+
+    A template's own ``kueue_compatible=`` still wins. Kueue's DRA integration needs 1.34+.
+    """
+    scope.node.set_context(KUEUE_COMPATIBLE_CONTEXT, bool(enabled))
+    _KUEUE_BY_SCOPE.clear()
+
+
+def resolve_kueue_compatible(scope: constructs.Construct, override: bool | None) -> bool:
+    """``override`` if given, else the scope's ``dra-constructs/kueue-compatible`` context (default off)."""
+    if override is not None:
+        return bool(override)
+    cached = _KUEUE_BY_SCOPE.get(scope)
+    if cached is None:
+        cached = scope.node.try_get_context(KUEUE_COMPATIBLE_CONTEXT) is True
+        _KUEUE_BY_SCOPE[scope] = cached
+    return cached
+
+
+_KUEUE_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, bool] = weakref.WeakKeyDictionary()

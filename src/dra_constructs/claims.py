@@ -9,7 +9,15 @@ from typing import Any
 import cdk8s
 import constructs
 
-from ._scope import duplicate_id, generated_name, guard, lazy_path, resolve_inventory, resolve_target
+from ._scope import (
+    duplicate_id,
+    generated_name,
+    guard,
+    lazy_path,
+    resolve_inventory,
+    resolve_kueue_compatible,
+    resolve_target,
+)
 from .catalog import GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse
@@ -22,6 +30,7 @@ from .requests import (
     render_claim_spec,
     request_names,
 )
+from .sanitizer.runtime.policy import PreemptionPolicy
 from .selector_checks import Inventory, catalog_inventory, check_requests
 from .target import Target
 from .validation import check_dns_label, check_labels, object_metadata, to_dns_label
@@ -65,6 +74,14 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         context, else 1.32.
     :param inventory: devices that must be able to satisfy every request: a list of ``Device`` or a
         ResourceSlice file (``None``: no check). Default: the App's ``set_inventory(...)``, else the catalog.
+    :param preemption_policy: the claim's preemption policy for the sanitizer (guideline rule 4),
+        rendered as ``spec.devices.config[].opaque`` addressed to ``sanitizer.dra-constructs.io``
+        (the NVIDIA driver ignores it; the agent reads it from the allocated claim). Kueue refuses
+        per-claim config: there, use ``PreemptionPolicyDeviceClass``. Default: none.
+    :param policy_requests: the requests the policy applies to. Default: all.
+    :param kueue_compatible: refuse what Kueue cannot admit (firstAvailable, constraints, admin access,
+        allocationMode All, per-claim config; targets below 1.34). Default: the App's
+        ``set_kueue_compatible(...)``, else off.
     """
 
     def __init__(
@@ -82,6 +99,9 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         claim_name: str | None = None,
         kubernetes_version: str | Target | None = None,
         inventory: Inventory | str | Path | None = CATALOG,
+        preemption_policy: PreemptionPolicy | None = None,
+        policy_requests: Sequence[str] = (),
+        kueue_compatible: bool | None = None,
     ) -> None:
         where = lazy_path(scope, id)
         target = resolve_target(scope, kubernetes_version, id)
@@ -100,6 +120,8 @@ class GpuClaimTemplate(cdk8s.ApiObject):
             chosen = resolve_inventory(scope, CATALOG) if inventory is CATALOG else inventory
             devices = catalog_inventory() if chosen is CATALOG else chosen
         check_requests(resolved, target, where, devices)
+        if preemption_policy is not None:
+            spec = _with_policy(spec, preemption_policy, policy_requests, self.requests, where)
         try:
             super().__init__(
                 scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
@@ -109,6 +131,10 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         template: dict[str, Any] = {"spec": spec}
         if claim_labels:
             template["metadata"] = {"labels": check_labels(where, "claim_labels", claim_labels)}
+        if resolve_kueue_compatible(scope, kueue_compatible):
+            from .tenants.kueue import check_kueue_admissible
+
+            check_kueue_admissible(template["spec"], target, where())
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", template))
         guard(scope)
         self._template_name = name
@@ -169,3 +195,27 @@ class GpuClaimTemplate(cdk8s.ApiObject):
             selectors=tuple(selectors),
         )
         return cls(scope, id, requests=[request], **kwargs)
+
+
+def _with_policy(spec: dict[str, Any], policy: PreemptionPolicy, requests: Sequence[str],
+                 all_requests: Sequence[DeviceRequest | FirstAvailable], where: Any) -> dict[str, Any]:
+    """``spec`` plus the policy as one opaque config entry (for ``requests``, or all)."""
+    if not isinstance(policy, PreemptionPolicy):
+        raise DraConstructsError(_name(where), "preemption_policy", policy, "not a PreemptionPolicy",
+                                 "pass dra_constructs.PreemptionPolicy(...)")
+    names = request_names(all_requests)
+    for name in requests:
+        if name not in names:
+            raise DraConstructsError(_name(where), "policy_requests", name, "no request of that name in this claim",
+                                     f"use some of {sorted(names)}, or leave it empty for all")
+    entry: dict[str, Any] = {"opaque": policy.opaque()}
+    if requests:
+        entry = {"requests": list(requests), **entry}
+    devices = dict(spec["devices"])
+    devices["config"] = [*devices.get("config", []), entry]
+    return {**spec, "devices": devices}
+
+
+def _name(where: Any) -> str:
+    """The object path for an error (``where`` may be a lazy path)."""
+    return str(where()) if callable(where) else str(where)

@@ -119,8 +119,13 @@ class _RequestBase(_Model):
 
     kind: ClassVar[str] = "request"
 
-    def device_class(self) -> str:  # pragma: no cover - overridden
-        """The DeviceClass the request names."""
+    def device_class(self) -> str:
+        """The DeviceClass the request names (an override, e.g. a tenant's class, else the catalog's)."""
+        override = getattr(self, "device_class_name", None)
+        return override if isinstance(override, str) and override else self.catalog_class()
+
+    def catalog_class(self) -> str:  # pragma: no cover - overridden
+        """The NVIDIA DeviceClass whose catalog devices the request picks from (satisfiability checks)."""
         raise NotImplementedError
 
     def generated_selectors(self, where: Where) -> list[str]:
@@ -130,6 +135,9 @@ class _RequestBase(_Model):
     def validate_for(self, where: Where) -> None:
         """Checks that need no target; raise DraConstructsError on bad input."""
         check_dns_label(where, f"requests[{self.name!r}].name", self.name)
+        override = getattr(self, "device_class_name", None)
+        if override is not None and not isinstance(self, CustomRequest):
+            check_dns_subdomain(where, f"requests[{self.name!r}].device_class_name", override)
         if self.count < 1:
             raise DraConstructsError(
                 _where(where), f"requests[{self.name!r}].count", self.count,
@@ -147,8 +155,11 @@ class MigRequest(_RequestBase):
     name: str = "mig"
     gpu: GpuModel = Field(description="GPU model the slices come from.")
     profile: str = Field(description="MIG profile name, e.g. '3g.40gb' (see the catalog).")
+    device_class_name: str | None = Field(
+        default=None, description="A DeviceClass narrowing mig.nvidia.com (e.g. a tenant's per-profile class)."
+    )
 
-    def device_class(self) -> str:
+    def catalog_class(self) -> str:
         return DEVICE_CLASS_MIG
 
     def generated_selectors(self, where: Where) -> list[str]:
@@ -175,8 +186,11 @@ class GpuRequest(_RequestBase):
     min_memory: str | None = Field(default=None, description="Quantity, e.g. '79Gi'.")
     architecture: str | None = Field(default=None, description="e.g. 'Hopper'.")
     min_compute_capability: str | None = Field(default=None, description="e.g. '8.0'.")
+    device_class_name: str | None = Field(
+        default=None, description="A DeviceClass narrowing gpu.nvidia.com (e.g. a tenant's per-model class)."
+    )
 
-    def device_class(self) -> str:
+    def catalog_class(self) -> str:
         return DEVICE_CLASS_GPU
 
     def validate_for(self, where: Where) -> None:
@@ -221,6 +235,9 @@ class CustomRequest(_RequestBase):
     allocation_mode: str = Field(default="ExactCount", description="'ExactCount' or 'All' (admin only).")
 
     def device_class(self) -> str:
+        return self.device_class_name
+
+    def catalog_class(self) -> str:
         return self.device_class_name
 
     def validate_for(self, where: Where) -> None:

@@ -78,7 +78,7 @@ def _best_pool(
 def _unsatisfied(request: DeviceRequest, selectors: list[str], target: Target, where: Where,
                  inventory: Inventory) -> DraConstructsError | None:
     """Why ``request`` cannot be allocated from ``inventory`` (``None`` if it can, or if unknowable)."""
-    device_class = request.device_class()
+    device_class = request.catalog_class()  # a narrower class (a tenant's) repeats its pins as selectors
     if device_class not in DEVICE_CLASS_SELECTORS:
         return None  # not an NVIDIA class: the inventory cannot speak for it
     best, detail = _best_pool(device_class, tuple(selectors), target, inventory)

@@ -182,6 +182,21 @@ class Target:
         """``status.reservedFor`` limit: 32 in 1.32, 256 from 1.33."""
         return 32 if self.minor == 32 else 256
 
+    @property
+    def has_dra_extended_resources(self) -> bool:
+        """DeviceClass ``extendedResourceName`` (KEP-5004) is on by default: beta from 1.36, GA 1.37.
+
+        Alpha (off by default) in 1.34-1.35. Where it is on, ResourceQuota ``requests.<name>`` of a
+        DRA-backed extended resource (and the implicit ``deviceclass.resource.kubernetes.io/<class>``)
+        counts the devices of that class, so a tenant quota must cap those names too.
+        """
+        return self.dra_extended_resources_on_by_default
+
+    @property
+    def supports_kueue_dra(self) -> bool:
+        """Kueue's DRA integration (v0.18+) needs ``resource.k8s.io/v1``: Kubernetes 1.34 or later."""
+        return self.minor >= 34
+
     # --- CEL environment -------------------------------------------------------------------
 
     @property
@@ -194,6 +209,17 @@ class Target:
         a server with the gate on).
         """
         return self.minor >= 36
+
+    @property
+    def cel_list_type_attributes(self) -> bool:
+        """Whether attribute values may be lists (DRAListTypeAttributes) with default feature gates.
+
+        The gate is alpha (off) from 1.36 and still alpha in 1.37, so no supported version has it
+        on by default. With it, compile.go types attribute values ``dyn`` instead of ``any``
+        (comprehensions over them compile, a ``dyn`` result is accepted) and declares
+        ``includes()`` (introduced 1.36, so usable from the 1.37 API server).
+        """
+        return False
 
     @property
     def cel_cost_estimator_bug(self) -> bool:
@@ -299,7 +325,7 @@ class Target:
     # --- extended resources served by DRA (KEP-5004) ---------------------------------------
 
     @property
-    def has_dra_extended_resources(self) -> bool:
+    def dra_extended_resources_exist(self) -> bool:
         """DeviceClass ``extendedResourceName`` and the implicit ``deviceclass.resource.kubernetes.io/<class>``.
 
         The field and the scheduler's mapping exist from 1.34 (DRAExtendedResource: alpha 1.34-1.35,

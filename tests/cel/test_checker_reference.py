@@ -80,7 +80,9 @@ def test_type_errors_and_undeclared_names() -> None:
     assert "undeclared reference to 'devices'" in (check("devices.driver == 'x'", "1.32").error or "")
     assert check("device.capacity['x'].memory == '40Gi'", "1.32").verdict == "Invalid"
     assert check("device.driver", "1.32").error == "must evaluate to bool or the unknown type, not string"
-    assert check("dyn(device.driver)", "1.32").verdict == "OK"
+    # compile.go accepts exactly cel.BoolType or cel.AnyType (an attribute value); dyn is neither
+    assert check("dyn(device.driver)", "1.32").error == "must evaluate to bool or the unknown type, not dyn"
+    assert check("device.attributes['gpu.nvidia.com'].mig", "1.32").verdict == "OK"
 
 
 def test_kubernetes_validators() -> None:

@@ -42,7 +42,9 @@ EXAMPLE = Device("dra.example.com", "p", "d", {"name": {"bool": True}, "services
     ("has(device.attributes.nope)", True),
     ("'profile' in device.attributes['gpu.nvidia.com'] && device.attributes['gpu.nvidia.com'].profile == 'x'", False),
     ("'9.0.0' == device.attributes['gpu.nvidia.com'].cudaComputeCapability", False),
-    ("device.attributes['gpu.nvidia.com'].cudaComputeCapability in ['9.0.0']", False),
+    ("device.attributes['gpu.nvidia.com'].cudaComputeCapability in ['9.0.0', device.driver]", False),  # not a set
+    ("device.attributes['gpu.nvidia.com'].cudaComputeCapability in [semver('9.0.0')]", True),
+    ("device.attributes['gpu.nvidia.com'].index in [3.0, 4.5]", True),  # the set holds 3 as int too
     ("device.attributes['gpu.nvidia.com'].index == 3u", True),
     ("device.attributes['gpu.nvidia.com'].index > 2.5", True),
     ("device.capacity['gpu.nvidia.com'].memory.isInteger()", True),
@@ -56,6 +58,9 @@ def test_evaluate(version: str, expression: str, expected: bool) -> None:
 @pytest.mark.parametrize(("expression", "message"), [
     ("device.attributes['gpu.nvidia.com'].cudaComputeCapability == '9.0.0'", "no such overload"),
     ("device.attributes['gpu.nvidia.com'].profile == '1g.5gb'", "no such key: profile"),
+    # cel-go turns `x in [constants]` into a Go map lookup: a Semver is not hashable
+    ("device.attributes['gpu.nvidia.com'].cudaComputeCapability in ['9.0.0']",
+     "internal error: runtime error: hash of unhashable type cel.Semver"),
     ("device.attributes['no-such-domain'].noSuchAttr.isGreaterThan(quantity('0'))", "no such key: noSuchAttr"),
     ("device.attributes['no-such-domain']['noSuchAttr'].isGreaterThan(quantity('0'))", "no such key: noSuchAttr"),
     ("sign(quantity(device.attributes['gpu.nvidia.com'].productName)) == 1", "quantities must match"),

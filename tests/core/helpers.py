@@ -30,3 +30,13 @@ def validate_schema(doc: dict[str, Any], kubernetes_version: str) -> None:
 def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     """The documents of one kind."""
     return [d for d in docs if d["kind"] == kind]
+
+
+def validate_any_schema(doc: dict[str, Any], kubernetes_version: str) -> None:
+    """Kubernetes kinds against the target's schema; Kueue kinds against Kueue's CRD schema."""
+    if str(doc.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
+        from .kueue_schema import validate_kueue
+
+        validate_kueue(doc)
+    else:
+        validate_schema(doc, kubernetes_version)

@@ -33,7 +33,7 @@ def _manifests(tmp_path: Path, count: int) -> Path:
 def test_rules_listing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules"]) == 0
     text = capsys.readouterr().out
-    assert all(f"DRA{i:03d}" in text for i in range(12)) and "why:" in text
+    assert all(f"DRA{i:03d}" in text for i in range(15)) and "why:" in text
     assert main(["rules", "--format", "json"]) == 0
     rules = json.loads(capsys.readouterr().out)
     assert {r["id"] for r in rules} >= {"DRA001", "DRA009"} and all(r["fix"] for r in rules)
@@ -49,7 +49,7 @@ def test_skip_and_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "0 errors" in capsys.readouterr().out
     assert main(["audit", "--only", "DRA002", "--only", "dra001", path]) == 1
     assert "DRA001" in capsys.readouterr().out
-    assert main(["audit", "--skip", "DRB001", path]) == 2
+    assert main(["audit", "--skip", "DRA0001", path]) == 2
     assert "did you mean 'DRA001'" in capsys.readouterr().err
 
 

@@ -14,6 +14,11 @@ PURE_MODULES = [
     "dra_constructs.cel.builder",
     "dra_constructs.selector_checks",
     "dra_constructs.cli",
+    "dra_constructs.tenants",
+    "dra_constructs.tenants.quota",
+    "dra_constructs.tenants.kueue",
+    "dra_constructs.tenants.admission",
+    "dra_constructs.guardrails.tenancy",
 ]
 
 

@@ -14,7 +14,7 @@ import cdk8s
 import cdk8s_plus_28 as kplus
 import pytest
 
-from dra_constructs import set_kubernetes_version
+from dra_constructs import Target, set_kubernetes_version
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails import (
     SUPPRESSIONS_ANNOTATION,
@@ -157,6 +157,9 @@ def test_library_examples_pass_without_findings(tmp_path: Path) -> None:
     # Each example is its own manifest set (its own App), as examples/main.py synthesizes them.
     for version in ("1.32", "1.34"):
         for example in examples:
+            oldest = getattr(example, "MIN_KUBERNETES_VERSION", None)
+            if oldest is not None and Target.parse(version).minor < Target.parse(oldest).minor:
+                continue
             app = cdk8s.App(outdir=str(tmp_path / version / example.__name__))
             set_kubernetes_version(app, version)
             example.build(app)

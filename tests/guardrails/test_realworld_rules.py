@@ -39,7 +39,8 @@ def test_target_knows_when_each_field_and_version_arrived() -> None:
     assert t34.has_dra_field("deviceTaintRule.deviceSelector.selectors")
     assert not Target.parse("1.35").has_dra_field("deviceTaintRule.deviceSelector.selectors")
     assert t32.api_version_fact("resource.k8s.io/v1", "ResourceClaim").introduced == 34  # type: ignore[union-attr]
-    assert not t32.has_dra_extended_resources and t34.has_dra_extended_resources
+    assert not t32.dra_extended_resources_exist and t34.dra_extended_resources_exist
+    assert not t34.has_dra_extended_resources and t36.has_dra_extended_resources  # on by default
     assert not t34.dra_extended_resources_on_by_default and t36.dra_extended_resources_on_by_default
     assert DRA_FIELDS["request.capacity"].describe() == "added in 1.34 (DRAConsumableCapacity; on by default from 1.36)"
 

@@ -29,6 +29,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from . import _astpb
 from ._env import EnvKey
+from ._regex import compile_pattern, find, find_all
 from .inventory import Device
 from .quantity import Quantity, QuantityError, parse_quantity
 from .semver import Semver, SemverError, normalize_and_parse, parse_semver
@@ -72,6 +73,9 @@ FormatMsg = _CLASSES["kubernetes.NamedFormat"]
 IPMsg = _CLASSES["net.IP"]
 CIDRMsg = _CLASSES["net.CIDR"]
 _CARRIER_TYPES = tuple(_CLASSES.values())
+
+
+_NO_VALUE: Any = object()
 
 
 def _no_overload(*_: Any) -> ValueError:
@@ -176,6 +180,20 @@ def _k8s_in(element: Any, container: Any) -> bool:
     raise _no_overload()
 
 
+def _k8s_in_set(element: Any, container: list[Any]) -> bool:
+    """cel-go's ``OptOptimize`` set membership for ``x in [<primitive constants>]``.
+
+    cel-go looks ``x`` up in a Go map: a Semver (a struct holding slices) or a list or map value
+    is not hashable, and the evaluation fails with Go's panic message.
+    """
+    if isinstance(element, SemverMsg):
+        raise ValueError("internal error: runtime error: hash of unhashable type cel.Semver")
+    if isinstance(element, list | dict):
+        kind = "types.baseList" if isinstance(element, list) else "types.baseMap"
+        raise ValueError(f"internal error: runtime error: hash of unhashable type {kind}")
+    return _k8s_in(element, container)
+
+
 def _k8s_ne(lhs: Any, rhs: Any) -> bool:
     return not go_equal(lhs, rhs)
 
@@ -262,28 +280,42 @@ def _ordered(items: list[Any]) -> list[Any]:
 
 def _is_sorted(items: list[Any]) -> bool:
     values = _ordered(items)
-    return all(values[i] <= values[i + 1] for i in range(len(values) - 1))
+    return all(not values[i + 1] < values[i] for i in range(len(values) - 1))
 
 
-def _sum(items: list[Any]) -> Any:
-    if not items:
-        return 0
-    total = items[0]
-    for item in items[1:]:
-        total = total + item
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_UINT64_MAX = (1 << 64) - 1
+
+
+def _sum_of(kind: str) -> Callable[[list[Any]], Any]:
+    """``list(T).sum()``, ``T``'s zero for an empty list (apiserver ``lists.go``); Go overflow errors."""
+    zero: Any = {"int": 0, "uint": 0, "double": 0.0, "duration": datetime.timedelta(0)}[kind]
+
+    def total(items: list[Any]) -> Any:
+        result = zero
+        for item in items:
+            result = result + item
+            if kind == "int" and not _INT64[0] <= result <= _INT64[1]:
+                raise ValueError("integer overflow")
+            if kind == "uint" and result > _UINT64_MAX:
+                raise ValueError("unsigned integer overflow")
+        return result
     return total
 
 
-def _max(items: list[Any]) -> Any:
-    if not items:
-        raise ValueError("max of empty list")
-    return max(_ordered(items))
+def _extreme(name: str, pick: Callable[..., Any]) -> Callable[[list[Any]], Any]:
+    def extreme(items: list[Any]) -> Any:
+        if not items:
+            raise ValueError(f"{name}(list) called on empty list")
+        return pick(_ordered(items))
+    return extreme
 
 
-def _min(items: list[Any]) -> Any:
+def _sum_dyn(items: list[Any]) -> Any:
     if not items:
-        raise ValueError("min of empty list")
-    return min(_ordered(items))
+        return 0
+    return _sum_of("double" if isinstance(items[0], float) else "duration"
+                   if isinstance(items[0], datetime.timedelta) else "int")(items)
 
 
 def _index_of(items: list[Any], element: Any) -> int:
@@ -300,22 +332,34 @@ def _last_index_of(items: list[Any], element: Any) -> int:
     return -1
 
 
-@cache
-def _regex(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as error:
-        raise ValueError(f"error parsing regexp: {error}") from None
+def _substring(text: str, start: int, end: int) -> str:
+    """cel-go ``strings`` ``substring(start, end)`` (cel-cpp rejects ``end == size()``)."""
+    if start > end:
+        raise ValueError(f"invalid substring range. start: {start}, end: {end}")
+    if start < 0 or start > len(text):
+        raise ValueError(f"index out of range: {start}")
+    if end < 0 or end > len(text):
+        raise ValueError(f"index out of range: {end}")
+    return text[start:end]
 
 
-def _find(text: str, pattern: str) -> str:
-    match = _regex(pattern).search(text)
-    return match.group(0) if match else ""
-
-
-def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
-    found = [m.group(0) for m in _regex(pattern).finditer(text)]
-    return found if limit < 0 else found[:limit]
+def _map_insert(mapping: Any, key: Any, value: Any = _NO_VALUE) -> dict[Any, Any]:
+    """cel-go's ``cel.@mapInsert`` (the ``transformMap``/``transformMapEntry`` macros' step)."""
+    if not isinstance(mapping, dict):
+        raise _no_overload()
+    entries = dict(mapping)
+    if value is _NO_VALUE:  # @mapInsert(map, map): merge the entry map of transformMapEntry
+        if not isinstance(key, dict):
+            raise _no_overload()
+        for k, v in key.items():
+            if any(_key_equal(k, existing) for existing in entries):
+                raise ValueError(f"insert failed: key {k} already exists")
+            entries[k] = v
+        return entries
+    if any(_key_equal(key, existing) for existing in entries):
+        raise ValueError(f"insert failed: key {key} already exists")
+    entries[key] = value
+    return entries
 
 
 def _url(text: str) -> Any:
@@ -416,13 +460,13 @@ def _to_string(value: Any) -> str:
     raise _no_overload()
 
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
+_DNS1123_LABEL = compile_pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = compile_pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035_LABEL = compile_pattern(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED = compile_pattern(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = compile_pattern(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_UUID = compile_pattern(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_BASE64 = compile_pattern(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
 
 
 def _format_errors(name: str, text: str) -> list[str]:
@@ -431,7 +475,7 @@ def _format_errors(name: str, text: str) -> list[str]:
     base = name.removesuffix("Prefix")
     if prefix:
         text = text[:-1] if text.endswith("-") else text
-    checks: dict[str, tuple[re.Pattern[str], int]] = {
+    checks: dict[str, tuple[Any, int]] = {
         "dns1123Label": (_DNS1123_LABEL, 63), "dns1123Subdomain": (_DNS1123_SUBDOMAIN, 253),
         "dns1035Label": (_DNS1035_LABEL, 63), "labelValue": (_LABEL_VALUE, 63), "uuid": (_UUID, 36),
         "byte": (_BASE64, 1 << 30),
@@ -473,13 +517,15 @@ def _format_constant(name: str) -> Callable[[], Any]:
     return lambda: FormatMsg(v=name)
 
 
-def _validate_format(fmt: Any, text: str) -> Any:
+def _format_problems(fmt: Any, text: str) -> list[str]:
+    """The errors of ``fmt.validate(text)``; the rewriter wraps them into the optional result."""
     if not isinstance(fmt, FormatMsg):
         raise _no_overload()
-    errors = _format_errors(fmt.v, text)
-    if not errors:
-        raise ValueError("optional results are not supported by this evaluator")
-    raise ValueError("format validation errors: " + "; ".join(errors))
+    return _format_errors(fmt.v, text)
+
+
+def _format_ok(fmt: Any, text: str) -> bool:
+    return not _format_problems(fmt, text)
 
 
 # --- environments ------------------------------------------------------------------------------
@@ -487,11 +533,74 @@ def _validate_format(fmt: Any, text: str) -> Any:
 _ANY = "google.protobuf.Any"
 
 
+def _type(spec: str) -> Any:
+    """``cel.Type`` of ``"int"``, ``"list(string)"``, ``"map(string, list(string))"``, a message name...
+
+    (``cel.Type("list(dyn)")`` would name a *message* type ``list(dyn)``.)
+    """
+    if spec.startswith("list(") and spec.endswith(")"):
+        return cel.Type.List(_type(spec[5:-1]))
+    if spec.startswith("map(") and spec.endswith(")"):
+        key, _, value = spec[4:-1].partition(", ")
+        return cel.Type.Map(_type(key), _type(value))
+    return cel.Type(spec)
+
+
 def _fn(name: str, impl: Callable[..., Any], args: list[str], result: str, member: bool = False,
         overload: str | None = None) -> Any:
-    types = [cel.Type(t) for t in args]
+    types = [_type(t) for t in args]
     return cel.FunctionDecl(name, [cel.Overload(overload or f"dra_{name}_{len(args)}_{'m' if member else 'g'}",
-                                                cel.Type(result), types, is_member=member, impl=impl)])
+                                                _type(result), types, is_member=member, impl=impl)])
+
+
+#: Kubernetes list library overloads (checked overload id -> runtime function), one runtime
+#: function per element kind so that the result has the declared type (``uint``, ``duration``...).
+_LIST_KINDS = {"int": "int", "uint": "uint", "double": "double", "bool": "bool", "string": "string",
+               "bytes": "bytes", "duration": "google.protobuf.Duration", "timestamp": "google.protobuf.Timestamp"}
+_SUMMABLE_KINDS = ("int", "uint", "double", "duration")
+#: Checked overload ids whose call is renamed to a runtime function of this module.
+RENAMED_OVERLOADS = {
+    **{f"list_{n}_sum_{n}": f"k8s_sum_{n}" for n in _SUMMABLE_KINDS},
+    **{f"list_{n}_max_{n}": f"k8s_max_{n}" for n in _LIST_KINDS},
+    **{f"list_{n}_min_{n}": f"k8s_min_{n}" for n in _LIST_KINDS},
+    **{f"list_{n}_is_sorted_bool": "k8s_is_sorted" for n in _LIST_KINDS},
+    "list_a_index_of_int": "k8s_index_of",
+    "list_a_last_index_of_int": "k8s_last_index_of",
+    "string_substring_int_int": "k8s_substring",
+    "string_find_string": "k8s_find",
+    "string_find_all_string": "k8s_find_all",
+    "string_find_all_string_int": "k8s_find_all",
+}
+#: cel-go's ``cel.@mapInsert`` (``transformMap``, ``transformMapEntry``), which cel-cpp's runtime lacks.
+_MAP_INSERT = "cel.@mapInsert"
+#: Function names renamed when the overload is ambiguous (a ``dyn`` receiver).
+RENAMED_FUNCTIONS = {"sum": "k8s_sum_dyn", "max": "k8s_max_dyn", "min": "k8s_min_dyn", "isSorted": "k8s_is_sorted",
+                     "find": "k8s_find", "findAll": "k8s_find_all"}
+
+
+def _list_functions() -> list[Any]:
+    fns = [_fn(f"k8s_sum_{n}", _sum_of(n), [f"list({_LIST_KINDS[n]})"], _LIST_KINDS[n], True)
+           for n in _SUMMABLE_KINDS]
+    fns.append(_fn("k8s_sum_dyn", _sum_dyn, ["list(dyn)"], "dyn", True))
+    for name, pick in (("max", max), ("min", min)):
+        fns += [_fn(f"k8s_{name}_{n}", _extreme(name, pick), [f"list({t})"], t, True) for n, t in _LIST_KINDS.items()]
+        fns.append(_fn(f"k8s_{name}_dyn", _extreme(name, pick), ["list(dyn)"], "dyn", True))
+    fns += [
+        _fn("k8s_is_sorted", _is_sorted, ["list(dyn)"], "bool", True),
+        _fn("k8s_index_of", _index_of, ["list(dyn)", _ANY], "int", True),
+        _fn("k8s_last_index_of", _last_index_of, ["list(dyn)", _ANY], "int", True),
+        _fn("k8s_substring", _substring, ["string", "int", "int"], "string", True),
+        _fn("k8s_find", find, ["string", "string"], "string", True),
+        cel.FunctionDecl("k8s_find_all", [
+            cel.Overload("dra_find_all", _type("list(string)"), [cel.Type.STRING, cel.Type.STRING],
+                         is_member=True, impl=find_all),
+            cel.Overload("dra_find_all_n", _type("list(string)"), [cel.Type.STRING, cel.Type.STRING, cel.Type.INT],
+                         is_member=True, impl=find_all)]),
+        cel.FunctionDecl("k8s_map_insert", [
+            cel.Overload("dra_map_insert_kv", _type("map(dyn, dyn)"), [cel.Type(_ANY)] * 3, impl=_map_insert),
+            cel.Overload("dra_map_insert_map", _type("map(dyn, dyn)"), [cel.Type(_ANY)] * 2, impl=_map_insert)]),
+    ]
+    return fns
 
 
 def _functions(key: EnvKey) -> list[Any]:
@@ -500,6 +609,7 @@ def _functions(key: EnvKey) -> list[Any]:
         _fn("k8s.eq", go_equal, [_ANY, _ANY], "bool"),
         _fn("k8s.ne", _k8s_ne, [_ANY, _ANY], "bool"),
         _fn("k8s.in", _k8s_in, [_ANY, _ANY], "bool"),
+        _fn("k8s.in_set", _k8s_in_set, [_ANY, _ANY], "bool"),
         _fn("k8s.domain", _domain, [_ANY, _ANY], "dyn"),
         _fn("quantity", _quantity, ["string"], q),
         _fn("isQuantity", _is_quantity, ["string"], "bool"),
@@ -521,17 +631,6 @@ def _functions(key: EnvKey) -> list[Any]:
         _fn("major", _major, [_ANY], "int", True),
         _fn("minor", _minor, [_ANY], "int", True),
         _fn("patch", _patch, [_ANY], "int", True),
-        _fn("isSorted", _is_sorted, ["list(dyn)"], "bool", True),
-        _fn("sum", _sum, ["list(dyn)"], "dyn", True),
-        _fn("max", _max, ["list(dyn)"], "dyn", True),
-        _fn("min", _min, ["list(dyn)"], "dyn", True),
-        cel.FunctionDecl("find", [cel.Overload("dra_find", cel.Type.STRING, [cel.Type.STRING, cel.Type.STRING],
-                                               is_member=True, impl=_find)]),
-        cel.FunctionDecl("findAll", [
-            cel.Overload("dra_find_all", cel.Type("list(string)"), [cel.Type.STRING, cel.Type.STRING],
-                         is_member=True, impl=_find_all),
-            cel.Overload("dra_find_all_n", cel.Type("list(string)"), [cel.Type.STRING, cel.Type.STRING, cel.Type.INT],
-                         is_member=True, impl=_find_all)]),
         _fn("url", _url, ["string"], "kubernetes.URL"),
         _fn("isURL", _is_url, ["string"], "bool"),
         _fn("getScheme", _url_part("scheme"), [_ANY], "string", True),
@@ -563,19 +662,13 @@ def _functions(key: EnvKey) -> list[Any]:
         # one overload for both carriers: cel-cpp dispatches on the value kind (message)
         cel.FunctionDecl("string", [
             cel.Overload("dra_ip_cidr_to_string", cel.Type.STRING, [cel.Type("net.IP")], impl=_to_string)]),
-        _fn("validate", _validate_format, [_ANY, _ANY], "dyn", True),
+        _fn("k8s_format_ok", _format_ok, [_ANY, "string"], "bool"),
+        _fn("k8s_format_errors", _format_problems, [_ANY, "string"], "list(string)"),
     ]
     from ._decls import FORMAT_NAMES
 
     fns += [_fn(f"format.{name}", _format_constant(name), [], "kubernetes.NamedFormat") for name in FORMAT_NAMES]
-    fns += [
-        cel.FunctionDecl("indexOf", [cel.Overload("dra_list_index_of", cel.Type.INT,
-                                                  [cel.Type("list(dyn)"), cel.Type(_ANY)], is_member=True,
-                                                  impl=_index_of)]),
-        cel.FunctionDecl("lastIndexOf", [cel.Overload("dra_list_last_index_of", cel.Type.INT,
-                                                      [cel.Type("list(dyn)"), cel.Type(_ANY)], is_member=True,
-                                                      impl=_last_index_of)]),
-    ]
+    fns += _list_functions()
     del key
     return fns
 
@@ -616,6 +709,37 @@ def _is_simple(t: Any) -> bool:
         return _is_simple(t.list_type.elem_type)
     if kind == "map_type":
         return _is_simple(t.map_type.key_type) and _is_simple(t.map_type.value_type)
+    return False
+
+
+_PRIMITIVE_CONSTANTS = frozenset({"bool_value", "double_value", "int64_value", "string_value", "uint64_value"})
+
+
+def _constant_primitive_list(e: Any) -> bool:
+    """A non-empty list literal of bool/int/uint/double/string constants (cel-go makes it a set)."""
+    elements = e.list_expr.elements if e.WhichOneof("kind") == "list_expr" else []
+    return bool(elements) and not e.list_expr.optional_indices and all(
+        el.WhichOneof("kind") == "const_expr" and el.const_expr.WhichOneof("kind") in _PRIMITIVE_CONSTANTS
+        for el in elements)
+
+
+#: Calls whose result is an optional (then possibly seen through ``dyn``).
+_OPTIONAL_SOURCES = frozenset({"_[?_]", "_?._", "optional.of", "optional.ofNonZeroValue", "optional.none", "or",
+                               "first", "last", "optMap", "optFlatMap"})
+
+
+def _holds_optional(t: Any) -> bool:
+    """Can a value of checked type ``t`` be, or contain, an optional?"""
+    if t is None:
+        return False
+    kind = t.WhichOneof("kind")
+    if kind == "abstract_type":
+        return t.abstract_type.name == "optional_type" or any(_holds_optional(p)
+                                                               for p in t.abstract_type.parameter_types)
+    if kind == "list_type":
+        return _holds_optional(t.list_type.elem_type)
+    if kind == "map_type":
+        return _holds_optional(t.map_type.key_type) or _holds_optional(t.map_type.value_type)
     return False
 
 
@@ -719,6 +843,75 @@ class _Rewriter:
         node.const_expr.string_value = text
         return node
 
+    def may_be_optional(self, e: Any) -> bool:
+        """Can ``e`` be, or hold, an optional at run time? (Passing one to Python crashes cel_expr_python.)
+
+        By its type, or, for a ``dyn`` value, by an optional-producing call inside it.
+        """
+        if _holds_optional(self.type_of(e)):
+            return True
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            kind = node.WhichOneof("kind")
+            if kind == "call_expr":
+                if node.call_expr.function in _OPTIONAL_SOURCES:
+                    return True
+                if node.call_expr.HasField("target"):
+                    stack.append(node.call_expr.target)
+                stack.extend(node.call_expr.args)
+            elif kind == "select_expr":
+                stack.append(node.select_expr.operand)
+            elif kind == "list_expr":
+                stack.extend(node.list_expr.elements)
+            elif kind == "struct_expr":
+                stack.extend(entry.value for entry in node.struct_expr.entries)
+            elif kind == "comprehension_expr":
+                comp = node.comprehension_expr
+                stack.extend((comp.iter_range, comp.accu_init, comp.loop_step, comp.result))
+        return False
+
+    def overloads(self, e: Any) -> list[str]:
+        ref = self.checked.reference_map.get(e.id)
+        return list(ref.overload_id) if ref is not None else []
+
+    def call(self, function: str, *args: Any) -> Any:
+        node = _astpb.Expr()
+        node.id = self.new_id()
+        node.call_expr.function = function
+        for arg in args:
+            node.call_expr.args.add().CopyFrom(arg)
+        return node
+
+    def rename_library_call(self, e: Any) -> bool:
+        """Library calls that run as Python functions here (cel-cpp lacks or differs from them)."""
+        call = e.call_expr
+        ids = self.overloads(e)
+        if call.function == "validate" and ids == ["format-validate"]:
+            # fmt.validate(s) -> k8s_format_ok(fmt, s) ? optional.none() : optional.of(k8s_format_errors(fmt, s))
+            fmt, text = call.target, call.args[0]
+            test = self.call("k8s_format_ok", self.fresh(fmt), self.fresh(text))
+            errors = self.call("optional.of", self.call("k8s_format_errors", self.fresh(fmt), self.fresh(text)))
+            node_id = e.id
+            e.CopyFrom(self.call("_?_:_", test, self.call("optional.none"), errors))
+            e.id = node_id
+            self.checked.reference_map.pop(node_id, None)
+            return True
+        operands = ([call.target] if call.HasField("target") else []) + list(call.args)
+        if any(self.may_be_optional(operand) for operand in operands):
+            return False  # cel_expr_python crashes on an optional passed to Python: leave it to cel-cpp
+        if call.function == _MAP_INSERT:
+            self.rename(e, "k8s_map_insert")
+            return True
+        renamed = {RENAMED_OVERLOADS.get(i, "") for i in ids}
+        if len(renamed) == 1 and "" not in renamed:
+            self.rename(e, renamed.pop())
+            return True
+        if call.function in RENAMED_FUNCTIONS and call.HasField("target"):
+            self.rename(e, RENAMED_FUNCTIONS[call.function])
+            return True
+        return False
+
     def visit(self, e: Any) -> None:
         kind = e.WhichOneof("kind")
         if kind == "select_expr":
@@ -739,9 +932,16 @@ class _Rewriter:
             for arg in call.args:
                 self.visit(arg)
             function, args = call.function, call.args
-            if function in ("_==_", "_!=_") and len(args) == 2 and not (
+            if self.rename_library_call(e):
+                return
+            if any(self.may_be_optional(arg) for arg in args):
+                pass  # optionals never go to Python (cel_expr_python crashes): cel-cpp's own semantics
+            elif function in ("_==_", "_!=_") and len(args) == 2 and not (
                     _is_simple(self.type_of(args[0])) and _is_simple(self.type_of(args[1]))):
                 self.rename(e, "k8s.eq" if function == "_==_" else "k8s.ne")
+            elif function == "@in" and len(args) == 2 and not _is_simple(self.type_of(args[0])) \
+                    and _constant_primitive_list(args[1]):
+                self.rename(e, "k8s.in_set")
             elif function == "@in" and len(args) == 2 and not _is_simple(self.type_of(args[1])) \
                     and _kind(self.type_of(args[1])) != "map_type":  # map membership is by key: unchanged
                 self.rename(e, "k8s.in")
@@ -789,7 +989,10 @@ def program_for(serialized: bytes, checked: Any, key: EnvKey) -> Any:
     cache_key = (serialized, key)
     program = _programs.get(cache_key)
     if program is None:
-        program = runtime_env(key).deserialize(_astpb.encode_checked(rewrite(checked)))
+        try:
+            program = runtime_env(key).deserialize(_astpb.encode_checked(rewrite(checked)))
+        except Exception as error:  # an engine refusal is this selector's run-time error, never a crash
+            raise CelRuntimeError(go_message(str(error))) from None
         if len(_programs) > 1 << 14:
             _programs.clear()
         _programs[cache_key] = program
@@ -844,14 +1047,18 @@ def activation_for(device: Device, key: EnvKey) -> Any:
     found = _activations.get(cache_key)
     if found is not None and found[0] is device:
         return found[1]
-    activation = runtime_env(key).Activation(device_values(device, key.allow_multiple_allocations))
+    values = device_values(device, key.allow_multiple_allocations)
+    try:
+        activation = runtime_env(key).Activation(values)
+    except Exception as error:  # a value cel-cpp cannot hold: this device's error, not a crash
+        raise DeviceError(f"device {device.id}: {go_message(str(error))}") from None
     if len(_activations) > 1 << 15:
         _activations.clear()
     _activations[cache_key] = (device, activation)
     return activation
 
 
-_STATUS = re.compile(r"^[A-Z_]+: ")
+_STATUS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
 _NO_KEY = re.compile(r'Key not found in map\s*:\s*"?(.*?)"?$')
 
 
@@ -869,9 +1076,12 @@ def go_message(message: str) -> str:
 
 
 def run(program: Any, activation: Any) -> bool:
-    """Evaluate; ``True``/``False`` or :class:`CelRuntimeError`."""
-    value = program.eval(activation)
-    kind = value.type()
+    """Evaluate; ``True``/``False`` or :class:`CelRuntimeError` (for any engine failure too)."""
+    try:
+        value = program.eval(activation)
+        kind = value.type()
+    except Exception as error:  # cel-cpp raises RuntimeError (UNIMPLEMENTED, INVALID_ARGUMENT...)
+        raise CelRuntimeError(go_message(str(error))) from None
     if kind == cel.Type.BOOL:
         return bool(value.value())
     if kind == cel.Type.ERROR:

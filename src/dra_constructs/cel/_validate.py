@@ -10,6 +10,7 @@ the DRA compiler requires a ``bool`` (or ``dyn``) result. Ported rules of cel-go
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -17,8 +18,19 @@ from typing import Any
 from cel_expr_python import cel
 
 from . import _astpb
+from ._gotypes import type_name
+from ._regex import compile_pattern
 
-__all__ = ["backtick_issue", "backtick_offset", "format_type", "location", "regex_constant_issues", "validate"]
+__all__ = [
+    "backtick_issue",
+    "backtick_offset",
+    "format_type",
+    "location",
+    "might_need_validation",
+    "regex_constant_issues",
+    "regex_literal_ok",
+    "validate",
+]
 
 
 def format_type(t: Any) -> str:
@@ -109,7 +121,16 @@ def _literal_env() -> Any:
 
 @cache
 def _literal_ok(function: str, literal: str) -> bool:
-    """Does ``function(literal)`` (or ``''.matches(literal)``) evaluate without error in cel-cpp?"""
+    """Does ``function(literal)`` (or ``''.matches(literal)``) evaluate without error in cel-cpp?
+
+    A regular expression is compiled with RE2 directly (cel-cpp's ``matches`` uses RE2 too).
+    """
+    if function == "matches":
+        try:
+            compile_pattern(literal)
+        except ValueError:
+            return False
+        return True
     quoted = '"' + literal.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") + '"'
     source = f"''.matches({quoted})" if function == "matches" else f"{function}({quoted})"
     try:
@@ -117,6 +138,11 @@ def _literal_ok(function: str, literal: str) -> bool:
     except Exception:  # an engine refusal is a failed literal, not a crash
         return False
     return bool(value.type() != cel.Type.ERROR)
+
+
+def regex_literal_ok(pattern: str) -> bool:
+    """Is ``pattern`` a valid regular expression (RE2, as Go's ``regexp``)?"""
+    return _literal_ok("matches", pattern)
 
 
 def _unwrap_optional(t: Any) -> Any:
@@ -171,20 +197,29 @@ def _kind(t: Any) -> str:
 
 
 def _format_string_issue(fmt: str, args: list[Any], types: Any) -> tuple[str, int | None] | None:
-    """cel-go's static check of ``'<fmt>'.format([<args>])``: (message, arg index or None) or ``None``."""
+    """cel-go's static check of ``'<fmt>'.format([<args>])``: (message, node id or None) or ``None``."""
 
-    def verify_string(node: Any) -> bool:
+    def verify_string(node: Any) -> Any:
+        """``None`` when valid, else the offending (sub-)node (cel-go ``verifyString``)."""
         kind = _kind(types.get(node.id))
         if kind == "dyn":
-            return True
+            return None
         if kind not in _CLAUSE_KINDS["s"]:
-            return False
+            return node
         which = node.WhichOneof("kind")
         if which == "list_expr":
-            return all(verify_string(e) for e in node.list_expr.elements)
-        if which == "struct_expr" and not node.struct_expr.message_name:
-            return all(verify_string(e.map_key) and verify_string(e.value) for e in node.struct_expr.entries)
-        return True
+            for element in node.list_expr.elements:
+                bad = verify_string(element)
+                if bad is not None:
+                    return bad
+        elif which == "struct_expr" and not node.struct_expr.message_name:
+            for entry in node.struct_expr.entries:
+                bad = verify_string(entry.map_key)
+                if bad is None:
+                    bad = verify_string(entry.value)
+                if bad is not None:
+                    return bad
+        return None
 
     i, arg_index, requested = 0, 0, 0
     while i < len(fmt):
@@ -215,11 +250,14 @@ def _format_string_issue(fmt: str, args: list[Any], types: Any) -> tuple[str, in
         if verb not in _CLAUSE_KINDS:
             return f'could not parse formatting clause: unrecognized formatting clause "{verb}"', None
         arg = args[arg_index]
-        kind = _kind(types.get(arg.id))
-        ok = verify_string(arg) if verb == "s" else kind == "dyn" or kind in _CLAUSE_KINDS[verb]
-        if not ok:
-            given = format_type(types.get(arg.id))
-            return "error during formatting: " + _CLAUSE_ERRORS[verb].format(given), arg_index
+        if verb == "s":
+            bad = verify_string(arg)
+        else:
+            kind = _kind(types.get(arg.id))
+            bad = None if kind == "dyn" or kind in _CLAUSE_KINDS[verb] else arg
+        if bad is not None:
+            given = type_name(types.get(bad.id))
+            return "error during formatting: " + _CLAUSE_ERRORS[verb].format(given), bad.id
         arg_index += 1
         i = j + 1
     if len(args) > requested:
@@ -227,79 +265,112 @@ def _format_string_issue(fmt: str, args: list[Any], types: Any) -> tuple[str, in
     return None
 
 
-def _exempt_literals(root: Any) -> set[int]:
-    """Ids of list/map literals with a ``format`` call among their ancestors (cel-go exempts them)."""
-    exempt: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(root, False)]
+#: A list literal (``[`` not after a value, or after the ``in`` keyword) or a map literal may be present.
+_AGGREGATE = re.compile(r"\{|(?:^|[^\w\s\])]|\bin)\s*\[")
+_VALIDATED_CALLS = ("format", "duration", "timestamp", "matches")
+_DYN = _astpb.Type()
+_DYN.dyn.SetInParent()
+
+
+def might_need_validation(text: str) -> bool:
+    """Can any AST validator report something? (Cheap text test: no literal, no validated call.)"""
+    return any(name in text for name in _VALIDATED_CALLS) or _AGGREGATE.search(text) is not None
+
+
+def validate(checked: Any, text: str, types: Any = None) -> list[str]:
+    """The issues of the Kubernetes AST validators, in cel-go's format (``types``: cel-go's view).
+
+    One walk: the ``format`` validator, literal arguments of ``duration``/``timestamp``/``matches``,
+    and homogeneous list/map literals (those under a ``format`` call are exempt). Issues are
+    ordered by position, as cel-go prints them.
+    """
+    if not might_need_validation(text):
+        return []
+    found: list[tuple[int, str]] = []
+    types = checked.type_map if types is None else types
+    positions = checked.source_info.positions
+
+    def report(node_id: int, message: str) -> None:
+        found.append((positions.get(node_id, 0), issue(checked, node_id, text, message)))
+
+    stack: list[tuple[Any, bool]] = [(checked.expr, False)]
     while stack:
         node, under_format = stack.pop()
         kind = node.WhichOneof("kind")
-        if kind in ("list_expr", "struct_expr") and under_format:
-            exempt.add(node.id)
-        under_format = under_format or (kind == "call_expr" and node.call_expr.function == "format")
-        stack.extend((child, under_format) for child in _children(node))
-    return exempt
-
-
-def validate(checked: Any, text: str) -> list[str]:
-    """The issues of the Kubernetes AST validators, in cel-go's format."""
-    issues: list[str] = []
-    types = checked.type_map
-    dyn = _astpb.Type()
-    dyn.dyn.SetInParent()
-    exempt = _exempt_literals(checked.expr)
-    for node in _walk(checked.expr):
-        kind = node.WhichOneof("kind")
-        if kind == "call_expr" and node.call_expr.function == "format" and node.call_expr.HasField("target") \
-                and len(node.call_expr.args) == 1:
-            target, arg = node.call_expr.target, node.call_expr.args[0]
-            if target.WhichOneof("kind") == "const_expr" and target.const_expr.WhichOneof("kind") == "string_value" \
-                    and arg.WhichOneof("kind") == "list_expr":
-                elements = list(arg.list_expr.elements)
-                problem = _format_string_issue(target.const_expr.string_value, elements, types)
-                if problem is not None:
-                    message, index = problem
-                    at = elements[index].id if index is not None else node.id
-                    issues.append(issue(checked, at, text, message))
-        if kind in ("list_expr", "struct_expr") and node.id in exempt:
-            continue
         if kind == "call_expr":
             call = node.call_expr
-            if call.function in ("duration", "timestamp", "matches") and call.args:
+            function = call.function
+            if function == "format":
+                under_format = True
+                if call.HasField("target") and len(call.args) == 1:
+                    target, arg = call.target, call.args[0]
+                    if target.WhichOneof("kind") == "const_expr" \
+                            and target.const_expr.WhichOneof("kind") == "string_value" \
+                            and arg.WhichOneof("kind") == "list_expr":
+                        problem = _format_string_issue(target.const_expr.string_value, list(arg.list_expr.elements),
+                                                       types)
+                        if problem is not None:
+                            message, bad_id = problem
+                            report(bad_id if bad_id is not None else node.id, message)
+            elif function in ("duration", "timestamp", "matches") and call.args:
                 arg = call.args[0]
                 if arg.WhichOneof("kind") == "const_expr" and arg.const_expr.WhichOneof("kind") == "string_value" \
-                        and not _literal_ok(call.function, arg.const_expr.string_value):
-                    issues.append(issue(checked, arg.id, text, f"invalid {call.function} argument"))
+                        and not _literal_ok(function, arg.const_expr.string_value):
+                    report(arg.id, f"invalid {function} argument")
+            if call.HasField("target"):
+                stack.append((call.target, under_format))
+            stack.extend((child, under_format) for child in call.args)
         elif kind == "list_expr":
-            optional = set(node.list_expr.optional_indices)
-            first = None
-            for index, element in enumerate(node.list_expr.elements):
-                et = types.get(element.id, dyn)
-                if index in optional:
-                    et = _unwrap_optional(et)
-                if first is None:
-                    first = et
-                elif not _equivalent(first, et):
-                    issues.append(issue(checked, element.id, text,
-                                        f"expected type '{format_type(first)}' but found '{format_type(et)}'"))
-                    break
-        elif kind == "struct_expr" and not node.struct_expr.message_name:
-            key_type = value_type = None
-            for entry in node.struct_expr.entries:
-                kt = types.get(entry.map_key.id, dyn)
-                vt = types.get(entry.value.id, dyn)
-                if entry.optional_entry:
-                    vt = _unwrap_optional(vt)
-                if key_type is None:
-                    key_type, value_type = kt, vt
-                    continue
-                if not _equivalent(key_type, kt):
-                    issues.append(issue(checked, entry.map_key.id, text,
-                                        f"expected type '{format_type(key_type)}' but found '{format_type(kt)}'"))
-                if value_type is not None and not _equivalent(value_type, vt):
-                    issues.append(issue(checked, entry.value.id, text,
-                                        f"expected type '{format_type(value_type)}' but found '{format_type(vt)}'"))
-    return issues
+            elements = node.list_expr.elements
+            if not under_format and len(elements) > 1:
+                _check_list(node, types, report)
+            stack.extend((child, under_format) for child in elements)
+        elif kind == "struct_expr":
+            entries = node.struct_expr.entries
+            if not under_format and not node.struct_expr.message_name and len(entries) > 1:
+                _check_map(node, types, report)
+            for entry in entries:
+                stack.append((entry.value, under_format))
+                if entry.HasField("map_key"):
+                    stack.append((entry.map_key, under_format))
+        elif kind == "select_expr":
+            stack.append((node.select_expr.operand, under_format))
+        elif kind == "comprehension_expr":
+            comp = node.comprehension_expr
+            stack.extend((child, under_format) for child in (comp.iter_range, comp.accu_init, comp.loop_condition,
+                                                             comp.loop_step, comp.result))
+    found.sort(key=lambda item: item[0])
+    return [message for _, message in found]
+
+
+def _check_list(node: Any, types: Any, report: Any) -> None:
+    optional = set(node.list_expr.optional_indices)
+    first = None
+    for index, element in enumerate(node.list_expr.elements):
+        et = types.get(element.id, _DYN)
+        if index in optional:
+            et = _unwrap_optional(et)
+        if first is None:
+            first = et
+        elif not _equivalent(first, et):
+            report(element.id, f"expected type '{format_type(first)}' but found '{format_type(et)}'")
+            return
+
+
+def _check_map(node: Any, types: Any, report: Any) -> None:
+    key_type = value_type = None
+    for entry in node.struct_expr.entries:
+        kt = types.get(entry.map_key.id, _DYN)
+        vt = types.get(entry.value.id, _DYN)
+        if entry.optional_entry:
+            vt = _unwrap_optional(vt)
+        if key_type is None:
+            key_type, value_type = kt, vt
+            continue
+        if not _equivalent(key_type, kt):
+            report(entry.map_key.id, f"expected type '{format_type(key_type)}' but found '{format_type(kt)}'")
+        if value_type is not None and not _equivalent(value_type, vt):
+            report(entry.value.id, f"expected type '{format_type(value_type)}' but found '{format_type(vt)}'")
 
 
 # Constant regular expressions compiled when the program is built (cel-go ``OptOptimize`` +
@@ -310,9 +381,11 @@ def validate(checked: Any, text: str) -> list[str]:
 _REGEX_CONSTANT_FUNCTIONS = ("matches", "find", "findAll")
 
 
-def regex_constant_issues(checked: Any) -> list[str]:
+def regex_constant_issues(checked: Any, text: str) -> list[str]:
     """``program instantiation failed`` messages for invalid constant regex patterns."""
     issues: list[str] = []
+    if not any(name in text for name in _REGEX_CONSTANT_FUNCTIONS):
+        return issues
     for node in _walk(checked.expr):
         if node.WhichOneof("kind") != "call_expr" or node.call_expr.function not in _REGEX_CONSTANT_FUNCTIONS:
             continue
@@ -336,6 +409,8 @@ def backtick_offset(text: str) -> int | None:
     (``EnableIdentEscapeSyntax``, cel-go >= 0.23; unknown to 0.22's grammar), which cel-cpp
     parses by default.
     """
+    if "`" not in text:
+        return None
     i, n = 0, len(text)
     while i < n:
         char = text[i]

@@ -18,7 +18,19 @@ from ..errors import DraConstructsError
 from ..target import Target
 from . import _astpb
 from ._env import EnvKey, check_env, env_key
-from ._validate import backtick_issue, backtick_offset, format_type, regex_constant_issues, validate
+from ._fold import folding_issue, folds_conversions
+from ._gotypes import go_types
+from ._nesting import collapse_redundant_parens
+from ._validate import (
+    backtick_issue,
+    backtick_offset,
+    format_type,
+    issue,
+    might_need_validation,
+    regex_constant_issues,
+    regex_literal_ok,
+    validate,
+)
 from .cost import estimate_cost
 from .fixes import suggest_fix
 
@@ -93,7 +105,24 @@ def parse_target(target: Target | str | None) -> Target:
     return found
 
 
-_CONTENT_CHECKED = ("matches", "find", "duration", "timestamp", "format")
+#: Calls that validate a literal's contents when the program is built or by an AST validator.
+_CONTENT_CHECKED = ("duration", "timestamp", "format")
+#: Calls whose literal patterns must be valid RE2 (their length is all the cost estimate sees).
+_REGEX_CALLS = ("matches", "find")
+#: A plain string literal, with the identifier character right before it (a prefix), if any.
+_PLAIN_LITERAL = re.compile(r"""(\w?)('[^'\n\r]*'|"[^"\n\r]*")""")
+_UNSHAREABLE_TEXT = ("\\", "'''", '"""', "//")
+
+
+class _NotShareable(Exception):
+    pass
+
+
+def _blank_literal(match: re.Match[str]) -> str:
+    if match.group(1):  # r'...', b'...', or a quote glued to an identifier: not a plain literal
+        raise _NotShareable
+    literal = match.group(2)
+    return literal[0] + "x" * (len(literal) - 2) + literal[0]
 
 
 def shape(expression: str) -> str | None:
@@ -101,30 +130,22 @@ def shape(expression: str) -> str | None:
 
     Type checking and the cost estimate see a string literal only through its type and its
     length in code points, so two expressions of the same shape get the same ``OK`` verdict
-    and cost. ``None`` (no sharing) when a literal has an escape or a prefix, is triple-quoted,
-    or when a function validates literal *contents* (``matches``, ``duration``, ...).
+    and cost. ``None`` (no sharing) when the text has an escape, a triple quote or a comment,
+    when a literal has a prefix, when a call validates literal *contents* (``duration``,
+    ``timestamp``, ``format``) or a type conversion may be folded (``int('12')``). With
+    ``matches``/``find``/``findAll``, every literal must be a valid RE2 pattern.
     """
-    if any(name in expression for name in _CONTENT_CHECKED):
+    if any(part in expression for part in _UNSHAREABLE_TEXT) \
+            or any(name in expression for name in _CONTENT_CHECKED) or folds_conversions(expression):
         return None
-    out: list[str] = []
-    i, n = 0, len(expression)
-    while i < n:
-        char = expression[i]
-        if char in "'\"":
-            if expression.startswith(char * 3, i) or (i and (expression[i - 1].isalnum() or expression[i - 1] == "_")):
-                return None
-            end = expression.find(char, i + 1)
-            if end < 0:
-                return None
-            content = expression[i + 1:end]
-            if "\\" in content or "\n" in content or "\r" in content:
-                return None
-            out.append(char + "x" * len(content) + char)
-            i = end + 1
-            continue
-        out.append(char)
-        i += 1
-    return "".join(out)
+    try:
+        form = _PLAIN_LITERAL.sub(_blank_literal, expression)
+    except _NotShareable:
+        return None
+    if any(name in expression for name in _REGEX_CALLS) and not all(
+            regex_literal_ok(found.group(2)[1:-1]) for found in _PLAIN_LITERAL.finditer(expression)):
+        return None
+    return form
 
 
 def _rename_exists_one(expression: str) -> str:
@@ -192,6 +213,16 @@ def _compile(expression: str, key: EnvKey) -> tuple[Any, str | None]:
     try:
         return env.compile(expression), None
     except Exception as error:  # cel-cpp reports compile errors as RuntimeError
+        if "recursion" in str(error):  # cel-cpp's nesting limit is 32, cel-go's 250
+            collapsed = collapse_redundant_parens(expression)
+            if collapsed != expression:
+                program, retry_error = _compile(collapsed, key)
+                if program is not None or retry_error is None or "recursion" in retry_error:
+                    return program, retry_error
+                # cel-go's error for this text: the same offsets, shown on the original lines
+                for original, blanked in zip(expression.split("\n"), collapsed.split("\n"), strict=True):
+                    retry_error = retry_error.replace(f" | {blanked}\n", f" | {original}\n")
+                return None, retry_error
         if key.target.cel_has_two_var_comprehensions and "exists_one" in expression:
             renamed = _rename_exists_one(expression)
             if renamed != expression:
@@ -221,6 +252,16 @@ def compile_selector(expression: str, target: Target | str | None = None,
     return compiled
 
 
+def _acceptable_result(output: Any, target: Target) -> bool:
+    """``bool`` or ``any`` (an attribute value); ``dyn`` only with list-typed attributes (compile.go)."""
+    kind = None if output is None else output.WhichOneof("kind")
+    if kind == "primitive":
+        return bool(output.primitive == 1)
+    if kind == "well_known":
+        return bool(output.well_known == 1)
+    return kind == "dyn" and target.cel_list_type_attributes
+
+
 def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Compiled | None]:
     name = str(target)
     if len(expression.encode("utf-8", "surrogatepass")) > MAX_LENGTH:
@@ -236,18 +277,23 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     serialized = program.serialize()
     checked = _astpb.decode_checked(serialized)
-    issues = validate(checked, expression)
+    go = go_types(checked, expression, might_need_validation(expression))
+    if go is not None and go.range_errors:  # cel-go's checker errors come before any validator runs
+        ordered = sorted(go.range_errors, key=lambda error: checked.source_info.positions.get(error[0], 0))
+        message = "compilation failed: " + "\n".join(issue(checked, i, expression, m) for i, m in ordered)
+        return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    issues = validate(checked, expression, go)
     if issues:
         message = "compilation failed: " + "\n".join(issues)
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    output = checked.type_map.get(checked.expr.id, None)
-    output_kind = None if output is None else output.WhichOneof("kind")
-    if not (output_kind == "dyn" or (output_kind == "primitive" and output.primitive == 1)):
+    output = (go or checked.type_map).get(checked.expr.id, None)
+    if not _acceptable_result(output, target):
         message = f"must evaluate to bool or the unknown type, not {format_type(output)}"
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    regex_issues = regex_constant_issues(checked)
-    if regex_issues:
-        message = regex_issues[0]
+    folded = folding_issue(checked.expr, expression)
+    program_issues = [folded] if folded else regex_constant_issues(checked, expression)
+    if program_issues:
+        message = program_issues[0]
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     cost = estimate_cost(checked, target)
     if cost > MAX_COST:
@@ -283,7 +329,11 @@ def check(expression: str, target: Target | str | None = "1.32", *,
     if shape_key is not None and shape_key in _shapes:
         result, compiled = CelCheck(expression, str(parsed), "OK", None, _shapes[shape_key]), None
     else:
-        result, compiled = _judge(expression, parsed, key)
+        try:
+            result, compiled = _judge(expression, parsed, key)
+        except Exception as error:  # an engine failure is this expression's verdict, never a crash
+            result = CelCheck(expression, str(parsed), "Invalid", f"internal error: {type(error).__name__}: {error}")
+            compiled = None
         if shape_key is not None and result.ok:
             _shapes[shape_key] = result.cost or 0
     with _lock:

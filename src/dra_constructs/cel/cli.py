@@ -194,9 +194,12 @@ def _run_match(args: argparse.Namespace) -> int:
     if args.jsonl is not None:
         all_ok = True
         for record in records:
-            result = matches(record["expression"])
+            try:
+                result, failure = matches(record["expression"]), None
+            except Exception as error:  # one expression's engine failure never stops the others
+                result, failure = None, f"error: {type(error).__name__}: {error}"
             all_ok &= result is not None
-            _write({**record, "matches": result}, sys.stdout)
+            _write({**record, "matches": result} | ({"error": failure} if failure else {}), sys.stdout)
         return 0 if all_ok else 1
     verdict = check(_utf8_expression(args.expression, "cel match"), target)
     if not verdict.ok:

@@ -336,14 +336,14 @@ class _Coster:
     # traversal
     def cost(self, e: Any) -> Est:
         kind = e.WhichOneof("kind")
-        if kind == "const_expr":
-            return ZERO
-        if kind == "ident_expr":
-            return self.cost_ident(e)
-        if kind == "select_expr":
-            return self.cost_select(e)
         if kind == "call_expr":
             return self.cost_call(e)
+        if kind == "const_expr":
+            return ZERO
+        if kind == "select_expr":
+            return self.cost_select(e)
+        if kind == "ident_expr":
+            return self.cost_ident(e)
         if kind == "list_expr":
             return self.cost_list(e)
         if kind == "struct_expr":
@@ -557,6 +557,8 @@ class _Coster:
         k8s = self.k8s_call_cost(function, overload, target, args)
         if k8s is not None:
             return k8s[0].add(arg_sum), k8s[1]
+        if overload not in _PRICED_OVERLOADS:  # the common case: one set lookup, not the chain below
+            return ONE.add(arg_sum), None
         size = self.size_of
         if overload == "string_format" and target is not None:
             return size(target).factor(_STRING_TRAVERSAL).add(arg_sum), None
@@ -607,6 +609,8 @@ class _Coster:
     # Kubernetes library costs (EstimateCallCost)
     def k8s_call_cost(self, function: str, overload: str, target: _Node | None,
                       args: list[_Node]) -> tuple[Est, Est | None] | None:
+        if function not in _K8S_PRICED:  # most calls: one set lookup instead of the chain below
+            return None
         size = self.k8s_size
         if function == "check":
             return Est(350000, 350000), None
@@ -729,6 +733,22 @@ _NOMINAL = {
     "isGreaterThan", "isLessThan", "compareTo", "add", "sub", "getScheme", "getHostname", "getHost", "getPort",
     "getEscapedPath", "getQuery",
 }
+#: Every overload ``function_cost`` prices specially (all others cost 1 plus their arguments).
+_PRICED_OVERLOADS = frozenset({
+    "string_format", "string_to_bytes", "bytes_to_string", "strings_quote", "starts_with_string",
+    "ends_with_string", "in_list", "matches_string", "contains_string", "logical_or", "logical_and", "conditional",
+    "add_string", "add_bytes", "add_list",
+}) | frozenset({
+    "less_string", "greater_string", "less_equals_string", "greater_equals_string", "less_bytes", "greater_bytes",
+    "less_equals_bytes", "greater_equals_bytes", "equals", "not_equals",
+})
+#: Every function ``k8s_call_cost`` prices (anything else falls through to cel-go's own costs).
+_K8S_PRICED = frozenset(_NOMINAL | {
+    "check", "major", "minor", "patch", "fieldSelector", "labelSelector", "isSorted", "sum", "max", "min",
+    "indexOf", "lastIndexOf", "url", "lowerAscii", "upperAscii", "substring", "trim", "replace", "split", "join",
+    "find", "findAll", "cidr", "isIP", "isCIDR", "ip", "ip.isCanonical", "containsIP", "containsCIDR", "quantity",
+    "isQuantity", "semver", "isSemver", "validate", "_==_",
+})
 _STRING_COMPARISONS = {
     "less_string", "greater_string", "less_equals_string", "greater_equals_string", "less_bytes", "greater_bytes",
     "less_equals_bytes", "greater_equals_bytes", "equals", "not_equals",

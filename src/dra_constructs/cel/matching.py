@@ -80,7 +80,13 @@ def _eval(compiled: Compiled, device: Device) -> bool:
 def evaluate(expression: str, device: Device, target: Target | str | None = "1.32") -> bool:
     """Evaluate one selector on one device; a run-time error raises :class:`CelRuntimeError`."""
     parsed = parse_target(target)
-    return _eval(_compiled(expression, parsed, "cel.evaluate"), device)
+    compiled = _compiled(expression, parsed, "cel.evaluate")
+    try:
+        return _eval(compiled, device)
+    except CelRuntimeError:
+        raise
+    except Exception as error:
+        raise CelRuntimeError(f"{type(error).__name__}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,8 @@ def _match_one(plan: _Plan, device: Device) -> MatchResult:
                 return False
         except CelRuntimeError as error:
             return f"error: {error}"
+        except Exception as error:
+            return f"error: {type(error).__name__}: {error}"
     return True
 
 

@@ -36,6 +36,7 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         DRA001 must not refuse (``deviceclass.resource.kubernetes.io/*`` never is). Default: the
         names of the App's ``set_dra_extended_resources``. Names mapped by a DeviceClass you ship
         in the App must be declared there too.
+    :param namespaces: bind only to these namespaces (e.g. a tenant's). Default: all but the excluded.
     """
 
     def __init__(
@@ -48,6 +49,7 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         validation_actions: Sequence[str] = ("Deny",),
         excluded_namespaces: Sequence[str] = ("kube-system",),
         dra_extended_resources: Sequence[str] | None = None,
+        namespaces: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
         names = list(resolve_dra_extended_resources(scope)) if dra_extended_resources is None else list(
@@ -56,6 +58,7 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         self.manifests = admission_policy_manifests(
             name, rules=rules, validation_actions=validation_actions, excluded_namespaces=excluded_namespaces,
             dra_extended_resources=names,
+            namespaces=namespaces,
         )
         for manifest in self.manifests:
             kind = manifest["kind"]

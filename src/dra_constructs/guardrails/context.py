@@ -26,6 +26,9 @@ KAI_GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 #: NVIDIA DeviceClasses whose devices are GPUs or slices of one.
 GPU_DEVICE_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"})
 
+#: Name endings of the per-profile / per-model DeviceClasses the tenant platform emits (GPU classes).
+TENANT_GPU_CLASS_SUFFIXES = (".mig.dra-constructs.io", ".gpu.dra-constructs.io")
+
 #: The label the SanitizerDaemonSet construct puts on its DaemonSet (rule DRA009 looks for it).
 SANITIZER_LABEL = ("dra-constructs.io/component", "sanitizer")
 
@@ -150,7 +153,7 @@ class AuditContext:
         (``deviceclass.resource.kubernetes.io/<class>``). ``None`` before 1.34, where no such
         mapping exists, and for names nothing maps.
         """
-        if not self.target.has_dra_extended_resources:
+        if not self.target.dra_extended_resources_exist:
             return None
         if name in self.declared_extended_resources:
             return self.declared_extended_resources[name], "declared"
@@ -161,7 +164,7 @@ class AuditContext:
 
     def is_gpu_class(self, class_name: str) -> bool:
         """Whether a DeviceClass hands out GPUs (NVIDIA's classes, or a class in the set selecting them)."""
-        if class_name in GPU_DEVICE_CLASSES:
+        if class_name in GPU_DEVICE_CLASSES or class_name.endswith(TENANT_GPU_CLASS_SUFFIXES):
             return True
         device_class = self.device_class(class_name)
         if device_class is not None:

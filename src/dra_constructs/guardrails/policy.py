@@ -268,12 +268,15 @@ def admission_policy_manifests(
     rules: Sequence[str] = POLICY_RULES,
     validation_actions: Sequence[str] = ("Deny",),
     excluded_namespaces: Sequence[str] = ("kube-system",),
+    namespaces: Sequence[str] = (),
     dra_extended_resources: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """ValidatingAdmissionPolicies and their bindings (``admissionregistration.k8s.io/v1``).
 
-    DRA001 never refuses ``deviceclass.resource.kubernetes.io/<class>`` names nor the names in
-    ``dra_extended_resources`` (extended resources the cluster serves through DRA, KEP-5004).
+    ``namespaces``: bind only to these namespaces (a tenant's); otherwise to every namespace but
+    ``excluded_namespaces``. DRA001 never refuses ``deviceclass.resource.kubernetes.io/<class>``
+    names nor the names in ``dra_extended_resources`` (extended resources the cluster serves
+    through DRA, KEP-5004).
     """
     if not _NAME.match(name):
         raise DraConstructsError("GuardrailsAdmissionPolicy", "name", name,
@@ -308,7 +311,10 @@ def admission_policy_manifests(
             },
         })
         binding_spec: dict[str, Any] = {"policyName": policy_name, "validationActions": list(validation_actions)}
-        if excluded_namespaces:
+        if namespaces:
+            binding_spec["matchResources"] = {"namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(set(namespaces))}]}}
+        elif excluded_namespaces:
             binding_spec["matchResources"] = {"namespaceSelector": {"matchExpressions": [{
                 "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": sorted(excluded_namespaces)}]}}
         manifests.append({

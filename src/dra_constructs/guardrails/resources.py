@@ -99,7 +99,7 @@ def parse_dra_extended_resources(
             raise DraConstructsError(where, "dra_extended_resources", cls, "not a DeviceClass name (DNS subdomain)",
                                      "name the DeviceClass that maps the resource, e.g. gpu.nvidia.com")
         out[name] = cls
-    if not target.has_dra_extended_resources:
+    if not target.dra_extended_resources_exist:
         raise DraConstructsError(
             where, "dra_extended_resources", sorted(out),
             f"Kubernetes {target} cannot serve extended resources through DRA (KEP-5004 DRAExtendedResource "

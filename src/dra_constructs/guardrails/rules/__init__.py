@@ -10,12 +10,15 @@ from . import (
     exact_count,
     extended_resources,
     grace_period,
+    kueue_admission,
     removed_shapes,
     selectors,
     software_sharing,
     suppression_syntax,
     target_version,
     tenant_barrier,
+    tenant_isolation,
+    tenant_quota,
 )
 
 __all__ = ["RULES", "RULES_BY_ID"]
@@ -34,6 +37,9 @@ RULES: tuple[Rule, ...] = (
     tenant_barrier.RULE,
     dra_extended_resources.RULE,
     target_version.RULE,
+    tenant_quota.RULE,
+    tenant_isolation.RULE,
+    kueue_admission.RULE,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}

@@ -1,0 +1,87 @@
+"""DRA012: a namespace's claims, counted over the whole manifest set, fit its ResourceQuota on devices."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ...tenants.quota import PER_CLASS_SUFFIX
+from ..context import AuditContext
+from ..manifest import Manifest, field_path
+from ..model import Hit, Rule, Severity
+from ..tenancy import claim_device_usage, tenancy
+
+__all__ = ["RULE"]
+
+
+def _over_quota(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+    index = tenancy(ctx)
+    for namespace, limits in sorted(index.quotas.items()):
+        usage = index.usage.get(namespace)
+        if usage is None:
+            continue
+        for limit in sorted(limits, key=lambda q: (q.quota.name, q.resource)):
+            steady = usage.steady.get(limit.resource, 0)
+            peak = usage.peak.get(limit.resource, 0)
+            contributions = usage.contributions.get(limit.resource, [])
+            if steady > limit.hard:
+                parts = "; ".join(f"{c.manifest.kind}/{c.manifest.name}: {c.detail}" for c in contributions)
+                for c in contributions:
+                    yield c.manifest, Hit(
+                        c.path,
+                        f"namespace {namespace!r} needs {steady} of {limit.resource} ({parts}) but ResourceQuota "
+                        f"{limit.quota.name!r} allows {limit.hard}: the API server refuses the claims beyond the "
+                        "quota and those pods never start",
+                        fix=("this kind of device is closed to the namespace: claim the tenant's own DeviceClasses "
+                             "(tenant.claim_template(...)) or add the kind to GpuTenant(quotas=...)")
+                        if limit.hard == 0 else
+                        "lower replicas or counts to fit the quota, or raise the tenant's quota "
+                        "(GpuTenant(quotas=...)) if the tenant is entitled to more",
+                    )
+            elif peak > limit.hard:
+                for c in contributions:
+                    if c.manifest.kind != "Deployment":
+                        continue
+                    yield c.manifest, Hit(
+                        "spec.strategy",
+                        f"namespace {namespace!r} fits ResourceQuota {limit.quota.name!r} ({steady} of "
+                        f"{limit.hard} {limit.resource}), but a rolling update runs {peak}: the surge pods' "
+                        "claims are refused and the rollout stalls",
+                        severity=Severity.WARNING,
+                        fix="use strategy Recreate, or rollingUpdate maxSurge: 0 with maxUnavailable >= 1",
+                    )
+
+
+def _unquoted_classes(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+    """In a GpuTenant namespace, a claim on a class its quota does not cap escapes the quota."""
+    index = tenancy(ctx)
+    for m in ctx.manifests:
+        if not m.is_resource_api or m.kind not in ("ResourceClaim", "ResourceClaimTemplate"):
+            continue
+        if not index.is_declared_tenant(m.namespace):
+            continue
+        capped = {q.resource for q in index.quotas.get(m.namespace, ())}
+        for device_class in sorted(claim_device_usage(m)):
+            if device_class + PER_CLASS_SUFFIX not in capped:
+                yield m, Hit(
+                    field_path(m.claim_spec[1] if m.claim_spec else "spec", "devices", "requests"),
+                    f"tenant namespace {m.namespace!r} has no ResourceQuota on DeviceClass {device_class!r}: "
+                    "its devices are not limited for this tenant (the tenant's admission policy refuses them)",
+                    fix="use one of the tenant's DeviceClasses (tenant.claim_template(...)), or add the kind of "
+                        "device to GpuTenant(quotas=...)",
+                )
+
+
+def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+    yield from _over_quota(ctx)
+    yield from _unquoted_classes(ctx)
+
+
+RULE = Rule(
+    id="DRA012",
+    name="tenant-device-quota",
+    severity=Severity.ERROR,
+    why="ResourceQuota counts DRA devices per DeviceClass; claims beyond it are refused at admission, so "
+        "workloads that need more than their namespace's quota never all run",
+    fix="fit replicas x devices per pod to the quota, or raise the tenant's quota",
+    set_check=_check,
+)

@@ -1,0 +1,213 @@
+"""Kueue objects for a tenant (ResourceFlavor, ClusterQueue, LocalQueue), the ``deviceClassMappings``
+configuration they rely on, and what Kueue refuses in a ResourceClaimTemplate (pure Python).
+
+Sources: kubernetes-sigs/kueue at ff69552e (2026-08-22): ``apis/config/v1beta2/configuration_types.go``
+(``Resources.DeviceClassMappings``), ``pkg/config/validation.go`` (``validateDeviceClassMappings``:
+at most 16 mappings, 8 classes each, label-key names, one mapping per class), ``pkg/dra/claims.go``
+(``countDevicesPerClass``) and ``site/content/en/docs/concepts/dynamic_resource_allocation.md``
+("Limitations": ResourceClaimTemplates only, ``exactly`` + ExactCount only, no ``constraints``, no
+per-request ``config``, no ``adminAccess``). The object shapes are ``kueue.x-k8s.io/v1beta2`` (the
+CRDs' storage version); tests validate them against Kueue's CRD schemas.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ..errors import DraConstructsError
+from ..target import Target
+
+__all__ = [
+    "KUEUE_API_VERSION",
+    "KUEUE_CONFIG_API_VERSION",
+    "MAX_DEVICE_CLASS_MAPPINGS",
+    "QUEUE_NAME_LABEL",
+    "check_kueue_admissible",
+    "cluster_queue",
+    "device_class_mappings",
+    "kueue_configuration",
+    "kueue_inadmissible",
+    "local_queue",
+    "resource_flavor",
+]
+
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+KUEUE_CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
+#: The label that puts a Job, Deployment, ... into a LocalQueue.
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+MAX_DEVICE_CLASS_MAPPINGS = 16  # validateDeviceClassMappings
+MAX_CLASSES_PER_MAPPING = 8
+MAX_COVERED_RESOURCES = 64  # ClusterQueue resourceGroups[].coveredResources maxItems
+
+_LABEL_KEY_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _is_label_key(value: str) -> bool:
+    prefix, slash, name = value.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_LABEL_KEY_NAME.match(name))
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def kueue_inadmissible(claim_spec: Mapping[str, Any], base: str = "spec") -> Iterator[tuple[str, str]]:
+    """``(field path, reason)`` for everything in a ResourceClaimSpec that Kueue does not admit.
+
+    Reads every ``resource.k8s.io`` version (v1beta1 flat requests are what v1 calls ``exactly``).
+    """
+    devices = _as_dict(claim_spec.get("devices"))
+    for i, raw in enumerate(_as_list(devices.get("requests"))):
+        request = _as_dict(raw)
+        path = f"{base}.devices.requests[{i}]"
+        label = f"request {request.get('name')!r}"
+        if "firstAvailable" in request:
+            yield f"{path}.firstAvailable", f"{label} lists firstAvailable alternatives"
+            continue
+        body = _as_dict(request.get("exactly")) if "exactly" in request else request
+        at = f"{path}.exactly" if "exactly" in request else path
+        if body.get("adminAccess") is True:
+            yield f"{at}.adminAccess", f"{label} asks for admin access"
+        mode = body.get("allocationMode", "ExactCount")
+        if mode != "ExactCount":
+            yield f"{at}.allocationMode", f"{label} uses allocationMode {mode!r} (only ExactCount is admitted)"
+        if not isinstance(body.get("deviceClassName"), str) or not body.get("deviceClassName"):
+            yield f"{at}.deviceClassName", f"{label} names no DeviceClass"
+    if _as_list(devices.get("constraints")):
+        yield f"{base}.devices.constraints", "the claim has constraints (matchAttribute)"
+    if _as_list(devices.get("config")):
+        yield f"{base}.devices.config", "the claim carries per-claim device config (put it on the DeviceClass)"
+
+
+def check_kueue_admissible(claim_spec: Mapping[str, Any], target: Target, where: str) -> None:
+    """Raise a DraConstructsError naming the first thing in ``claim_spec`` Kueue would not admit."""
+    if not target.supports_kueue_dra:
+        raise DraConstructsError(
+            where, "kueue_compatible", True,
+            f"Kueue's DRA integration needs resource.k8s.io/v1 (Kubernetes 1.34+); the target is {target}",
+            "target 1.34 or later (set_kubernetes_version(app, '1.34')), or turn kueue_compatible off",
+        )
+    for path, reason in kueue_inadmissible(claim_spec):
+        raise DraConstructsError(
+            where, path, "kueue_compatible=True", f"Kueue does not admit this claim: {reason}",
+            "use one exactly/ExactCount request per kind of device, no FirstAvailable, no constraints, no admin "
+            "access; put device config (e.g. a preemption policy) on the DeviceClass (TenantPlatform("
+            "device_config=...)) instead of the claim",
+        )
+
+
+def device_class_mappings(classes: Mapping[str, str], where: str = "TenantPlatform") -> list[dict[str, Any]]:
+    """``resources.deviceClassMappings``: one mapping per Kueue resource name -> its DeviceClasses.
+
+    ``classes`` maps DeviceClass name -> Kueue resource name. Checked as Kueue's config validation does.
+    """
+    by_resource: dict[str, list[str]] = {}
+    for device_class, resource in classes.items():
+        if not _is_label_key(resource):
+            raise DraConstructsError(where, "kueue resource name", resource, "not a label key (Kueue refuses it)",
+                                     "use <dns-subdomain>/<name of at most 63 characters>")
+        by_resource.setdefault(resource, []).append(device_class)
+    if len(by_resource) > MAX_DEVICE_CLASS_MAPPINGS:
+        raise DraConstructsError(
+            where, "resources.deviceClassMappings", sorted(by_resource),
+            f"Kueue accepts at most {MAX_DEVICE_CLASS_MAPPINGS} deviceClassMappings",
+            "quota fewer distinct MIG profiles / GPU models across the tenants of one platform",
+        )
+    mappings = []
+    for resource in sorted(by_resource):
+        names = sorted(by_resource[resource])
+        if len(names) > MAX_CLASSES_PER_MAPPING:
+            raise DraConstructsError(where, f"deviceClassMappings[{resource!r}].deviceClassNames", names,
+                                     f"Kueue accepts at most {MAX_CLASSES_PER_MAPPING} classes per mapping",
+                                     "split the classes over several resource names")
+        mappings.append({"name": resource, "deviceClassNames": names})
+    return mappings
+
+
+def kueue_configuration(mappings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The part of Kueue's ``Configuration`` (``config.kueue.x-k8s.io/v1beta2``) the tenants rely on.
+
+    Merge ``resources.deviceClassMappings`` into the manager's configuration (ConfigMap
+    ``kueue-manager-config``, key ``controller_manager_config.yaml``, or the Helm value
+    ``managerConfig.controllerManagerConfigYaml``) and restart the manager: Kueue reads it at start.
+    """
+    return {
+        "apiVersion": KUEUE_CONFIG_API_VERSION,
+        "kind": "Configuration",
+        "resources": {"deviceClassMappings": [dict(m) for m in mappings]},
+    }
+
+
+def resource_flavor(name: str, node_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A ``ResourceFlavor`` (the GPU nodes the tenants' quotas are for)."""
+    spec: dict[str, Any] = {}
+    if node_labels:
+        spec["nodeLabels"] = dict(sorted(node_labels.items()))
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+
+
+def _quota(name: str, nominal: int | str, borrowing_limit: int | str | None, cohort: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "nominalQuota": nominal}
+    if borrowing_limit is not None and cohort:
+        out["borrowingLimit"] = borrowing_limit
+    return out
+
+
+def cluster_queue(
+    name: str,
+    *,
+    namespace: str,
+    flavor: str,
+    device_quotas: Sequence[tuple[str, int]],
+    cohort: str | None,
+    borrowing_limit: int | None,
+    other_quotas: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A ``ClusterQueue`` for one tenant namespace: the device resources in one group, others in another."""
+    groups: list[dict[str, Any]] = []
+    if len(device_quotas) > MAX_COVERED_RESOURCES:
+        raise DraConstructsError(name, "resourceGroups[].coveredResources", len(device_quotas),
+                                 f"a Kueue resource group covers at most {MAX_COVERED_RESOURCES} resources",
+                                 "quota fewer kinds of devices")
+    if device_quotas:
+        groups.append({
+            "coveredResources": [r for r, _ in device_quotas],
+            "flavors": [{"name": flavor, "resources": [
+                _quota(r, n, borrowing_limit, cohort is not None) for r, n in device_quotas]}],
+        })
+    if other_quotas:
+        names = sorted(other_quotas)
+        groups.append({
+            "coveredResources": names,
+            "flavors": [{"name": flavor, "resources": [{"name": r, "nominalQuota": other_quotas[r]} for r in names]}],
+        })
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "resourceGroups": groups,
+    }
+    if cohort is not None:
+        spec["cohortName"] = cohort
+    metadata: dict[str, Any] = {"name": name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "ClusterQueue", "metadata": metadata, "spec": spec}
+
+
+def local_queue(name: str, namespace: str, cluster_queue_name: str,
+                labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A ``LocalQueue`` in the tenant's namespace, backed by its ClusterQueue."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "LocalQueue", "metadata": metadata,
+            "spec": {"clusterQueue": cluster_queue_name}}
