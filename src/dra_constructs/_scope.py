@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,24 +16,33 @@ from .target import Target
 
 if TYPE_CHECKING:
     from .cel import Device
+    from .fit import Inventory
 
 __all__ = [
+    "DRA_EXTENDED_RESOURCES_CONTEXT",
     "KUBERNETES_VERSION_CONTEXT",
     "KUEUE_COMPATIBLE_CONTEXT",
     "duplicate_id",
     "generated_name",
     "guard",
     "lazy_path",
+    "object_name",
+    "resolve_dra_extended_resources",
     "resolve_inventory",
     "resolve_kueue_compatible",
+    "resolve_mig_mode",
     "resolve_target",
+    "set_dra_extended_resources",
     "set_inventory",
     "set_kubernetes_version",
     "set_kueue_compatible",
+    "set_mig_mode",
 ]
 
 #: cdk8s context key for the app-wide target (see :func:`set_kubernetes_version`).
 KUBERNETES_VERSION_CONTEXT = "dra-constructs/kubernetes-version"
+#: cdk8s context key for the shape of the catalog inventory (see :func:`set_mig_mode`).
+MIG_MODE_CONTEXT = "dra-constructs/mig-mode"
 
 # Context lookups are jsii round trips; most constructs share a handful of scopes, so cache per scope.
 _TARGET_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, Target] = weakref.WeakKeyDictionary()
@@ -107,35 +116,101 @@ def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -
     return target
 
 
-# App (its node address: jsii may hand out a new proxy for an App created on the JS side, such
-# as cdk8s.Testing.app()) -> the inventory set with set_inventory (None: satisfiability checks off).
-_INVENTORY_BY_APP: dict[str, Sequence[Device] | None] = {}
+#: cdk8s context key for the cluster's DRA-served extended resources (see :func:`set_dra_extended_resources`).
+DRA_EXTENDED_RESOURCES_CONTEXT = "dra-constructs/dra-extended-resources"
+
+
+def set_dra_extended_resources(scope: constructs.Construct, mapping: Mapping[str, str]) -> dict[str, str]:
+    """Declare that the cluster serves these extended resources through DRA: ``{name: DeviceClass}``.
+
+    KEP-5004 (Kubernetes 1.34+): NVIDIA's chart sets ``extendedResourceName: nvidia.com/gpu`` on
+    ``gpu.nvidia.com`` when it installs resource.k8s.io/v1, so a Pod asking for ``nvidia.com/gpu``
+    gets a DRA allocation. The synth-time guardrails then report such requests as DRA010 (any
+    device of the class) instead of DRA001, and ``GuardrailsAdmissionPolicy`` admits them. The
+    App's target must be 1.34 or later (checked here and at synth).
+    """
+    from .guardrails.resources import parse_dra_extended_resources
+
+    where = f"{scope.node.path or 'App'}: set_dra_extended_resources"
+    checked = parse_dra_extended_resources(dict(mapping), resolve_target(scope, None, where), where)
+    scope.node.set_context(DRA_EXTENDED_RESOURCES_CONTEXT, checked)
+    return checked
+
+
+def resolve_dra_extended_resources(scope: constructs.Construct) -> dict[str, str]:
+    """The declaration of :func:`set_dra_extended_resources` visible from ``scope`` (empty if none)."""
+    value = scope.node.try_get_context(DRA_EXTENDED_RESOURCES_CONTEXT)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+_MIG_MODE_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, str | None] = weakref.WeakKeyDictionary()
+
+
+def set_mig_mode(scope: constructs.Construct, mode: str | None) -> None:
+    """Check claims under ``scope`` against the catalog in this MIG shape.
+
+    ``"dynamic"``: DynamicMIG (every placement a device consuming the GPU's counters; needs 1.33+),
+    ``"static"``: pre-created MIG devices; ``None``: the target's default (dynamic from 1.36).
+    A template's own ``mig_mode=`` still wins.
+    """
+    if mode is not None and mode not in ("dynamic", "static"):
+        raise DraConstructsError(f"{scope.node.path or 'App'}: set_mig_mode", "mode", mode, "not a MIG inventory shape",
+                                 'write "dynamic" or "static"')
+    scope.node.set_context(MIG_MODE_CONTEXT, mode or "")
+    _MIG_MODE_BY_SCOPE.clear()
+
+
+def resolve_mig_mode(scope: constructs.Construct) -> str | None:
+    """The scope's ``dra-constructs/mig-mode`` context (``None``: the target's default)."""
+    if scope in _MIG_MODE_BY_SCOPE:
+        return _MIG_MODE_BY_SCOPE[scope]
+    value = scope.node.try_get_context(MIG_MODE_CONTEXT)
+    mode = str(value) if value else None
+    _MIG_MODE_BY_SCOPE[scope] = mode
+    return mode
+
+
+# App (its node address and outdir, see _app_key; not the proxy: jsii may hand out a new proxy for an
+# App created on the JS side, such as cdk8s.Testing.app()) -> the inventory set with set_inventory
+# (None: satisfiability checks off).
+_INVENTORY_BY_APP: dict[str, Inventory | Sequence[Device] | None] = {}
 _APP_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, str] = weakref.WeakKeyDictionary()
 
 
 def set_inventory(
-    scope: constructs.Construct, inventory: str | Path | Iterable[str | Path] | Sequence[Device] | None
+    scope: constructs.Construct, inventory: str | Path | Iterable[str | Path] | Sequence[Device] | Inventory | None
 ) -> None:
     """Check every claim under ``scope``'s App against these devices instead of the catalog.
 
     ``inventory``: ResourceSlice files (``kubectl get resourceslices -o yaml``; v1beta1, v1beta2 or
-    v1), a list of :class:`dra_constructs.cel.Device`, or ``None`` to turn satisfiability checks off
-    (the CEL checks still run). A claim template's own ``inventory=`` still wins.
+    v1; shared counters, taints and node selection are read as they are), a list of
+    :class:`dra_constructs.cel.Device`, or ``None`` to turn satisfiability checks off (the CEL
+    checks still run). A claim template's own ``inventory=`` still wins.
     """
-    from .cel import Device, devices_from_slices, load_resource_slices
+    from .cel import Device, load_resource_slices
+    from .fit import Inventory
 
-    devices: Sequence[Device] | None
+    devices: Inventory | Sequence[Device] | None
     if inventory is None:
         devices = None
+    elif isinstance(inventory, Inventory):
+        devices = inventory
     elif isinstance(inventory, (str, Path)):
-        devices = tuple(devices_from_slices(load_resource_slices(inventory)))
+        devices = Inventory.from_slices(load_resource_slices(inventory))
     else:
         items = list(inventory)
         if all(isinstance(item, Device) for item in items):
             devices = tuple(item for item in items if isinstance(item, Device))
         else:
-            devices = tuple(devices_from_slices(load_resource_slices([Path(str(item)) for item in items])))
-    _INVENTORY_BY_APP[scope.node.root.node.addr] = devices
+            devices = Inventory.from_slices(load_resource_slices([Path(str(item)) for item in items]))
+    _INVENTORY_BY_APP[_app_key(scope)] = devices
+
+
+def _app_key(scope: constructs.Construct) -> str:
+    """Which App ``scope`` is in: every root has the same ``addr``, so its ``outdir`` tells Apps apart
+    (``cdk8s.Testing.app()`` gives each a fresh directory)."""
+    root = scope.node.root
+    return f"{root.node.addr}:{getattr(root, 'outdir', '')}"
 
 
 def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
@@ -144,7 +219,7 @@ def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
         return default
     app = _APP_BY_SCOPE.get(scope)
     if app is None:
-        app = scope.node.root.node.addr
+        app = _app_key(scope)
         _APP_BY_SCOPE[scope] = app
     return _INVENTORY_BY_APP.get(app, default)
 
@@ -174,6 +249,58 @@ def generated_name(scope: constructs.Construct, id: str, max_length: int = 63) -
     body = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", "-".join(p for p in path.lower().split("/") if p)))
     body = body[-(max_length - 9):].strip("-")
     return f"{body}-{digest}" if body else digest
+
+
+# scope -> (its path, whether cdk8s's names of its children are predicted in Python), decided on
+# the scope's first object by comparing the prediction with cdk8s's answer (one jsii call).
+_NAMING: weakref.WeakKeyDictionary[constructs.Construct, tuple[str, bool]] = weakref.WeakKeyDictionary()
+_PREDICTABLE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def object_name(obj: Any, scope: constructs.Construct, id: str) -> str:
+    """``obj.name`` (an ``ApiObject`` built as child ``id`` of ``scope`` without an explicit name).
+
+    Computed in Python (:mod:`dra_constructs._names`) instead of a jsii round trip once the
+    scope's first object showed that the prediction equals cdk8s's name (a chart that disables
+    name hashes or overrides ``generate_object_name`` fails that check and keeps asking cdk8s).
+    """
+    from ._names import to_dns_label
+
+    state = _NAMING.get(scope)
+    if state is None:
+        actual = str(obj.name)
+        path = scope.node.path
+        chart = cdk8s_chart_of(scope)
+        predictable = (
+            chart is not None and path.isascii() and bool(_PREDICTABLE_ID.match(id))
+            and getattr(type(chart), "generate_object_name", None) is _DEFAULT_GENERATE
+            and to_dns_label(f"{path}/{id}" if path else id, ["", *path.split("/"), id] if path else ["", id]) == actual
+        )
+        _NAMING[scope] = (path, predictable)
+        return actual
+    path, predictable = state
+    if predictable and _PREDICTABLE_ID.match(id):
+        return to_dns_label(f"{path}/{id}" if path else id, ["", *path.split("/"), id] if path else ["", id])
+    return str(obj.name)
+
+
+def cdk8s_chart_of(scope: constructs.Construct) -> Any:
+    """The chart ``scope`` belongs to (``None`` outside a chart)."""
+    import cdk8s
+
+    try:
+        return cdk8s.Chart.of(scope)
+    except RuntimeError:
+        return None
+
+
+def _default_generate() -> Any:
+    import cdk8s
+
+    return cdk8s.Chart.generate_object_name
+
+
+_DEFAULT_GENERATE = _default_generate()
 
 
 #: cdk8s context key: every claim template under the scope must be admissible by Kueue.

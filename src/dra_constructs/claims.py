@@ -9,13 +9,16 @@ from typing import Any
 import cdk8s
 import constructs
 
+from ._rendered import OwnManifest
 from ._scope import (
     duplicate_id,
     generated_name,
     guard,
     lazy_path,
+    object_name,
     resolve_inventory,
     resolve_kueue_compatible,
+    resolve_mig_mode,
     resolve_target,
 )
 from .catalog import GpuModel
@@ -49,7 +52,7 @@ class _CatalogInventory:
 CATALOG: Any = _CatalogInventory()
 
 
-class GpuClaimTemplate(cdk8s.ApiObject):
+class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
     """A ``resource.k8s.io`` ResourceClaimTemplate whose requests come from the typed catalog.
 
     The API version follows the target (1.32: v1beta1, 1.33: v1beta2, 1.34+: v1). Every request is
@@ -72,8 +75,13 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         Default: the construct id as a DNS label.
     :param kubernetes_version: target. Default: the app's ``dra-constructs/kubernetes-version``
         context, else 1.32.
-    :param inventory: devices that must be able to satisfy every request: a list of ``Device`` or a
-        ResourceSlice file (``None``: no check). Default: the App's ``set_inventory(...)``, else the catalog.
+    :param inventory: devices that must be able to satisfy every request (``None``: no check):
+        ResourceSlice files, a ResourceSlice-backed ``dra_constructs.fit.Inventory`` or a list of
+        ``dra_constructs.cel.Device``. Default: the App's ``set_inventory(...)``, else the catalog.
+    :param mig_mode: shape of the catalog inventory: ``"dynamic"`` (DynamicMIG: every placement
+        consuming counters) or ``"static"`` (pre-created MIG devices). Default: the App's
+        ``set_mig_mode(...)``, else ``"dynamic"`` from 1.36 (partitionable devices on by default),
+        ``"static"`` before.
     :param preemption_policy: the claim's preemption policy for the sanitizer (guideline rule 4),
         rendered as ``spec.devices.config[].opaque`` addressed to ``sanitizer.dra-constructs.io``
         (the NVIDIA driver ignores it; the agent reads it from the allocated claim). Kueue refuses
@@ -99,6 +107,7 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         claim_name: str | None = None,
         kubernetes_version: str | Target | None = None,
         inventory: Inventory | str | Path | None = CATALOG,
+        mig_mode: str | None = None,
         preemption_policy: PreemptionPolicy | None = None,
         policy_requests: Sequence[str] = (),
         kueue_compatible: bool | None = None,
@@ -111,15 +120,18 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         self.target = target
         self.requests: tuple[DeviceRequest | FirstAvailable, ...] = tuple(requests)
         spec, resolved = render_claim_spec(self.requests, constraints, target, where)
-        devices: Inventory | None
         if isinstance(inventory, (str, Path)):  # ResourceSlice files, as set_inventory takes them
-            from .cel import devices_from_slices, load_resource_slices
+            from .cel import load_resource_slices
+            from .fit import Inventory as FitInventory
 
-            devices = tuple(devices_from_slices(load_resource_slices(inventory)))
-        else:
-            chosen = resolve_inventory(scope, CATALOG) if inventory is CATALOG else inventory
-            devices = catalog_inventory() if chosen is CATALOG else chosen
-        check_requests(resolved, target, where, devices)
+            inventory = FitInventory.from_slices(load_resource_slices(inventory))
+        elif inventory is CATALOG:
+            inventory = resolve_inventory(scope, CATALOG)
+        catalog = inventory is CATALOG
+        if catalog:
+            mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
+            inventory = catalog_inventory(mode)
+        check_requests(resolved, target, where, inventory, spec, catalog=catalog)
         if preemption_policy is not None:
             spec = _with_policy(spec, preemption_policy, policy_requests, self.requests, where)
         try:
@@ -137,13 +149,12 @@ class GpuClaimTemplate(cdk8s.ApiObject):
             check_kueue_admissible(template["spec"], target, where())
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", template))
         guard(scope)
-        self._template_name = name
+        self._template_name = name if name is not None else object_name(self, scope, id)
+        self._dra_record(target.resource_api_version, "ResourceClaimTemplate", metadata, self._template_name, template)
 
     @property
     def template_name(self) -> str:
         """``metadata.name`` (explicit, or the one cdk8s generates)."""
-        if self._template_name is None:
-            self._template_name = self.name
         return self._template_name
 
     def use(self, request: str | None = None) -> ClaimUse:

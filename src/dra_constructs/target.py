@@ -14,8 +14,12 @@ from functools import cached_property
 from .errors import DraConstructsError
 
 __all__ = [
+    "API_VERSIONS",
     "DEFAULT_KUBERNETES_VERSION",
+    "DRA_FIELDS",
     "SUPPORTED_MINORS",
+    "ApiVersionFact",
+    "DraFieldFact",
     "Target",
 ]
 
@@ -25,6 +29,84 @@ SUPPORTED_MINORS = range(32, 38)
 DEFAULT_KUBERNETES_VERSION = "1.32"
 
 _VERSION_RE = re.compile(r"^v?1\.(\d+)(?:\.(\d+))?$")
+
+
+# --- API lifecycle facts (shared/reference/dra-2026.md, dra-api.md sections 1, 4, 8) -------------
+
+
+@dataclass(frozen=True)
+class ApiVersionFact:
+    """When one ``group/version`` of a set of kinds exists, is deprecated and is removed (minors)."""
+
+    api_version: str
+    kinds: frozenset[str]
+    introduced: int
+    deprecated: int | None = None
+    removed: int | None = None
+
+
+_DRA_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice"})
+
+#: ``resource.k8s.io`` versions of the DRA kinds (the v1alpha3 claim kinds are DRA007's: removed shapes).
+API_VERSIONS: tuple[ApiVersionFact, ...] = (
+    ApiVersionFact("resource.k8s.io/v1beta1", _DRA_KINDS, introduced=32, deprecated=35, removed=38),
+    ApiVersionFact("resource.k8s.io/v1beta2", _DRA_KINDS, introduced=33, deprecated=36, removed=39),
+    ApiVersionFact("resource.k8s.io/v1", _DRA_KINDS, introduced=34),
+    ApiVersionFact("resource.k8s.io/v1alpha3", frozenset({"DeviceTaintRule"}), introduced=33, deprecated=36,
+                   removed=39),
+    ApiVersionFact("resource.k8s.io/v1beta2", frozenset({"DeviceTaintRule"}), introduced=36),
+    ApiVersionFact("resource.k8s.io/v1", frozenset({"DeviceTaintRule"}), introduced=37),
+)
+
+
+@dataclass(frozen=True)
+class DraFieldFact:
+    """A DRA API field that appeared (or disappeared) in a given minor, behind a feature gate.
+
+    ``default_on`` is the first minor whose default feature gates enable it (``None``: not yet).
+    """
+
+    field: str
+    introduced: int
+    feature_gate: str | None = None
+    default_on: int | None = None
+    removed: int | None = None
+
+    def describe(self) -> str:
+        """``"added in 1.34 (DRAConsumableCapacity, alpha; on by default from 1.36)"``."""
+        if self.feature_gate is None:
+            return f"added in 1.{self.introduced}"
+        on = f"on by default from 1.{self.default_on}" if self.default_on else "off by default"
+        return f"added in 1.{self.introduced} ({self.feature_gate}; {on})"
+
+
+def _fields(*facts: DraFieldFact) -> dict[str, DraFieldFact]:
+    return {fact.field: fact for fact in facts}
+
+
+#: Fields newer than 1.32 (KEP-4816, 5055, 5075, 4815, 5007, 5004). Keys are the rule's field ids.
+DRA_FIELDS: dict[str, DraFieldFact] = _fields(
+    DraFieldFact("request.firstAvailable", 33, "DRAPrioritizedList", 34),
+    DraFieldFact("request.tolerations", 33, "DRADeviceTaints", 36),
+    DraFieldFact("request.capacity", 34, "DRAConsumableCapacity", 36),
+    DraFieldFact("constraint.distinctAttribute", 34, "DRAConsumableCapacity", 36),
+    DraFieldFact("deviceClass.extendedResourceName", 34, "DRAExtendedResource", 36),
+    DraFieldFact("slice.sharedCounters", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("slice.perDeviceNodeSelection", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.consumesCounters", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.nodeName", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.nodeSelector", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.allNodes", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.taints", 33, "DRADeviceTaints", 36),
+    DraFieldFact("device.bindsToNode", 34, "DRADeviceBindingConditions", 36),
+    DraFieldFact("device.bindingConditions", 34, "DRADeviceBindingConditions", 36),
+    DraFieldFact("device.bindingFailureConditions", 34, "DRADeviceBindingConditions", 36),
+    DraFieldFact("device.allowMultipleAllocations", 34, "DRAConsumableCapacity", 36),
+    DraFieldFact("capacity.requestPolicy", 34, "DRAConsumableCapacity", 36),
+    DraFieldFact("taint.effect.None", 35, "DRADeviceTaints", 36),
+    DraFieldFact("deviceTaintRule.deviceSelector.deviceClassName", 33, "DRADeviceTaints", None, removed=35),
+    DraFieldFact("deviceTaintRule.deviceSelector.selectors", 33, "DRADeviceTaints", None, removed=35),
+)
 
 
 @dataclass(frozen=True)
@@ -108,7 +190,7 @@ class Target:
         DRA-backed extended resource (and the implicit ``deviceclass.resource.kubernetes.io/<class>``)
         counts the devices of that class, so a tenant quota must cap those names too.
         """
-        return self.minor >= 36
+        return self.dra_extended_resources_on_by_default
 
     @property
     def supports_kueue_dra(self) -> bool:
@@ -225,6 +307,97 @@ class Target:
     def device_taint_effects(self) -> tuple[str, ...]:
         """Valid device taint effects (``None`` is informational, added in 1.35)."""
         return ("NoSchedule", "NoExecute") if self.minor < 35 else ("None", "NoSchedule", "NoExecute")
+
+    # --- partitionable devices, feature gates, inventory shape -----------------------------
+
+    @property
+    def has_partitionable_devices(self) -> bool:
+        """ResourceSlice ``sharedCounters`` / device ``consumesCounters`` exist (KEP-4815, alpha 1.33)."""
+        return self.minor >= 33
+
+    @property
+    def counter_sets_in_own_slice(self) -> bool:
+        """From 1.35 a slice with ``sharedCounters`` holds no devices (the NVIDIA driver splits them)."""
+        return self.minor >= 35
+
+    @property
+    def default_mig_mode(self) -> str:
+        """``"dynamic"`` where DRAPartitionableDevices is on by default (beta, 1.36+), else ``"static"``."""
+        return "dynamic" if self.minor >= 36 else "static"
+
+    def check_mig_mode(self, mode: str | None, where: str) -> str:
+        """The MIG inventory shape for this target: ``mode`` if valid here, else the default."""
+        if mode is None:
+            return self.default_mig_mode
+        if mode not in ("dynamic", "static"):
+            raise DraConstructsError(where, "mig_mode", mode, "not a MIG inventory shape",
+                                     'write "dynamic" (DynamicMIG: counters) or "static" (pre-created MIG devices)')
+        if mode == "dynamic" and not self.has_partitionable_devices:
+            raise DraConstructsError(where, "mig_mode", mode,
+                                     f"Kubernetes {self} has no partitionable devices (sharedCounters came in 1.33)",
+                                     'use mig_mode="static", or target 1.33+ (1.33-1.35 need the '
+                                     "DRAPartitionableDevices feature gate; on by default from 1.36)")
+        return mode
+
+    @property
+    def default_feature_gates(self) -> dict[str, bool]:
+        """The scheduler's DRA feature gates with their defaults in this release.
+
+        Sources: kubernetes ``pkg/features/versioned_kube_features.go`` (DRAAdminAccess beta 1.34,
+        DRAPrioritizedList beta 1.34, DRAPartitionableDevices / DRADeviceTaints /
+        DRAConsumableCapacity / DRADeviceBindingConditions beta 1.36) and
+        ``shared/reference/dra-2026.md``.
+        """
+        return {
+            "DRAAdminAccess": self.minor >= 34,
+            "DRAPrioritizedList": self.minor >= 34,
+            "DRAPartitionableDevices": self.minor >= 36,
+            "DRADeviceTaints": self.minor >= 36,
+            "DRAConsumableCapacity": self.minor >= 36,
+            "DRADeviceBindingConditions": self.minor >= 36,
+            "DRAResourceClaimDeviceStatus": self.minor >= 33,
+        }
+
+    @property
+    def known_feature_gates(self) -> frozenset[str]:
+        """Gates the ``fit`` command accepts (those that exist in this release or are GA)."""
+        return frozenset(self.default_feature_gates)
+
+    @property
+    def has_distinct_attribute(self) -> bool:
+        """``constraints[].distinctAttribute`` (with DRAConsumableCapacity, 1.34+)."""
+        return self.minor >= 34
+
+    # --- API lifecycle (DRA011) --------------------------------------------------------------
+
+    def api_version_fact(self, api_version: str, kind: str) -> ApiVersionFact | None:
+        """The lifecycle facts of ``kind`` in ``api_version`` (``None``: not a versioned DRA kind)."""
+        for fact in API_VERSIONS:
+            if fact.api_version == api_version and kind in fact.kinds:
+                return fact
+        return None
+
+    def has_dra_field(self, field: str) -> bool:
+        """Whether the API server of this target knows ``field`` (a key of :data:`DRA_FIELDS`)."""
+        fact = DRA_FIELDS[field]
+        return fact.introduced <= self.minor and (fact.removed is None or self.minor < fact.removed)
+
+    # --- extended resources served by DRA (KEP-5004) ---------------------------------------
+
+    @property
+    def dra_extended_resources_exist(self) -> bool:
+        """DeviceClass ``extendedResourceName`` and the implicit ``deviceclass.resource.kubernetes.io/<class>``.
+
+        The field and the scheduler's mapping exist from 1.34 (DRAExtendedResource: alpha 1.34-1.35,
+        beta and on by default 1.36, GA 1.37); before 1.34 a Pod asking for such a name is served by
+        a device plugin or by nothing.
+        """
+        return self.has_dra_field("deviceClass.extendedResourceName")
+
+    @property
+    def dra_extended_resources_on_by_default(self) -> bool:
+        """Whether default feature gates map extended resources to DRA (1.36+)."""
+        return self.minor >= (DRA_FIELDS["deviceClass.extendedResourceName"].default_on or 99)
 
     # --- schema ----------------------------------------------------------------------------
 

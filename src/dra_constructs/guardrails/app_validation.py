@@ -3,7 +3,8 @@
 Construct layer (imports cdk8s). The rules see every API object of the App, built by
 dra-constructs, by hand (``ApiObject``) or with cdk8s-plus, because they read each chart's
 synthesized JSON (one ``chart.to_json()`` per chart, no per-object jsii calls) and run the
-pure-Python rules on it. ``app.synth()``, ``app.synth_yaml()`` and ``cdk8s synth`` fail on an
+pure-Python rules on it (the library's own unmodified objects hand over the dicts they were
+built from instead: ``dra_constructs._rendered``). ``app.synth()``, ``app.synth_yaml()`` and ``cdk8s synth`` fail on an
 error-level finding; warnings go to stderr.
 """
 
@@ -21,7 +22,8 @@ import cdk8s
 import constructs
 import jsii
 
-from .._scope import resolve_target
+from .._rendered import chart_manifests
+from .._scope import resolve_dra_extended_resources, resolve_target
 from ..errors import DraConstructsError
 from ..target import Target
 from .engine import AuditResult, audit
@@ -44,7 +46,7 @@ def _charts(root: constructs.Construct) -> list[cdk8s.Chart]:
 def _collect(root: constructs.Construct) -> list[Manifest]:
     manifests: list[Manifest] = []
     for chart in _charts(root):
-        for obj in chart.to_json():
+        for obj in chart_manifests(chart, root):  # the library's own dicts; Node renders the rest
             manifests.append(Manifest(obj, position=len(manifests), extra={_CHART_KEY: chart}))
     return manifests
 
@@ -52,7 +54,8 @@ def _collect(root: constructs.Construct) -> list[Manifest]:
 def _run(root: constructs.Construct, version: str | Target | None) -> tuple[AuditResult, list[Manifest]]:
     target = resolve_target(root, version, f"{root.node.path or 'App'}: guardrails")
     manifests = _collect(root)
-    return audit(manifests, kubernetes_version=target), manifests
+    declared = resolve_dra_extended_resources(root)
+    return audit(manifests, kubernetes_version=target, dra_extended_resources=declared), manifests
 
 
 def _construct_paths(manifests: list[Manifest], findings: list[Finding]) -> dict[str, str]:
@@ -203,6 +206,8 @@ class _GuardrailsValidation:
         self._running = True
         try:
             result, manifests = _run(self._root, self.version)
+        except DraConstructsError as error:  # e.g. DRA extended resources declared for a target < 1.34
+            return [str(error)]
         except RuntimeError:
             # Another construct's validation failed inside chart.to_json(): cdk8s reports that
             # error for this synth; the guardrails run again once it is fixed.
