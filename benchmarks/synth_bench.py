@@ -9,7 +9,9 @@ build the same manifests:
   check of every selector, satisfiability against the catalog inventory, and the App-wide
   guardrail rules at synth);
 - ``library-no-guardrails`` (diagnostic, ``--diagnostic``): the same without the synth-time rules,
-  to show where the time goes.
+  to show where the time goes;
+- ``library-no-fit`` (``--fit-check``): the library with the construct-time allocator check off
+  (``set_inventory(app, None)``), so ``library / library-no-fit`` is what the check adds.
 
 Every measurement runs in a fresh Python process (jsii kernel state never leaks between routes);
 the routes alternate, each (route, N) is repeated and the median is kept. Times cover building the
@@ -40,6 +42,9 @@ if route == "library-no-guardrails":  # diagnostic only: what the App-wide synth
     import dra_constructs.claims, dra_constructs.workloads
     dra_constructs.claims.guard = dra_constructs.workloads.guard = lambda scope: None
 app = cdk8s.App()
+if route == "library-no-fit":  # the construct-time satisfiability check (the allocator) off
+    from dra_constructs import set_inventory
+    set_inventory(app, None)
 chart = cdk8s.Chart(app, "bench")
 start = time.perf_counter()
 for i in range(n):
@@ -82,8 +87,11 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--diagnostic", action="store_true", help="also run library-no-guardrails")
+    parser.add_argument("--fit-check", action="store_true",
+                        help="also run library-no-fit: what the construct-time allocator check adds")
     args = parser.parse_args()
-    routes = ["plain", "library"] + (["library-no-guardrails"] if args.diagnostic else [])
+    routes = (["plain", "library"] + (["library-no-guardrails"] if args.diagnostic else [])
+              + (["library-no-fit"] if args.fit_check else []))
     results: dict[str, dict[int, float]] = {route: {} for route in routes}
     started = time.perf_counter()
     for n in args.sizes:
@@ -107,6 +115,11 @@ def main() -> int:
         "ratio": {n: results["library"][n] / results["plain"][n] for n in args.sizes},
         "wall_seconds": time.perf_counter() - started,
     }
+    if args.fit_check:
+        summary["fit_check_ratio"] = {n: results["library"][n] / results["library-no-fit"][n] for n in args.sizes}
+        for n in args.sizes:
+            print(f"fit check at N={n}: library {results['library'][n]:.3f} s / without it "
+                  f"{results['library-no-fit'][n]:.3f} s = {summary['fit_check_ratio'][n]:.3f}")
     if len(args.sizes) >= 2:
         small, large = args.sizes[-2], args.sizes[-1]
         summary["growth_per_workload_ratio"] = (

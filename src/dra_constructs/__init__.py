@@ -27,7 +27,13 @@ from .tenants.quota import Mig, WholeGpu
 from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 if TYPE_CHECKING:
-    from ._scope import KUBERNETES_VERSION_CONTEXT, set_inventory, set_kubernetes_version, set_kueue_compatible
+    from ._scope import (
+        KUBERNETES_VERSION_CONTEXT,
+        set_inventory,
+        set_kubernetes_version,
+        set_kueue_compatible,
+        set_mig_mode,
+    )
     from .claims import CATALOG, GpuClaimTemplate
     from .guardrails.admission_policy import GuardrailsAdmissionPolicy
     from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
@@ -58,6 +64,7 @@ _LAZY = {
     "set_kueue_compatible": "._scope",
     "suppress": ".guardrails.app_validation",
     "set_inventory": "._scope",
+    "set_mig_mode": "._scope",
     "set_kubernetes_version": "._scope",
 }
 
@@ -103,6 +110,7 @@ __all__ = [
     "set_inventory",
     "set_kubernetes_version",
     "set_kueue_compatible",
+    "set_mig_mode",
     "suppress",
 ]
 

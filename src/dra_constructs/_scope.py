@@ -16,6 +16,7 @@ from .target import Target
 
 if TYPE_CHECKING:
     from .cel import Device
+    from .fit import Inventory
 
 __all__ = [
     "KUBERNETES_VERSION_CONTEXT",
@@ -26,14 +27,18 @@ __all__ = [
     "lazy_path",
     "resolve_inventory",
     "resolve_kueue_compatible",
+    "resolve_mig_mode",
     "resolve_target",
     "set_inventory",
     "set_kubernetes_version",
     "set_kueue_compatible",
+    "set_mig_mode",
 ]
 
 #: cdk8s context key for the app-wide target (see :func:`set_kubernetes_version`).
 KUBERNETES_VERSION_CONTEXT = "dra-constructs/kubernetes-version"
+#: cdk8s context key for the shape of the catalog inventory (see :func:`set_mig_mode`).
+MIG_MODE_CONTEXT = "dra-constructs/mig-mode"
 
 # Context lookups are jsii round trips; most constructs share a handful of scopes, so cache per scope.
 _TARGET_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, Target] = weakref.WeakKeyDictionary()
@@ -107,35 +112,74 @@ def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -
     return target
 
 
-# App (its node address: jsii may hand out a new proxy for an App created on the JS side, such
-# as cdk8s.Testing.app()) -> the inventory set with set_inventory (None: satisfiability checks off).
-_INVENTORY_BY_APP: dict[str, Sequence[Device] | None] = {}
+_MIG_MODE_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, str | None] = weakref.WeakKeyDictionary()
+
+
+def set_mig_mode(scope: constructs.Construct, mode: str | None) -> None:
+    """Check claims under ``scope`` against the catalog in this MIG shape.
+
+    ``"dynamic"``: DynamicMIG (every placement a device consuming the GPU's counters; needs 1.33+),
+    ``"static"``: pre-created MIG devices; ``None``: the target's default (dynamic from 1.36).
+    A template's own ``mig_mode=`` still wins.
+    """
+    if mode is not None and mode not in ("dynamic", "static"):
+        raise DraConstructsError(f"{scope.node.path or 'App'}: set_mig_mode", "mode", mode, "not a MIG inventory shape",
+                                 'write "dynamic" or "static"')
+    scope.node.set_context(MIG_MODE_CONTEXT, mode or "")
+    _MIG_MODE_BY_SCOPE.clear()
+
+
+def resolve_mig_mode(scope: constructs.Construct) -> str | None:
+    """The scope's ``dra-constructs/mig-mode`` context (``None``: the target's default)."""
+    if scope in _MIG_MODE_BY_SCOPE:
+        return _MIG_MODE_BY_SCOPE[scope]
+    value = scope.node.try_get_context(MIG_MODE_CONTEXT)
+    mode = str(value) if value else None
+    _MIG_MODE_BY_SCOPE[scope] = mode
+    return mode
+
+
+# App (its node address and outdir, see _app_key; not the proxy: jsii may hand out a new proxy for an
+# App created on the JS side, such as cdk8s.Testing.app()) -> the inventory set with set_inventory
+# (None: satisfiability checks off).
+_INVENTORY_BY_APP: dict[str, Inventory | Sequence[Device] | None] = {}
 _APP_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, str] = weakref.WeakKeyDictionary()
 
 
 def set_inventory(
-    scope: constructs.Construct, inventory: str | Path | Iterable[str | Path] | Sequence[Device] | None
+    scope: constructs.Construct, inventory: str | Path | Iterable[str | Path] | Sequence[Device] | Inventory | None
 ) -> None:
     """Check every claim under ``scope``'s App against these devices instead of the catalog.
 
     ``inventory``: ResourceSlice files (``kubectl get resourceslices -o yaml``; v1beta1, v1beta2 or
-    v1), a list of :class:`dra_constructs.cel.Device`, or ``None`` to turn satisfiability checks off
-    (the CEL checks still run). A claim template's own ``inventory=`` still wins.
+    v1; shared counters, taints and node selection are read as they are), a list of
+    :class:`dra_constructs.cel.Device`, or ``None`` to turn satisfiability checks off (the CEL
+    checks still run). A claim template's own ``inventory=`` still wins.
     """
-    from .cel import Device, devices_from_slices, load_resource_slices
+    from .cel import Device, load_resource_slices
+    from .fit import Inventory
 
-    devices: Sequence[Device] | None
+    devices: Inventory | Sequence[Device] | None
     if inventory is None:
         devices = None
+    elif isinstance(inventory, Inventory):
+        devices = inventory
     elif isinstance(inventory, (str, Path)):
-        devices = tuple(devices_from_slices(load_resource_slices(inventory)))
+        devices = Inventory.from_slices(load_resource_slices(inventory))
     else:
         items = list(inventory)
         if all(isinstance(item, Device) for item in items):
             devices = tuple(item for item in items if isinstance(item, Device))
         else:
-            devices = tuple(devices_from_slices(load_resource_slices([Path(str(item)) for item in items])))
-    _INVENTORY_BY_APP[scope.node.root.node.addr] = devices
+            devices = Inventory.from_slices(load_resource_slices([Path(str(item)) for item in items]))
+    _INVENTORY_BY_APP[_app_key(scope)] = devices
+
+
+def _app_key(scope: constructs.Construct) -> str:
+    """Which App ``scope`` is in: every root has the same ``addr``, so its ``outdir`` tells Apps apart
+    (``cdk8s.Testing.app()`` gives each a fresh directory)."""
+    root = scope.node.root
+    return f"{root.node.addr}:{getattr(root, 'outdir', '')}"
 
 
 def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
@@ -144,7 +188,7 @@ def resolve_inventory(scope: constructs.Construct, default: Any) -> Any:
         return default
     app = _APP_BY_SCOPE.get(scope)
     if app is None:
-        app = scope.node.root.node.addr
+        app = _app_key(scope)
         _APP_BY_SCOPE[scope] = app
     return _INVENTORY_BY_APP.get(app, default)
 

@@ -16,6 +16,7 @@ from ._scope import (
     lazy_path,
     resolve_inventory,
     resolve_kueue_compatible,
+    resolve_mig_mode,
     resolve_target,
 )
 from .catalog import GpuModel
@@ -71,8 +72,13 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         Default: the construct id as a DNS label.
     :param kubernetes_version: target. Default: the app's ``dra-constructs/kubernetes-version``
         context, else 1.32.
-    :param inventory: devices that must be able to satisfy every request: a list of ``Device`` or a
-        ResourceSlice file (``None``: no check). Default: the App's ``set_inventory(...)``, else the catalog.
+    :param inventory: devices that must be able to satisfy every request (``None``: no check):
+        ResourceSlice files, a ResourceSlice-backed ``dra_constructs.fit.Inventory`` or a list of
+        ``dra_constructs.cel.Device``. Default: the App's ``set_inventory(...)``, else the catalog.
+    :param mig_mode: shape of the catalog inventory: ``"dynamic"`` (DynamicMIG: every placement
+        consuming counters) or ``"static"`` (pre-created MIG devices). Default: the App's
+        ``set_mig_mode(...)``, else ``"dynamic"`` from 1.36 (partitionable devices on by default),
+        ``"static"`` before.
     :param kueue_compatible: refuse what Kueue cannot admit (firstAvailable, constraints, admin access,
         allocationMode All, per-claim config; targets below 1.34). Default: the App's
         ``set_kueue_compatible(...)``, else off.
@@ -93,6 +99,7 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         claim_name: str | None = None,
         kubernetes_version: str | Target | None = None,
         inventory: Inventory | str | Path | None = CATALOG,
+        mig_mode: str | None = None,
         kueue_compatible: bool | None = None,
     ) -> None:
         where = lazy_path(scope, id)
@@ -103,15 +110,18 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         self.target = target
         self.requests: tuple[DeviceRequest | FirstAvailable, ...] = tuple(requests)
         spec, resolved = render_claim_spec(self.requests, constraints, target, where)
-        devices: Inventory | None
         if isinstance(inventory, (str, Path)):  # ResourceSlice files, as set_inventory takes them
-            from .cel import devices_from_slices, load_resource_slices
+            from .cel import load_resource_slices
+            from .fit import Inventory as FitInventory
 
-            devices = tuple(devices_from_slices(load_resource_slices(inventory)))
-        else:
-            chosen = resolve_inventory(scope, CATALOG) if inventory is CATALOG else inventory
-            devices = catalog_inventory() if chosen is CATALOG else chosen
-        check_requests(resolved, target, where, devices)
+            inventory = FitInventory.from_slices(load_resource_slices(inventory))
+        elif inventory is CATALOG:
+            inventory = resolve_inventory(scope, CATALOG)
+        catalog = inventory is CATALOG
+        if catalog:
+            mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
+            inventory = catalog_inventory(mode)
+        check_requests(resolved, target, where, inventory, spec, catalog=catalog)
         try:
             super().__init__(
                 scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,

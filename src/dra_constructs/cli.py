@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "dra_constructs.catalog.cli",
     "dra_constructs.guardrails.cli",
     "dra_constructs.cel.cli",
+    "dra_constructs.fit.cli",
 )
 
 

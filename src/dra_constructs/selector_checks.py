@@ -1,13 +1,15 @@
-"""The hook where claim requests meet the CEL checker and evaluator (``dra_constructs.cel``).
+"""The hook where claim requests meet the CEL checker and the fit check (``dra_constructs.fit``).
 
 For every request of a claim: each selector must pass the API server's checks for the target
-version, and - with an inventory (the catalog's synthetic devices by default) - at least ``count``
-devices on one node must match the DeviceClass selector and all request selectors.
+version; no selector may fail at run time on a device of the inventory (the scheduler fails the
+allocation then); and - with an inventory (the catalog's synthetic devices by default, static or
+DynamicMIG by ``mig_mode``) - the structured allocator must find the whole claim a place on one
+node: counters, constraints, ``firstAvailable`` and taints included.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import json
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -19,19 +21,39 @@ from .validation import Where, _where
 
 if TYPE_CHECKING:
     from .cel import Device
+    from .fit import Claim, DeviceClass, NodeResult
+    from .fit import Inventory as FitInventory
     from .requests import DeviceRequest, ResolvedRequest
 
-__all__ = ["Inventory", "catalog_inventory", "check_requests"]
+__all__ = ["Inventory", "as_fit_inventory", "catalog_inventory", "check_requests"]
 
-Inventory = Sequence["Device"]
+#: Devices (``dra_constructs.cel.Device``) or a fit inventory with pools and counter sets.
+Inventory = Any
 
 
-@lru_cache(maxsize=1)
-def catalog_inventory() -> tuple[Device, ...]:
-    """Devices of every catalog GPU model, whole and partitioned into each MIG profile."""
-    from .cel import devices_from_slices
+@lru_cache(maxsize=4)
+def catalog_inventory(mig_mode: str = "static") -> FitInventory:
+    """The catalog's GPUs as a fit inventory: static MIG nodes, or DynamicMIG nodes with counters."""
+    from .fit import Inventory as FitInventory
 
-    return tuple(devices_from_slices(catalog_resource_slices()))
+    return FitInventory.from_slices(catalog_resource_slices(mig_mode="dynamic" if mig_mode == "dynamic" else "static"))
+
+
+_FIT_INVENTORIES: dict[int, tuple[Any, FitInventory]] = {}
+
+
+def as_fit_inventory(inventory: Inventory) -> FitInventory:
+    """``inventory`` as a fit inventory (a sequence of devices becomes pools without counter sets)."""
+    from .fit import Inventory as FitInventory
+
+    if isinstance(inventory, FitInventory):
+        return inventory
+    cached = _FIT_INVENTORIES.get(id(inventory))
+    if cached is not None and cached[0] is inventory:
+        return cached[1]
+    built = FitInventory.from_devices(list(inventory))
+    _FIT_INVENTORIES[id(inventory)] = (inventory, built)
+    return built
 
 
 def _check_expression(where: Where, request: str, expression: str, target: Target) -> None:
@@ -46,61 +68,103 @@ def _check_expression(where: Where, request: str, expression: str, target: Targe
         )
 
 
-# (device class, selectors, target, inventory id) -> (best pool count, explanation or runtime error)
-_MATCH_CACHE: dict[tuple[Any, ...], tuple[int, str | None]] = {}
+# (device class, selectors, target, inventory id) -> first run-time error or None
+_ERROR_CACHE: dict[tuple[Any, ...], str | None] = {}
+# (claim, target, inventory id) -> None (fits) or the failing node results
+_FIT_CACHE: dict[tuple[Any, ...], list[NodeResult] | None] = {}
 
 
-def _best_pool(
-    device_class: str, selectors: tuple[str, ...], target: Target, inventory: Inventory
-) -> tuple[int, str | None]:
+def _runtime_error(device_class: str, selectors: tuple[str, ...], target: Target,
+                   inventory: FitInventory) -> str | None:
     key = (device_class, selectors, target, id(inventory))
-    cached = _MATCH_CACHE.get(key)
-    if cached is not None:
-        return cached
-    from .cel import explain_no_match, match_devices
+    if key in _ERROR_CACHE:
+        return _ERROR_CACHE[key]
+    from .cel import match_devices
 
-    class_selectors = [DEVICE_CLASS_SELECTORS[device_class]]
-    results = match_devices(class_selectors, list(selectors), inventory, target)
-    errors = [f"{device}: {value}" for device, value in results.items() if isinstance(value, str)]
-    per_pool: Counter[str] = Counter(
-        device.rsplit("/", 1)[0] for device, value in results.items() if value is True
-    )
-    best = max(per_pool.values(), default=0)
-    detail: str | None = None
-    if errors:
-        detail = "run-time error (the scheduler fails the allocation, it does not skip the device): " + errors[0]
-    elif best == 0:
-        detail = explain_no_match(class_selectors, list(selectors), inventory, target)
-    _MATCH_CACHE[key] = (best, detail)
-    return best, detail
+    devices: list[Device] = [d.device for d in inventory.devices]
+    results = match_devices([DEVICE_CLASS_SELECTORS[device_class]], list(selectors), devices, target)
+    error = next((f"{device}: {value}" for device, value in results.items() if isinstance(value, str)), None)
+    _ERROR_CACHE[key] = error
+    return error
 
 
-def _unsatisfied(request: DeviceRequest, selectors: list[str], target: Target, where: Where,
-                 inventory: Inventory) -> DraConstructsError | None:
-    """Why ``request`` cannot be allocated from ``inventory`` (``None`` if it can, or if unknowable)."""
-    device_class = request.catalog_class()  # a narrower class (a tenant's) repeats its pins as selectors
-    if device_class not in DEVICE_CLASS_SELECTORS:
-        return None  # not an NVIDIA class: the inventory cannot speak for it
-    best, detail = _best_pool(device_class, tuple(selectors), target, inventory)
+def _fit_failures(claim: Claim, target: Target, inventory: FitInventory,
+                  classes: dict[str, DeviceClass]) -> list[NodeResult] | None:
+    """``None`` if some node can allocate ``claim``, else every node's result."""
+    key = (claim, target, id(inventory), tuple(sorted((k, v.selectors) for k, v in classes.items())))
+    if key in _FIT_CACHE:
+        return _FIT_CACHE[key]
+    from .fit import fit
+
+    gates = {**target.default_feature_gates, "DRAPartitionableDevices": target.has_partitionable_devices,
+             "DRAPrioritizedList": target.has_first_available, "DRADeviceTaints": target.has_request_tolerations,
+             "DRAAdminAccess": True}
+    report = fit([claim], inventory, target=target, classes=classes, gates=gates, stop_at_first=True)
+    failures = None if report.allocatable else list(report.nodes.values())
+    _FIT_CACHE[key] = failures
+    return failures
+
+
+def _problem(failures: list[NodeResult], request: DeviceRequest, selectors: list[str], target: Target,
+             inventory: FitInventory) -> str:
+    """Why no node takes it, told about the node that got furthest (or the clause that excludes all)."""
+    from .cel import explain_no_match
+
+    best = next((r for r in failures if not r.no_match), None)
+    if best is not None:
+        return f"{best.reason} (best node: {best.node})"
+    device_class = request.catalog_class()
     need = 1 if getattr(request, "allocation_mode", "ExactCount") == "All" else request.count
-    if detail is not None and detail.startswith("run-time error"):
-        from .cel.fixes import suggest_fix
+    return explain_no_match([DEVICE_CLASS_SELECTORS[device_class]], selectors, [d.device for d in inventory.devices],
+                            target, need, device_class)
 
-        return DraConstructsError(
-            _where(where), f"requests[{request.name!r}].selectors", selectors, detail,
-            suggest_fix("", detail, device_class) or "guard optional attributes with `'name' in "
-            "device.attributes['domain']` and compare versions with semver(...)",
-        )
-    if best < need:
-        why = detail or f"at most {best} matching devices are on any one node"
-        return DraConstructsError(
-            _where(where), f"requests[{request.name!r}]", f"count={need}",
-            f"no node of the inventory has {need} devices of class {device_class} matching the "
-            f"selectors: {why}",
-            "relax the selectors (NVML reports memory below the marketed size, e.g. an H100 80GB "
-            "has 79.65Gi), lower count, or pass inventory= with your cluster's ResourceSlices",
-        )
-    return None
+
+def _error(where: Where, name: str, need: int, problem: str) -> DraConstructsError:
+    return DraConstructsError(
+        _where(where), f"requests[{name!r}]", f"count={need}",
+        f"no node of the inventory can allocate the claim: {problem}",
+        "relax the selectors (NVML reports memory below the marketed size, e.g. an H100 80GB has 79.65Gi), "
+        "lower count, or pass inventory= with your cluster's ResourceSlices",
+    )
+
+
+def _need(request: DeviceRequest) -> int:
+    return 1 if getattr(request, "allocation_mode", "ExactCount") == "All" else int(request.count)
+
+
+def _check_fit(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target, where: Where,
+               inventory: FitInventory, whole: bool) -> None:
+    """The whole claim on one node (``whole``), else each request (each alternative) on its own."""
+    classes = _classes(resolved)
+    if whole:
+        failures = _fit_failures(claim, target, inventory, classes)
+        if failures is None:
+            return
+        best = next((r for r in failures if not r.no_match), failures[0] if failures else None)
+        name = best.failed[1] if best is not None and best.failed else resolved[0][0]
+        alternatives = next((alts for n, alts in resolved if n == name), resolved[0][1])
+        request, selectors = alternatives[0]
+        raise _error(where, name, _need(request), _problem(failures, request, selectors, target, inventory))
+    for parsed, (name, alternatives) in zip(claim.requests, resolved, strict=True):
+        problems = []
+        for sub, (request, selectors) in zip(parsed.alternatives, alternatives, strict=True):
+            from .fit import Claim as FitClaim
+            from .fit import Request as FitRequest
+
+            alone = FitClaim(claim.name, (FitRequest(parsed.name, (sub,), parsed.first_available),))
+            failures = _fit_failures(alone, target, inventory, classes)
+            if failures is None:
+                break
+            problems.append((request, _problem(failures, request, selectors, target, inventory)))
+        else:
+            if len(problems) == 1:
+                request, problem = problems[0]
+                raise _error(where, name, _need(request), problem)
+            raise DraConstructsError(
+                _where(where), f"requests[{name!r}].alternatives", [r.name for r, _ in alternatives],
+                "no alternative can be allocated: " + "; ".join(f"{r.name}: {p}" for r, p in problems),
+                "add an alternative the inventory has, or relax the selectors",
+            )
 
 
 def check_requests(
@@ -108,11 +172,15 @@ def check_requests(
     target: Target,
     where: Where,
     inventory: Inventory | None,
+    spec: dict[str, Any] | None = None,
+    catalog: bool = False,
 ) -> None:
-    """Check every selector; then, with an inventory, that every request can be satisfied.
+    """Check every selector; then, with an inventory, that the claim (``spec``) can be allocated.
 
-    A request with alternatives (``firstAvailable``) is satisfiable when any alternative is; a
-    run-time error in any alternative fails it (the scheduler fails the allocation).
+    A run-time error of a selector on any device of the inventory fails the check (the scheduler
+    fails the allocation, it does not skip the device). With a real inventory the whole claim
+    must fit on one node; the ``catalog`` (one synthetic node per model, or per model and MIG
+    profile) only stands for "some node of these GPUs", so there each request must fit alone.
     """
     for _, alternatives in resolved:
         for request, selectors in alternatives:
@@ -120,19 +188,49 @@ def check_requests(
                 _check_expression(where, request.name, expression, target)
     if inventory is None:
         return
-    for name, alternatives in resolved:
-        problems = [_unsatisfied(r, s, target, where, inventory) for r, s in alternatives]
-        errors = [p for p in problems if p is not None and "run-time error" in p.problem]
-        if errors:
-            raise errors[0]
-        failures = [p for p in problems if p is not None]
-        if len(failures) < len(problems):
-            continue
-        if len(failures) == 1:
-            raise failures[0]
-        raise DraConstructsError(
-            _where(where), f"requests[{name!r}].alternatives", [r.name for r, _ in alternatives],
-            "no alternative can be allocated: " + "; ".join(
-                f"{r.name}: {p.problem}" for (r, _), p in zip(alternatives, failures, strict=True)),
-            "add an alternative the inventory has, or relax the selectors",
-        )
+    fit_inventory = as_fit_inventory(inventory)
+    for _, alternatives in resolved:
+        for request, selectors in alternatives:
+            device_class = request.catalog_class()  # a narrower class (a tenant's) repeats its pins as selectors
+            if device_class not in DEVICE_CLASS_SELECTORS:
+                continue
+            error = _runtime_error(device_class, tuple(selectors), target, fit_inventory)
+            if error is not None:
+                from .cel.fixes import suggest_fix
+
+                detail = "run-time error (the scheduler fails the allocation, it does not skip the device): " + error
+                raise DraConstructsError(
+                    _where(where), f"requests[{request.name!r}].selectors", selectors, detail,
+                    suggest_fix("", detail, device_class) or "guard optional attributes with `'name' in "
+                    "device.attributes['domain']` and compare versions with semver(...)",
+                )
+    if spec is None or not _nvidia_only(resolved):
+        return
+    claim = _claim(spec, where)
+    _check_fit(claim, resolved, target, where, fit_inventory, whole=not catalog)
+
+
+_CLAIMS: dict[str, Claim] = {}
+
+
+def _claim(spec: dict[str, Any], where: Where) -> Claim:
+    key = json.dumps(spec, sort_keys=True)
+    claim = _CLAIMS.get(key)
+    if claim is None:
+        from .fit import claim_from_spec
+
+        claim = _CLAIMS[key] = claim_from_spec("claim", spec, _where(where))
+    return claim
+
+
+def _nvidia_only(resolved: Sequence[ResolvedRequest]) -> bool:
+    """The inventory speaks only for the NVIDIA classes: other classes are not checked."""
+    return all(r.catalog_class() in DEVICE_CLASS_SELECTORS for _, alts in resolved for r, _ in alts)
+
+
+def _classes(resolved: Sequence[ResolvedRequest]) -> dict[str, DeviceClass]:
+    """Each request's class as the catalog class it narrows (a tenant class repeats the pins)."""
+    from .fit import DeviceClass
+
+    return {r.device_class(): DeviceClass(r.device_class(), (DEVICE_CLASS_SELECTORS[r.catalog_class()],))
+            for _, alts in resolved for r, _ in alts}

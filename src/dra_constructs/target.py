@@ -226,6 +226,66 @@ class Target:
         """Valid device taint effects (``None`` is informational, added in 1.35)."""
         return ("NoSchedule", "NoExecute") if self.minor < 35 else ("None", "NoSchedule", "NoExecute")
 
+    # --- partitionable devices, feature gates, inventory shape -----------------------------
+
+    @property
+    def has_partitionable_devices(self) -> bool:
+        """ResourceSlice ``sharedCounters`` / device ``consumesCounters`` exist (KEP-4815, alpha 1.33)."""
+        return self.minor >= 33
+
+    @property
+    def counter_sets_in_own_slice(self) -> bool:
+        """From 1.35 a slice with ``sharedCounters`` holds no devices (the NVIDIA driver splits them)."""
+        return self.minor >= 35
+
+    @property
+    def default_mig_mode(self) -> str:
+        """``"dynamic"`` where DRAPartitionableDevices is on by default (beta, 1.36+), else ``"static"``."""
+        return "dynamic" if self.minor >= 36 else "static"
+
+    def check_mig_mode(self, mode: str | None, where: str) -> str:
+        """The MIG inventory shape for this target: ``mode`` if valid here, else the default."""
+        if mode is None:
+            return self.default_mig_mode
+        if mode not in ("dynamic", "static"):
+            raise DraConstructsError(where, "mig_mode", mode, "not a MIG inventory shape",
+                                     'write "dynamic" (DynamicMIG: counters) or "static" (pre-created MIG devices)')
+        if mode == "dynamic" and not self.has_partitionable_devices:
+            raise DraConstructsError(where, "mig_mode", mode,
+                                     f"Kubernetes {self} has no partitionable devices (sharedCounters came in 1.33)",
+                                     'use mig_mode="static", or target 1.33+ (1.33-1.35 need the '
+                                     "DRAPartitionableDevices feature gate; on by default from 1.36)")
+        return mode
+
+    @property
+    def default_feature_gates(self) -> dict[str, bool]:
+        """The scheduler's DRA feature gates with their defaults in this release.
+
+        Sources: kubernetes ``pkg/features/versioned_kube_features.go`` (DRAAdminAccess beta 1.34,
+        DRAPrioritizedList beta 1.34, DRAPartitionableDevices / DRADeviceTaints /
+        DRAConsumableCapacity / DRADeviceBindingConditions beta 1.36) and
+        ``shared/reference/dra-2026.md``.
+        """
+        return {
+            "DRAAdminAccess": self.minor >= 34,
+            "DRAPrioritizedList": self.minor >= 34,
+            "DRAPartitionableDevices": self.minor >= 36,
+            "DRADeviceTaints": self.minor >= 36,
+            "DRAConsumableCapacity": self.minor >= 36,
+            "DRADeviceBindingConditions": self.minor >= 36,
+            "DRAResourceClaimDeviceStatus": self.minor >= 33,
+        }
+
+    @property
+    def known_feature_gates(self) -> frozenset[str]:
+        """Gates the ``fit`` command accepts (those that exist in this release or are GA)."""
+        return frozenset(self.default_feature_gates)
+
+    @property
+    def has_distinct_attribute(self) -> bool:
+        """``constraints[].distinctAttribute`` (with DRAConsumableCapacity, 1.34+)."""
+        return self.minor >= 34
+
     # --- schema ----------------------------------------------------------------------------
 
     @property

@@ -26,13 +26,19 @@ def register(subparsers: Any) -> None:
         "--resource-slices", choices=("v1beta1", "v1beta2", "v1"), metavar="VERSION",
         help="print the synthetic ResourceSlices (YAML) of the models instead of the table",
     )
+    parser.add_argument("--mig-mode", choices=("static", "dynamic"), default="static",
+                        help="with --resource-slices: pre-created MIG devices (static) or DynamicMIG placements "
+                             "consuming counters (dynamic)")
+    parser.add_argument("--separate-counter-slices", action="store_true",
+                        help="with --mig-mode dynamic: counter sets in a slice of their own (Kubernetes 1.35+)")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     specs = [gpu_spec(m, "dra-constructs catalog", "--gpu") for m in args.gpu] if args.gpu else list(GPU_SPECS)
     if args.resource_slices:
-        slices = catalog_resource_slices([s.key for s in specs], resource_version=args.resource_slices)
+        slices = catalog_resource_slices([s.key for s in specs], resource_version=args.resource_slices,
+                                         mig_mode=args.mig_mode, split_counter_sets=args.separate_counter_slices)
         yaml.safe_dump_all(slices, sys.stdout, sort_keys=False)
         return 0
     if args.format == "json":

@@ -1,23 +1,36 @@
 """Synthetic ResourceSlices shaped exactly like the NVIDIA DRA driver's, built from the catalog.
 
-They are the default inventory for "is this request satisfiable?" checks at synth time: one
-node per GPU model with whole GPUs, and one node per (model, MIG profile) whose GPUs are each
-partitioned into the most instances of that profile (like mig-parted's ``all-<profile>``).
+They are the default inventory for "is this request satisfiable?" checks at synth time. Two shapes:
+
+- ``static`` (pre-created MIG devices, driver < v25.12 or DynamicMIG off): one node per GPU model
+  with whole GPUs, and one node per (model, MIG profile) whose GPUs are each partitioned into the
+  most instances of that profile (like mig-parted's ``all-<profile>``);
+- ``dynamic`` (DynamicMIG, ``cmd/gpu-kubelet-plugin/partitions.go``): one node per model whose
+  GPUs each advertise a counter set ``gpu-<minor>-counter-set`` (the GPU's capacities in
+  hyphenated form plus ``memory-slice-N``), the full GPU consuming all of it, and every possible
+  MIG placement as a device consuming its engines and memory slices. From 1.35 the counter sets
+  live in a slice of their own (``driver.go`` ``generateSplitResourceSlices``).
+
 Device names follow the driver at HEAD: ``gpu-<minor>`` and
-``gpu-<parentMinor>-mig-<profile>-<profileId>-<placementStart>``.
+``gpu-<parentMinor>-mig-<profile>-<profileId>-<placementStart>``; devices are sorted by name.
 """
 
 from __future__ import annotations
 
+import copy
+import re
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from .data import GPU_SPECS
 from .driver import ATTRIBUTE_DOMAIN, DRIVER, STANDARD_ATTRIBUTE_DOMAIN
 from .models import GpuSpec, MigProfile
 
-__all__ = ["catalog_resource_slices"]
+__all__ = ["MigMode", "catalog_resource_slices"]
+
+#: ``static``: pre-created MIG devices; ``dynamic``: DynamicMIG placements consuming counters.
+MigMode = Literal["static", "dynamic"]
 
 _DRIVER_VERSION = "570.158.1"
 _CUDA_DRIVER_VERSION = "12.8.0"
@@ -51,45 +64,135 @@ def _mig_device(spec: GpuSpec, profile: MigProfile, minor: int, index: int, node
         "parentUUID": parent["uuid"],
         "profile": {"string": profile.name},
     }
-    placement = index * profile.memory_slices
+    placement = profile.placements[index]
     capacity = {
-        "multiprocessors": {"value": str(profile.multiprocessors)},
-        "copyEngines": {"value": str(profile.compute_slices)},
-        "decoders": {"value": str(profile.compute_slices // 2 + (1 if profile.media_extensions else 0))},
-        "encoders": {"value": "0"},
-        "jpegEngines": {"value": "1" if profile.media_extensions or profile.compute_slices == 7 else "0"},
-        "ofaEngines": {"value": "1" if profile.media_extensions or profile.compute_slices == 7 else "0"},
-        "memory": {"value": f"{profile.memory_mib}Mi"},
+        **_mig_capacity(profile),
         **{f"memorySlice{placement + s}": {"value": "1"} for s in range(profile.memory_slices)},
     }
-    name = f"gpu-{minor}-mig-{profile.device_name_part}-{profile.profile_id}-{placement}"
-    return {"name": name, "attributes": attributes, "capacity": capacity}
+    return {"name": _mig_name(profile, minor, placement), "attributes": attributes, "capacity": capacity}
 
 
-def _slice(node: str, devices: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
+def _mig_capacity(profile: MigProfile) -> dict[str, dict[str, str]]:
+    """``CommonCapacitiesMig``: the instance's engines and memory (no memory slices)."""
+    return {
+        "multiprocessors": {"value": str(profile.multiprocessors)},
+        "copyEngines": {"value": str(profile.copy_engines)},
+        "decoders": {"value": str(profile.decoders)},
+        "encoders": {"value": str(profile.encoders)},
+        "jpegEngines": {"value": str(profile.jpeg_engines)},
+        "ofaEngines": {"value": str(profile.ofa_engines)},
+        "memory": {"value": f"{profile.memory_mib}Mi"},
+    }
+
+
+def _mig_name(profile: MigProfile, minor: int, placement: int) -> str:
+    """``MigSpecTuple.ToCanonicalName``: dots dropped, then RFC 1123 (``+`` becomes ``-``)."""
+    part = re.sub(r"[^a-z0-9-]", "-", profile.name.replace(".", "").lower()).strip("-")
+    return f"gpu-{minor}-mig-{part}-{profile.profile_id}-{placement}"
+
+
+def _hyphenated(name: str) -> str:
+    """``camelToDNSName``: ``copyEngines`` -> ``copy-engines``."""
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", name).lower()
+
+
+def _counters(capacity: dict[str, dict[str, str]], start: int, size: int) -> dict[str, dict[str, str]]:
+    counters = {_hyphenated(k): dict(v) for k, v in capacity.items()}
+    counters.update({f"memory-slice-{i}": {"value": "1"} for i in range(start, start + size)})
+    return counters
+
+
+def _full_capacity(spec: GpuSpec) -> dict[str, dict[str, str]]:
+    """``maxCapacities``: the largest value of each capacity over all profiles and placements."""
+    best: dict[str, dict[str, str]] = {}
+    for profile in spec.mig_profiles:
+        for key, value in _mig_capacity(profile).items():
+            if key not in best or _amount(value["value"]) > _amount(best[key]["value"]):
+                best[key] = value
+    return best
+
+
+def _amount(text: str) -> int:
+    return int(text[:-2]) * 1024 * 1024 if text.endswith("Mi") else int(text)
+
+
+def _dynamic_gpu(spec: GpuSpec, minor: int, node: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One GPU in DynamicMIG: its counter set and its devices (full GPU + every placement)."""
+    counter_set = f"gpu-{minor}-counter-set"
+    slices = max(p.memory_slices for p in spec.mig_profiles)
+    full = _full_capacity(spec)
+    parent = _gpu_attributes(spec, minor, node)
+    devices = [{
+        "name": f"gpu-{minor}",
+        "attributes": copy.deepcopy(parent),
+        "capacity": copy.deepcopy(full),
+        "consumesCounters": [{"counterSet": counter_set, "counters": _counters(full, 0, slices)}],
+    }]
+    for profile in spec.mig_profiles:
+        attributes = {k: v for k, v in parent.items() if k != "uuid"}
+        attributes.update({"type": {"string": "mig"}, "parentUUID": parent["uuid"],
+                           "profile": {"string": profile.name}})
+        capacity = _mig_capacity(profile)
+        for start in profile.placements:
+            devices.append({
+                "name": _mig_name(profile, minor, start),
+                "attributes": copy.deepcopy(attributes),
+                "capacity": copy.deepcopy(capacity),
+                "consumesCounters": [{"counterSet": counter_set,
+                                      "counters": _counters(capacity, start, profile.memory_slices)}],
+            })
+    devices.sort(key=lambda d: str(d["name"]))
+    return {"name": counter_set, "counters": _counters(full, 0, slices)}, devices
+
+
+def _slice(node: str, devices: list[dict[str, Any]], resource_version: str, *, suffix: str = "",
+           count: int = 1, counter_sets: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     if resource_version == "v1beta1":
         devices = [{"name": d["name"], "basic": {k: v for k, v in d.items() if k != "name"}} for d in devices]
+    spec: dict[str, Any] = {
+        "driver": DRIVER,
+        "nodeName": node,
+        "pool": {"name": node, "generation": 1, "resourceSliceCount": count},
+    }
+    if counter_sets:
+        spec["sharedCounters"] = counter_sets
+    if devices or not counter_sets:
+        spec["devices"] = devices
     return {
         "apiVersion": f"resource.k8s.io/{resource_version}",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER}"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
+        "metadata": {"name": f"{node}-{DRIVER}{suffix}"},
+        "spec": spec,
     }
+
+
+def _dynamic_slices(spec: GpuSpec, node: str, gpus: int, resource_version: str,
+                    split: bool) -> list[dict[str, Any]]:
+    """The pool of one DynamicMIG node: per-GPU slices, counter sets apart from 1.35 on."""
+    gpus_data = [_dynamic_gpu(spec, minor, node) for minor in range(gpus)]
+    if split:
+        count = gpus + 1
+        slices = [_slice(node, [], resource_version, suffix="-counters", count=count,
+                         counter_sets=[c for c, _ in gpus_data])]
+        slices += [_slice(node, d, resource_version, suffix=f"-gpu-{i}", count=count)
+                   for i, (_, d) in enumerate(gpus_data)]
+        return slices
+    return [_slice(node, d, resource_version, suffix=f"-gpu-{i}", count=gpus, counter_sets=[c])
+            for i, (c, d) in enumerate(gpus_data)]
 
 
 def catalog_resource_slices(
     models: Iterable[str] | None = None,
     gpus_per_node: int = 8,
     resource_version: str = "v1",
+    mig_mode: MigMode = "static",
+    split_counter_sets: bool = False,
 ) -> list[dict[str, Any]]:
     """ResourceSlices for every catalog model (or those in ``models``, by key).
 
     ``resource_version`` picks the shape: ``v1beta1`` nests attributes under ``basic``.
+    ``mig_mode="dynamic"`` gives DynamicMIG pools (one node per model); ``split_counter_sets``
+    puts the counter sets into a slice of their own (1.35+, ``Target.counter_sets_in_own_slice``).
     """
     wanted = set(models) if models is not None else None
     slices: list[dict[str, Any]] = []
@@ -97,6 +200,9 @@ def catalog_resource_slices(
         if wanted is not None and spec.key not in wanted:
             continue
         node = f"catalog-{spec.key.lower().replace('_', '-')}"
+        if mig_mode == "dynamic":
+            slices.extend(_dynamic_slices(spec, node, gpus_per_node, resource_version, split_counter_sets))
+            continue
         whole = [
             {
                 "name": f"gpu-{minor}",

@@ -33,6 +33,12 @@ class MigProfile(BaseModel):
     multiprocessors: int = Field(gt=0, description="Streaming multiprocessors (approximate, [INFER]).")
     memory_mib: int = Field(gt=0, description="Memory NVML reports for the instance (estimate, [INFER]).")
     profile_id: int = Field(ge=0, description="NVML GPU-instance profile ID.")
+    placements: tuple[int, ...] = Field(description="Memory-slice start of every possible placement (`-lgipp`).")
+    copy_engines: int = Field(ge=0, description="Copy engines of the instance.")
+    decoders: int = Field(ge=0, description="NVDEC engines of the instance.")
+    encoders: int = Field(ge=0, description="NVENC engines of the instance.")
+    jpeg_engines: int = Field(ge=0, description="NVJPG engines of the instance.")
+    ofa_engines: int = Field(ge=0, description="Optical-flow accelerators of the instance.")
 
     @cached_property
     def compute_slices(self) -> int:
@@ -55,6 +61,33 @@ class MigProfile(BaseModel):
         character outside ``[a-z0-9-]`` made ``-`` (``1g.10gb+me`` -> ``1g10gb-me``; the driver's
         ``ToCanonicalName``, same rule as ``sanitizer.runtime.devices.mig_device_name``)."""
         return re.sub(r"[^a-z0-9-]", "-", self.name.replace(".", "").lower()).strip("-")
+
+
+#: Possible placement starts (``nvidia-smi mig -lgipp``) by (total memory slices, compute
+#: slices, memory slices). Source: NVIDIA MIG User Guide placement diagrams, NVIDIA/go-nvml
+#: ``pkg/nvml/mock/gpus`` (A100, A30); the driver's comment that a B200 3g.90gb takes 4 of 8
+#: memory slices confirms the same layout on Hopper and Blackwell.
+_PLACEMENTS: dict[tuple[int, int, int], tuple[int, ...]] = {
+    (8, 1, 1): (0, 1, 2, 3, 4, 5, 6), (8, 1, 2): (0, 2, 4, 6), (8, 2, 2): (0, 2, 4),
+    (8, 3, 4): (0, 4), (8, 4, 4): (0,), (8, 7, 8): (0,),
+    (4, 1, 1): (0, 1, 2, 3), (4, 2, 2): (0, 2), (4, 4, 4): (0,),
+}
+
+
+def _engines(gpu_key: str, g: int, slices: int, me: bool) -> tuple[int, int, int, int]:
+    """(copy engines, decoders, JPEG, OFA) of one instance ([INFER] from the MIG User Guide tables).
+
+    Chosen so that every valid MIG layout fits the full GPU's engines: the memory slices are
+    what limits a layout, as on the hardware.
+    """
+    full = g == 7 or (gpu_key == "A30" and g == 4)
+    media = 1 if me or full else 0
+    if gpu_key == "A30":
+        return g, {1: 0, 2: 2, 4: 4}[g] + (1 if me and g == 1 else 0), media, media
+    if gpu_key.startswith("A100"):
+        decoders = 5 if g == 7 else {1: 0, 2: 1, 3: 2, 4: 2}[g] + (1 if me or (g == 1 and slices == 2) else 0)
+        return g, decoders, media, media
+    return g, g, g, 1 if me or full else 0
 
 
 class GpuSpec(BaseModel):
@@ -104,8 +137,9 @@ def build_profiles(
     Memory slices: the base ``1g`` profile (the one with the most instances) is one slice and the
     full profile is all of them; the rest scale with their marketed size. Memory in MiB is an
     estimate (NVML reports slightly less than the name says): the share of total memory by slices,
-    less 5% for the instance's reserved memory. Selectors built from the catalog never depend on
-    these estimates; they pin the ``profile`` attribute, which the driver reports exactly.
+    less 5% for the instance's reserved memory (the full profile: less 1.875%, as NVML reports on
+    an A100 80GB: 80,384 of 81,920 MiB). Selectors built from the catalog never depend on these
+    estimates; they pin the ``profile`` attribute, which the driver reports exactly.
     """
     total_slices = 4 if gpu_key == "A30" else 8
     base_gb = min(int(_parse(n).group("gb")) for n in profiles)
@@ -115,12 +149,17 @@ def build_profiles(
         match = _parse(name)
         g, gb, me = int(match.group("g")), int(match.group("gb")), match.group("me") is not None
         slices = total_slices if g == 7 else max(1, round(gb / base_gb))
+        copy_engines, decoders, jpeg, ofa = _engines(gpu_key, g, slices, me)
+        # The full profile keeps all but NVML's reservation (A100: 80,384 of 81,920 MiB).
+        share = 0.98125 if slices == total_slices else slices / total_slices * 0.95
         result.append(MigProfile(
             name=name,
             max_count=max_count,
             memory_slices=slices,
             multiprocessors=sms_by_compute_slices[g],
-            memory_mib=int(total_memory_mib * slices / total_slices * 0.95),
+            memory_mib=int(total_memory_mib * share),
             profile_id=ids.get((g, slices, me), ids.get((g, slices, False), 0)),
+            placements=_PLACEMENTS[(total_slices, g, slices)],
+            copy_engines=copy_engines, decoders=decoders, encoders=0, jpeg_engines=jpeg, ofa_engines=ofa,
         ))
     return tuple(result)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ._runtime import DeviceError, device_values
+from ._runtime import DeviceError, _attribute_value
 from .inventory import Device
+from .quantity import QuantityError, parse_quantity
 
 __all__ = ["Read", "footprint", "reading"]
 
@@ -119,19 +120,54 @@ class _Index:
         self.multi = device.allow_multiple_allocations
         self.attr: dict[str, dict[str, Any]] = {}
         self.cap: dict[str, dict[str, Any]] = {}
+        # Go converts every attribute and capacity before evaluating: one bad value fails all.
+        # Values repeat across devices (same product, driver, profile), so each is converted once.
+        valid = True
         for name, value in device.attributes.items():
             domain, _, ident = name.rpartition("/")
-            self.attr.setdefault(domain or device.driver, {})[ident] = tuple(sorted(value.items(), key=repr))
+            frozen = tuple(value.items()) if len(value) == 1 else tuple(sorted(value.items(), key=repr))
+            self.attr.setdefault(domain or device.driver, {})[ident] = frozen
+            valid = valid and _valid_attribute(name, frozen, value)
         for name, text in device.capacity.items():
             domain, _, ident = name.rpartition("/")
             self.cap.setdefault(domain or device.driver, {})[ident] = text
+            valid = valid and _valid_quantity(text)
         self.frozen: dict[tuple[str, str | None], Any] = {}
-        # Go converts every attribute and capacity before evaluating: one bad value fails all.
+        self.valid = valid
+
+
+_valid_values: dict[Any, bool] = {}
+
+
+def _valid_attribute(name: str, frozen: tuple[Any, ...], value: Any) -> bool:
+    key: tuple[str, tuple[Any, ...]] | None = (name, frozen)
+    try:
+        found = _valid_values.get(key)
+    except TypeError:  # an unhashable (malformed) value: convert it without caching
+        key, found = None, None
+    if found is None:
         try:
-            device_values(device, False)
-            self.valid = True
+            _attribute_value(name, value)
+            found = True
         except DeviceError:
-            self.valid = False
+            found = False
+        if len(_valid_values) > 1 << 16:
+            _valid_values.clear()
+        if key is not None:
+            _valid_values[key] = found
+    return found
+
+
+def _valid_quantity(text: str) -> bool:
+    found = _valid_values.get(text)
+    if found is None:
+        try:
+            parse_quantity(text)
+            found = True
+        except QuantityError:
+            found = False
+        _valid_values[text] = found
+    return found
 
 
 _indexes: dict[int, tuple[Device, _Index]] = {}

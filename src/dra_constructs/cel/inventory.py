@@ -41,6 +41,10 @@ class Device:
     capacity: Mapping[str, str] = field(default_factory=dict)
     allow_multiple_allocations: bool | None = None
     node: str | None = None
+    #: ``consumesCounters``: ``(counterSet, {counter: quantity string})`` per consumption.
+    consumes_counters: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    #: ``taints``: ``{key, value, effect}`` mappings as published.
+    taints: tuple[Mapping[str, Any], ...] = ()
 
     @cached_property
     def id(self) -> str:
@@ -167,5 +171,22 @@ def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
             capacity = {str(k): _capacity_value(v) for k, v in (body.get("capacity") or {}).items()}
             multi = body.get("allowMultipleAllocations", device.get("allowMultipleAllocations"))
             devices.append(Device(driver, pool, str(device.get("name") or ""), attributes, capacity,
-                                  None if multi is None else bool(multi), None if node is None else str(node)))
+                                  None if multi is None else bool(multi), None if node is None else str(node),
+                                  _consumptions(body.get("consumesCounters")), _taints(body.get("taints"))))
     return devices
+
+
+def _consumptions(value: Any) -> tuple[tuple[str, Mapping[str, str]], ...]:
+    """``consumesCounters`` as ``(counterSet, {counter: quantity})`` (malformed entries dropped)."""
+    if not isinstance(value, list):
+        return ()
+    found = []
+    for entry in value:
+        if isinstance(entry, Mapping) and isinstance(entry.get("counters"), Mapping):
+            counters = {str(k): _capacity_value(v) for k, v in entry["counters"].items()}
+            found.append((str(entry.get("counterSet") or ""), counters))
+    return tuple(found)
+
+
+def _taints(value: Any) -> tuple[Mapping[str, Any], ...]:
+    return tuple(dict(t) for t in value if isinstance(t, Mapping)) if isinstance(value, list) else ()

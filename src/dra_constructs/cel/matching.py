@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import DraConstructsError
@@ -29,6 +29,7 @@ __all__ = [
     "explain_no_match",
     "match_devices",
     "matches_per_pool",
+    "selector_matcher",
     "split_conjuncts",
 ]
 
@@ -75,6 +76,12 @@ def _eval(compiled: Compiled, device: Device) -> bool:
     if isinstance(found, str):
         raise CelRuntimeError(found)
     return found
+
+
+def selector_matcher(expression: str, target: Target | str | None = "1.32") -> Callable[[Device], bool]:
+    """One compiled selector as a function of a device (raises :class:`CelRuntimeError` at run time)."""
+    compiled = _compiled(expression, parse_target(target), "selector")
+    return lambda device: _eval(compiled, device)
 
 
 def evaluate(expression: str, device: Device, target: Target | str | None = "1.32") -> bool:

@@ -1,0 +1,99 @@
+"""``dra-constructs fit``: can the claims in the manifests be allocated together, and on which nodes?
+
+All ResourceClaims and ResourceClaimTemplates in the manifests are allocated together, as the
+claims of one Pod (each template stands for one claim), against the ResourceSlices of the slice
+files, node by node. Exit codes: 0 allocatable on some node, 1 on none, 2 usage or input errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from typing import Any
+
+from ..errors import DraConstructsError
+from ..guardrails.loader import STDIN, load_paths
+from ..target import DEFAULT_KUBERNETES_VERSION, Target
+from . import FitReport, collect, default_device_classes, feature_gates, fit
+from .model import Inventory
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``fit`` subcommand."""
+    parser = subparsers.add_parser(
+        "fit", help="allocate the claims of manifests together against ResourceSlices, node by node",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument("manifests", nargs="+", metavar="MANIFEST",
+                        help="YAML/JSON file or directory with ResourceClaims / ResourceClaimTemplates "
+                             "(and DeviceClasses); - for stdin")
+    parser.add_argument("--slices", action="append", required=True, metavar="FILE",
+                        help="ResourceSlices (kubectl get resourceslices -o yaml); may also hold DeviceClasses, "
+                             "Nodes and DeviceTaintRules (repeatable)")
+    parser.add_argument("--allocated", action="append", default=[], metavar="FILE",
+                        help="allocated ResourceClaims (kubectl get resourceclaims -A -o yaml): their devices "
+                             "are in use")
+    parser.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION, metavar="V",
+                        help=f"target version: CEL environment and default feature gates "
+                             f"(default {DEFAULT_KUBERNETES_VERSION})")
+    parser.add_argument("--feature-gates", default="", metavar="Name=true,...",
+                        help="override DRA feature gates, kube-scheduler syntax")
+    parser.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--count", action="store_true",
+                        help="also count how many such Pods fit on each node at once")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, allocate, report."""
+    target = Target.parse(args.kubernetes_version, "--kubernetes-version")
+    gates = feature_gates(args.feature_gates, target)
+    paths = [*args.manifests, *args.slices, *args.allocated]
+    if paths.count(STDIN) > 1:
+        raise DraConstructsError("-", "stdin", "-", "standard input can be read only once", "pass files instead")
+    stdin = io.StringIO(sys.stdin.read()) if STDIN in paths else None
+    manifests = [m.obj for m in load_paths(args.manifests, stdin=stdin)]
+    slices = [m.obj for m in load_paths(args.slices, stdin=stdin)]
+    allocated = [m.obj for m in load_paths(args.allocated, stdin=stdin)] if args.allocated else []
+    inputs = collect(manifests, slices, allocated)
+    if not inputs.claims:
+        raise DraConstructsError(", ".join(args.manifests), "kind", None,
+                                 "no ResourceClaim or ResourceClaimTemplate in the manifests",
+                                 "pass the manifests that hold the Pod's claims")
+    if not inputs.slices:
+        raise DraConstructsError(", ".join(args.slices), "kind", None, "no ResourceSlice in the slice files",
+                                 "pass kubectl get resourceslices -o yaml")
+    inventory = Inventory.from_slices(inputs.slices, inputs.nodes, inputs.taint_rules)
+    known = {n.name for n in inventory.nodes}
+    for name in args.node or []:
+        if name not in known:
+            raise DraConstructsError("--node", "node", name, "no slice or Node object names this node",
+                                     f"use one of {', '.join(sorted(known))}")
+    classes = {**default_device_classes(), **inputs.classes}
+    report = fit(inputs.claims, inventory, target=target, classes=classes, gates=gates,
+                 allocated=inputs.allocated, nodes=args.node, count=args.count)
+    if args.format == "json":
+        json.dump(report.as_json(), sys.stdout, indent=2)
+        print()
+    else:
+        sys.stdout.write(_text(report))
+    return 0 if report.allocatable else 1
+
+
+def _text(report: FitReport) -> str:
+    lines = []
+    for name, result in report.nodes.items():
+        count = f" (x{report.counts.get(name, 0)} Pods)" if report.counts is not None else ""
+        if result.allocatable:
+            lines.append(f"{name}: allocatable{count}")
+            lines += [f"  {d.claim}/{d.request}: {d.driver}/{d.pool}/{d.device}" for d in result.devices]
+        else:
+            lines.append(f"{name}: not allocatable: {result.reason}")
+    fitting = sum(r.allocatable for r in report.nodes.values())
+    lines.append(f"{fitting} of {len(report.nodes)} node(s) can allocate the claims")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,153 @@
+"""Turn manifests into fit inputs: claims, DeviceClasses, slices, nodes, allocated devices, gates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..catalog.driver import DEVICE_CLASS_SELECTORS
+from ..errors import DraConstructsError
+from ..target import Target
+from .allocator import AllocatedState
+from .model import Claim, DeviceClass, Node, claim_from_spec, quantity
+
+__all__ = ["FitInputs", "collect", "default_device_classes", "feature_gates"]
+
+
+def default_device_classes() -> dict[str, DeviceClass]:
+    """The NVIDIA driver's DeviceClasses (Helm chart), used when the inputs name none."""
+    return {name: DeviceClass(name, (selector,)) for name, selector in DEVICE_CLASS_SELECTORS.items()}
+
+
+def feature_gates(text: str | None, target: Target, where: str = "--feature-gates") -> dict[str, bool]:
+    """The target's default DRA gates, overridden by kube-scheduler syntax ``A=true,B=false``."""
+    gates = dict(target.default_feature_gates)
+    if not text:
+        return gates
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip().lower()
+        if not sep or value not in ("true", "false"):
+            raise DraConstructsError(where, "feature gate", item, "not NAME=true or NAME=false",
+                                     "write --feature-gates DRAPartitionableDevices=true,DRADeviceTaints=false")
+        if name not in target.known_feature_gates:
+            raise DraConstructsError(where, "feature gate", name, "not a DRA feature gate the allocator reads",
+                                     f"use one of {', '.join(sorted(target.known_feature_gates))}")
+        gates[name] = value == "true"
+    return gates
+
+
+@dataclass
+class FitInputs:
+    """Everything ``fit`` reads, grouped by role."""
+
+    claims: list[Claim] = field(default_factory=list)
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    taint_rules: list[dict[str, Any]] = field(default_factory=list)
+    allocated: AllocatedState = field(default_factory=AllocatedState)
+
+
+def _where(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(metadata, dict)
+    name = metadata.get("name") or "<unnamed>"
+    namespace = metadata.get("namespace")
+    return f"{obj.get('kind')}/{namespace + '/' if namespace else ''}{name}"
+
+
+def _class(obj: Mapping[str, Any]) -> DeviceClass:
+    where = _where(obj)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    selectors = []
+    for index, selector in enumerate(spec.get("selectors") or []):
+        expression = (selector.get("cel") or {}).get("expression") if isinstance(selector, dict) else None
+        if not isinstance(expression, str):
+            raise DraConstructsError(where, f"spec.selectors[{index}].cel.expression", selector,
+                                     "a DeviceClass selector needs a CEL expression",
+                                     "write selectors: [{cel: {expression: ...}}]")
+        selectors.append(expression)
+    name = (obj.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise DraConstructsError(where, "metadata.name", name, "a DeviceClass needs a name", "set metadata.name")
+    return DeviceClass(name, tuple(selectors))
+
+
+def _allocated(obj: Mapping[str, Any], state: AllocatedState) -> None:
+    where = _where(obj)
+    allocation = ((obj.get("status") or {}).get("allocation") or {}) if isinstance(obj.get("status"), dict) else {}
+    for result in ((allocation.get("devices") or {}).get("results") or []) if isinstance(allocation, dict) else []:
+        if not isinstance(result, dict) or result.get("adminAccess"):
+            continue  # admin access does not take the device (the scheduler skips such results)
+        try:
+            device_id = f"{result['driver']}/{result['pool']}/{result['device']}"
+        except KeyError as missing:
+            raise DraConstructsError(where, "status.allocation.devices.results", result,
+                                     f"an allocation result needs {missing}",
+                                     "pass ResourceClaims as the API returns them") from None
+        consumed = result.get("consumedCapacity")
+        if isinstance(consumed, dict):
+            used = state.capacity.setdefault(device_id, {})
+            for name, value in consumed.items():
+                used[str(name)] = used.get(str(name), 0) + quantity(str(value), where, f"consumedCapacity.{name}")
+        elif not result.get("shareID"):
+            state.devices.add(device_id)
+
+
+def collect(manifests: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]],
+            allocated: Iterable[Mapping[str, Any]] = ()) -> FitInputs:
+    """Claims and classes from the manifests; slices, classes, nodes and taint rules from slice files.
+
+    A ResourceClaimTemplate stands for one claim (of the Pod); an allocated ResourceClaim among the
+    manifests is still allocated again (``fit`` asks whether the claims *could* be allocated).
+    """
+    inputs = FitInputs()
+    names: dict[str, int] = {}
+    for obj in list(manifests) + list(slices):
+        kind = obj.get("kind")
+        if kind == "DeviceClass":
+            device_class = _class(obj)
+            inputs.classes[device_class.name] = device_class
+    for obj in manifests:
+        kind = obj.get("kind")
+        if kind not in ("ResourceClaim", "ResourceClaimTemplate"):
+            continue
+        where = _where(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        assert isinstance(spec, dict)
+        if kind == "ResourceClaimTemplate":
+            spec = spec.get("spec") if isinstance(spec.get("spec"), dict) else {}
+        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        assert isinstance(metadata, dict)
+        name = str(metadata.get("name") or f"claim-{len(inputs.claims)}")
+        names[name] = names.get(name, 0) + 1
+        if names[name] > 1:
+            name = f"{metadata.get('namespace') or 'default'}/{name}#{names[name]}"
+        assert isinstance(spec, dict)
+        inputs.claims.append(claim_from_spec(name, spec, where))
+    for obj in slices:
+        kind = obj.get("kind")
+        if kind == "ResourceSlice":
+            inputs.slices.append(dict(obj))
+        elif kind == "Node":
+            metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            assert isinstance(metadata, dict)
+            labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+            assert isinstance(labels, dict)
+            name = str(metadata.get("name") or "")
+            node_labels = {"kubernetes.io/hostname": name, **{str(k): str(v) for k, v in labels.items()}}
+            inputs.nodes.append(Node(name, node_labels))
+        elif kind == "DeviceTaintRule":
+            inputs.taint_rules.append(dict(obj))
+        elif kind == "ResourceClaim":
+            _allocated(obj, inputs.allocated)
+    for obj in allocated:
+        if obj.get("kind") == "ResourceClaim":
+            _allocated(obj, inputs.allocated)
+    return inputs

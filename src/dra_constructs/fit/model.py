@@ -1,0 +1,498 @@
+"""The inputs of a fit check: devices in pools, counter sets, nodes, claims and DeviceClasses.
+
+Built from API objects as ``kubectl get -o yaml`` prints them (``resource.k8s.io`` v1beta1,
+v1beta2 and v1 shapes). Device-level fields (attributes, capacity, ``consumesCounters``,
+``taints``) come from :func:`dra_constructs.cel.devices_from_slices`; the slice-level fields the
+allocator needs (pool generation and slice count, ``sharedCounters``, node selection,
+``perDeviceNodeSelection``, binding conditions) are read here. Malformed objects raise
+:class:`~dra_constructs.errors.DraConstructsError` naming object, field and value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from ..cel.inventory import Device, devices_from_slices
+from ..cel.quantity import QuantityError, parse_quantity
+from ..errors import DraConstructsError
+
+__all__ = [
+    "Claim",
+    "Constraint",
+    "DeviceClass",
+    "FitDevice",
+    "Inventory",
+    "Node",
+    "Pool",
+    "Request",
+    "SubRequest",
+    "Toleration",
+    "claim_from_spec",
+    "quantity",
+]
+
+Counters = dict[str, Fraction]
+
+
+def quantity(text: str, where: str, field_name: str) -> Fraction:
+    """The exact value of a quantity string (``"80384Mi"``, ``"1"``); whole values as ``int`` (faster)."""
+    value = _quantity(str(text))
+    if isinstance(value, str):
+        raise DraConstructsError(where, field_name, text, f"not a Kubernetes quantity ({value})",
+                                 'write a quantity such as "1", "14" or "80Gi"')
+    return value
+
+
+@lru_cache(maxsize=4096)
+def _quantity(text: str) -> Fraction | str:
+    """Parsed once per distinct text (counters repeat on every device); the error text if invalid."""
+    try:
+        value = parse_quantity(text).value
+    except QuantityError as error:
+        return str(error)
+    return value.numerator if value.denominator == 1 else value  # type: ignore[return-value]
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node the allocator may pick: its name and labels (for slice ``nodeSelector``)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def _requirement_matches(requirement: Mapping[str, Any], value: str | None) -> bool:
+    operator = requirement.get("operator")
+    values = [str(v) for v in _as_list(requirement.get("values"))]
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            left, right = int(value), int(values[0])
+        except ValueError:
+            return False
+        return left > right if operator == "Gt" else left < right
+    return False
+
+
+def node_selector_matches(selector: Mapping[str, Any], node: Node) -> bool:
+    """``v1.NodeSelector``: any term matches; a term's expressions and fields all match."""
+    for term in _as_list(selector.get("nodeSelectorTerms")):
+        term = _as_dict(term)
+        expressions = [_as_dict(r) for r in _as_list(term.get("matchExpressions"))]
+        fields = [_as_dict(r) for r in _as_list(term.get("matchFields"))]
+        if not expressions and not fields:
+            continue  # an empty term matches nothing
+        if all(_requirement_matches(r, node.labels.get(str(r.get("key")))) for r in expressions) and all(
+                _requirement_matches(r, node.name if r.get("key") == "metadata.name" else None) for r in fields):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class NodeSelection:
+    """Where a slice (or, with ``perDeviceNodeSelection``, a device) is available."""
+
+    node_name: str | None = None
+    all_nodes: bool = False
+    node_selector: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> NodeSelection:
+        selector = spec.get("nodeSelector")
+        name = spec.get("nodeName")
+        return cls(str(name) if name else None, bool(spec.get("allNodes")),
+                   selector if isinstance(selector, dict) else None)
+
+    @property
+    def is_set(self) -> bool:
+        return self.node_name is not None or self.all_nodes or self.node_selector is not None
+
+    def matches(self, node: Node) -> bool:
+        """``NodeMatches``: nodeName, allNodes or the selector."""
+        if self.node_name is not None:
+            return node.name == self.node_name
+        if self.all_nodes:
+            return True
+        if self.node_selector is not None:
+            return node_selector_matches(self.node_selector, node)
+        return False
+
+
+@dataclass(eq=False)
+class FitDevice:
+    """One device with what allocation needs beyond CEL: counters, taints, node selection."""
+
+    device: Device
+    pool: Pool
+    slice_name: str
+    consumes: tuple[tuple[str, tuple[tuple[str, Fraction], ...]], ...]
+    taints: tuple[Mapping[str, Any], ...]
+    binding_conditions: bool
+    node_selection: NodeSelection | None  # set with perDeviceNodeSelection
+    allow_multiple: bool
+    capacity: Mapping[str, Fraction]
+    request_policies: Mapping[str, Mapping[str, Any]]
+
+    @property
+    def id(self) -> str:
+        return self.device.id
+
+
+@dataclass(eq=False)
+class SliceInfo:
+    """One ResourceSlice of a pool (current generation)."""
+
+    name: str
+    selection: NodeSelection
+    per_device: bool
+    devices: list[FitDevice] = field(default_factory=list)
+
+    def targets(self, node: Node) -> bool:
+        """Whether the slice offers devices to ``node`` (``GatherPools``)."""
+        if self.selection.is_set:
+            return self.selection.matches(node)
+        if self.per_device:
+            return any(d.node_selection is not None and d.node_selection.matches(node) for d in self.devices)
+        return False
+
+
+@dataclass(eq=False)
+class Pool:
+    """A resource pool: its current-generation slices and counter sets."""
+
+    driver: str
+    name: str
+    generation: int
+    slice_count: int
+    slices: list[SliceInfo] = field(default_factory=list)
+    counter_sets: dict[str, Counters] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+    @property
+    def incomplete(self) -> bool:
+        return len(self.slices) != self.slice_count
+
+    def invalid_reason(self) -> str | None:
+        """Duplicate device names make a pool invalid (``poolIsInvalid``)."""
+        seen: set[str] = set()
+        for slice_ in self.slices:
+            for device in slice_.devices:
+                if device.device.name in seen:
+                    return f"duplicate device name {device.device.name}"
+                seen.add(device.device.name)
+        return None
+
+
+def _counter_map(raw: Any, where: str, field_name: str) -> Counters:
+    counters: Counters = {}
+    for name, value in _as_dict(raw).items():
+        text = value.get("value") if isinstance(value, dict) else value
+        counters[str(name)] = quantity(str(text), where, f"{field_name}.{name}")
+    return counters
+
+
+def _taint_rules_by_device(rules: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    found: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    for rule in rules:
+        spec = _as_dict(rule.get("spec"))
+        selector = _as_dict(spec.get("deviceSelector"))
+        taint = _as_dict(spec.get("taint"))
+        if taint:
+            found.append((selector, taint))
+    return found
+
+
+@dataclass
+class Inventory:
+    """Pools of devices (as the scheduler's informers see them) and the nodes to try."""
+
+    pools: list[Pool]
+    nodes: list[Node]
+
+    @property
+    def devices(self) -> list[FitDevice]:
+        return [d for p in self.pools for s in p.slices for d in s.devices]
+
+    @classmethod
+    def from_slices(cls, slices: Iterable[Mapping[str, Any]], nodes: Iterable[Node] = (),
+                    taint_rules: Sequence[Mapping[str, Any]] = ()) -> Inventory:
+        """Group slices into pools (highest generation wins) and list the nodes.
+
+        Nodes: those given (``kind: Node`` objects), plus every ``nodeName`` a slice or device
+        names; a node known only by name carries the label ``kubernetes.io/hostname``. Without
+        any, one node ``*`` stands for "any node" (only ``allNodes`` slices reach it).
+        """
+        rules = _taint_rules_by_device(taint_rules)
+        raw_pools: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        order: list[tuple[str, str]] = []
+        for index, raw in enumerate(slices):
+            spec = _as_dict(raw.get("spec"))
+            name = str(_as_dict(raw.get("metadata")).get("name") or f"slices[{index}]")
+            pool_spec = _as_dict(spec.get("pool"))
+            key = (str(spec.get("driver") or ""), str(pool_spec.get("name") or ""))
+            if not key[0] or not key[1]:
+                raise DraConstructsError(name, "spec.driver/spec.pool.name", key, "a ResourceSlice needs both",
+                                         "pass complete ResourceSlice objects (kubectl get resourceslices -o yaml)")
+            if key not in raw_pools:
+                raw_pools[key] = []
+                order.append(key)
+            raw_pools[key].append(raw)
+        pools = [cls._pool(key, raw_pools[key], rules) for key in order]
+        known = {n.name: n for n in nodes}
+        for each in pools:
+            for slice_ in each.slices:
+                names = [slice_.selection.node_name] + [d.node_selection.node_name for d in slice_.devices
+                                                        if d.node_selection is not None]
+                for node_name in names:
+                    if node_name and node_name not in known:
+                        known[node_name] = Node(node_name, {"kubernetes.io/hostname": node_name})
+        return cls(pools, list(known.values()) or [Node("*")])
+
+    @classmethod
+    def from_devices(cls, devices: Iterable[Device]) -> Inventory:
+        """An inventory of bare devices (no counter sets): one pool per ``driver/pool``, on ``device.node``."""
+        pools: dict[tuple[str, str, str | None], Pool] = {}
+        nodes: dict[str, Node] = {}
+        for device in devices:
+            key = (device.driver, device.pool, device.node)
+            found = pools.get(key)
+            if found is None:
+                found = pools[key] = Pool(device.driver, device.pool, 0, 1)
+            pool = found
+            if not pool.slices:
+                selection = NodeSelection(device.node) if device.node else NodeSelection(all_nodes=True)
+                pool.slices.append(SliceInfo(f"{device.driver}/{device.pool}", selection, False))
+            where = f"device {device.id}"
+            consumes = tuple((counter_set, tuple((k, quantity(v, where, "consumesCounters")) for k, v in c.items()))
+                             for counter_set, c in device.consumes_counters)
+            pool.slices[0].devices.append(FitDevice(
+                device=device, pool=pool, slice_name=pool.slices[0].name, consumes=consumes, taints=device.taints,
+                binding_conditions=False, node_selection=None, allow_multiple=bool(device.allow_multiple_allocations),
+                capacity={}, request_policies={}))
+            if device.node and device.node not in nodes:
+                nodes[device.node] = Node(device.node, {"kubernetes.io/hostname": device.node})
+        return cls(list(pools.values()), list(nodes.values()) or [Node("*")])
+
+    @staticmethod
+    def _pool(key: tuple[str, str], raws: list[Mapping[str, Any]],
+              rules: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> Pool:
+        def generation(raw: Mapping[str, Any]) -> int:
+            value = _as_dict(_as_dict(raw.get("spec")).get("pool")).get("generation", 0)
+            return value if isinstance(value, int) else 0
+
+        newest = max(generation(r) for r in raws)
+        current = [r for r in raws if generation(r) == newest]
+        first = _as_dict(_as_dict(current[0].get("spec")).get("pool"))
+        count = first.get("resourceSliceCount", 1)
+        pool = Pool(key[0], key[1], newest, count if isinstance(count, int) else 1)
+        for raw in current:
+            spec = _as_dict(raw.get("spec"))
+            name = str(_as_dict(raw.get("metadata")).get("name") or pool.key)
+            for counter_set in _as_list(spec.get("sharedCounters")):
+                counter_set = _as_dict(counter_set)
+                set_name = str(counter_set.get("name") or "")
+                pool.counter_sets[set_name] = _counter_map(counter_set.get("counters"), name,
+                                                           f"spec.sharedCounters[{set_name}].counters")
+            slice_ = SliceInfo(name, NodeSelection.of(spec), bool(spec.get("perDeviceNodeSelection")))
+            raw_devices = [d for d in _as_list(spec.get("devices")) if isinstance(d, dict)]
+            parsed = devices_from_slices([{"metadata": {"name": name},
+                                           "spec": {**spec, "devices": raw_devices}}]) if raw_devices else []
+            for raw_device, device in zip(raw_devices, parsed, strict=True):
+                slice_.devices.append(_fit_device(device, raw_device, pool, slice_, rules))
+            pool.slices.append(slice_)
+        return pool
+
+
+def _fit_device(device: Device, raw: Mapping[str, Any], pool: Pool, slice_: SliceInfo,
+                rules: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> FitDevice:
+    body = _as_dict(raw.get("basic")) or raw
+    where = f"{slice_.name}: device {device.name}"
+    consumes = tuple(
+        (counter_set, tuple((k, quantity(v, where, f"consumesCounters[{counter_set}].{k}"))
+                            for k, v in counters.items()))
+        for counter_set, counters in device.consumes_counters
+    )
+    taints = list(device.taints)
+    for selector, taint in rules:
+        if all(selector.get(k) in (None, value) for k, value in
+               (("driver", device.driver), ("pool", device.pool), ("device", device.name))):
+            taints.append(taint)
+    capacity: dict[str, Fraction] = {}
+    policies: dict[str, Mapping[str, Any]] = {}
+    for name, value in _as_dict(body.get("capacity")).items():
+        text = value.get("value") if isinstance(value, dict) else value
+        parsed = _quantity(str(text))
+        if isinstance(parsed, str):
+            continue
+        capacity[str(name)] = parsed
+        if isinstance(value, dict) and isinstance(value.get("requestPolicy"), dict):
+            policies[str(name)] = value["requestPolicy"]
+    selection = NodeSelection.of(body) if slice_.per_device else None
+    return FitDevice(device=device, pool=pool, slice_name=slice_.name, consumes=consumes, taints=tuple(taints),
+                     binding_conditions=bool(body.get("bindingConditions")), node_selection=selection,
+                     allow_multiple=bool(body.get("allowMultipleAllocations")), capacity=capacity,
+                     request_policies=policies)
+
+
+# --- claims ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A device toleration (``resourceclaim.ToleratesTaint``)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Mapping[str, Any]) -> bool:
+        if self.effect and self.effect != taint.get("effect"):
+            return False
+        if self.key and self.key != taint.get("key"):
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == str(taint.get("value") or "")
+
+
+@dataclass(frozen=True)
+class SubRequest:
+    """What one request (or one ``firstAvailable`` alternative) asks for."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    mode: str = "ExactCount"
+    count: int = 1
+    admin_access: bool | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    capacity: tuple[tuple[str, Fraction], ...] = ()
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request: one way to be satisfied, or ``firstAvailable`` alternatives in order."""
+
+    name: str
+    alternatives: tuple[SubRequest, ...]
+    first_available: bool = False
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """``matchAttribute`` or ``distinctAttribute`` over ``requests`` (empty: all requests)."""
+
+    requests: tuple[str, ...]
+    attribute: str
+    distinct: bool = False
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the Pod: its requests and constraints."""
+
+    name: str
+    requests: tuple[Request, ...]
+    constraints: tuple[Constraint, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeviceClass:
+    """A DeviceClass: its CEL selectors (evaluated before the request's)."""
+
+    name: str
+    selectors: tuple[str, ...] = ()
+
+
+def _selectors(raw: Any, where: str, field_name: str) -> tuple[str, ...]:
+    found = []
+    for index, selector in enumerate(_as_list(raw)):
+        expression = _as_dict(_as_dict(selector).get("cel")).get("expression")
+        if not isinstance(expression, str) or not expression:
+            raise DraConstructsError(where, f"{field_name}[{index}].cel.expression", selector,
+                                     "a selector needs a CEL expression", "write selectors: [{cel: {expression: ...}}]")
+        found.append(expression)
+    return tuple(found)
+
+
+def _tolerations(raw: Any) -> tuple[Toleration, ...]:
+    return tuple(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+                            str(t.get("effect") or "")) for t in map(_as_dict, _as_list(raw)))
+
+
+def _sub_request(body: Mapping[str, Any], name: str, where: str, field_name: str) -> SubRequest:
+    device_class = body.get("deviceClassName")
+    if not isinstance(device_class, str) or not device_class:
+        raise DraConstructsError(where, f"{field_name}.deviceClassName", device_class,
+                                 "a request needs a deviceClassName", "name the DeviceClass, e.g. gpu.nvidia.com")
+    mode = str(body.get("allocationMode") or "ExactCount")
+    if mode not in ("ExactCount", "All"):
+        raise DraConstructsError(where, f"{field_name}.allocationMode", mode, "unknown allocation mode",
+                                 "use ExactCount or All")
+    count = body.get("count", 1)
+    if mode == "ExactCount" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+        raise DraConstructsError(where, f"{field_name}.count", count, "count must be a positive integer",
+                                 "write count: 1 (or more)")
+    admin = body.get("adminAccess")
+    capacity = tuple((str(k), quantity(str(v), where, f"{field_name}.capacity.requests.{k}"))
+                     for k, v in _as_dict(_as_dict(body.get("capacity")).get("requests")).items())
+    return SubRequest(name, device_class, _selectors(body.get("selectors"), where, f"{field_name}.selectors"),
+                      mode, int(count) if mode == "ExactCount" else 0, None if admin is None else bool(admin),
+                      _tolerations(body.get("tolerations")), capacity)
+
+
+def claim_from_spec(name: str, spec: Mapping[str, Any], where: str) -> Claim:
+    """A claim from ``ResourceClaim.spec`` (or a template's ``spec.spec``), any served version."""
+    devices = _as_dict(_as_dict(spec).get("devices"))
+    requests = []
+    for index, raw in enumerate(_as_list(devices.get("requests"))):
+        raw = _as_dict(raw)
+        request_name = str(raw.get("name") or f"requests[{index}]")
+        field_name = f"spec.devices.requests[{request_name!r}]"
+        if raw.get("firstAvailable"):
+            subs = tuple(_sub_request(_as_dict(s), str(_as_dict(s).get("name") or f"{i}"), where,
+                                      f"{field_name}.firstAvailable[{i}]")
+                         for i, s in enumerate(_as_list(raw.get("firstAvailable"))))
+            requests.append(Request(request_name, subs, first_available=True))
+            continue
+        body = _as_dict(raw.get("exactly")) if "exactly" in raw else raw
+        requests.append(Request(request_name, (_sub_request(body, request_name, where, field_name),)))
+    if not requests:
+        raise DraConstructsError(where, "spec.devices.requests", None, "the claim requests no devices",
+                                 "add spec.devices.requests")
+    constraints = []
+    for index, raw in enumerate(_as_list(devices.get("constraints"))):
+        raw = _as_dict(raw)
+        names = tuple(str(r) for r in _as_list(raw.get("requests")))
+        if raw.get("matchAttribute"):
+            constraints.append(Constraint(names, str(raw["matchAttribute"])))
+        elif raw.get("distinctAttribute"):
+            constraints.append(Constraint(names, str(raw["distinctAttribute"]), distinct=True))
+        else:
+            raise DraConstructsError(where, f"spec.devices.constraints[{index}]", raw,
+                                     "empty constraint (unsupported constraint type?)",
+                                     "write matchAttribute: <domain>/<attribute>")
+    return Claim(name, tuple(requests), tuple(constraints))

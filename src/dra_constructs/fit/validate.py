@@ -1,0 +1,124 @@
+"""Check an allocation independently of the search that produced it.
+
+Every returned allocation must hold: each request (or the chosen ``firstAvailable`` alternative)
+has its count of distinct devices that match its class and selectors on that node, no device
+goes to two claims (admin access and shared devices excepted) or is already allocated, no
+counter set is overdrawn (counting devices already allocated), ``matchAttribute`` values are
+equal and ``distinctAttribute`` values differ, and no untolerated NoSchedule/NoExecute taint.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+from ..cel.matching import match_devices
+from ..target import Target
+from .allocator import AllocatedState, DeviceResult, _attribute
+from .model import Claim, DeviceClass, FitDevice, Inventory, Node
+
+__all__ = ["validate_allocation"]
+
+
+def validate_allocation(
+    claims: Sequence[Claim],
+    inventory: Inventory,
+    node: Node,
+    results: Sequence[DeviceResult],
+    *,
+    classes: Mapping[str, DeviceClass],
+    target: Target,
+    allocated: AllocatedState | None = None,
+    gates: Mapping[str, bool] | None = None,
+) -> list[str]:
+    """Every broken rule of ``results`` (empty: valid)."""
+    allocated = allocated or AllocatedState()
+    gates = gates if gates is not None else target.default_feature_gates
+    problems: list[str] = []
+    by_id: dict[str, FitDevice] = {d.id: d for d in inventory.devices}
+    users: Counter[str] = Counter()
+    for result in results:
+        device = by_id.get(result.id)
+        if device is None:
+            problems.append(f"{result.id}: no such device")
+            continue
+        reachable = any(device in s.devices and (s.targets(node) if not s.per_device else
+                        (device.node_selection is not None and device.node_selection.matches(node)))
+                        for s in device.pool.slices)
+        if not reachable:
+            problems.append(f"{result.id}: not available on node {node.name}")
+        shared = gates.get("DRAConsumableCapacity", False) and device.allow_multiple
+        if not result.admin_access and not shared:
+            users[result.id] += 1
+            if result.id in allocated.devices:
+                problems.append(f"{result.id}: already allocated")
+    problems += [f"{device}: allocated {n} times" for device, n in users.items() if n > 1]
+    for claim in claims:
+        mine = [r for r in results if r.claim == claim.name]
+        for request in claim.requests:
+            got = [r for r in mine if r.request == request.name or r.request.startswith(request.name + "/")]
+            chosen = {r.request for r in got}
+            if len(chosen) != 1:
+                problems.append(f"claim {claim.name}, request {request.name}: results name {sorted(chosen)}")
+                continue
+            (name,) = chosen
+            sub_name = name.partition("/")[2]
+            spec = next((s for s in request.alternatives if not request.first_available or s.name == sub_name), None)
+            if spec is None:
+                problems.append(f"claim {claim.name}: {name} is not an alternative of request {request.name}")
+                continue
+            ids = [r.id for r in got]
+            if len(set(ids)) != len(ids):
+                problems.append(f"claim {claim.name}, request {name}: a device twice")
+            if spec.mode == "ExactCount" and len(ids) != spec.count:
+                problems.append(f"claim {claim.name}, request {name}: {len(ids)} devices, wants {spec.count}")
+            if spec.mode == "All" and not ids:
+                problems.append(f"claim {claim.name}, request {name}: All got no device")
+            device_class = classes.get(spec.device_class)
+            devices = [by_id[i] for i in ids if i in by_id]
+            if device_class is None:
+                problems.append(f"claim {claim.name}, request {name}: unknown class {spec.device_class}")
+            else:
+                matched = match_devices(list(device_class.selectors), list(spec.selectors),
+                                        [d.device for d in devices], target)
+                problems += [f"claim {claim.name}, request {name}: {i} does not match ({v})"
+                             for i, v in matched.items() if v is not True]
+            if gates.get("DRADeviceTaints", False):
+                for device in devices:
+                    for taint in device.taints:
+                        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+                                t.tolerates(taint) for t in spec.tolerations):
+                            problems.append(f"{device.id}: taint {taint.get('key')} not tolerated by {name}")
+        for constraint in claim.constraints:
+            picked = [r for r in mine if not constraint.requests or r.request in constraint.requests
+                      or r.request.partition("/")[0] in constraint.requests]
+            values = [_attribute(by_id[r.id], constraint.attribute) for r in picked if r.id in by_id]
+            if any(v is None for v in values):
+                problems.append(f"claim {claim.name}: a device lacks {constraint.attribute}")
+            elif constraint.distinct and len(set(values)) != len(values):
+                problems.append(f"claim {claim.name}: {constraint.attribute} values repeat: {values}")
+            elif not constraint.distinct and len(set(values)) > 1:
+                problems.append(f"claim {claim.name}: {constraint.attribute} values differ: {values}")
+    problems += _counter_problems(inventory, results, allocated)
+    return problems
+
+
+def _counter_problems(inventory: Inventory, results: Sequence[DeviceResult], allocated: AllocatedState) -> list[str]:
+    taken = {r.id for r in results} | allocated.devices
+    used: dict[tuple[str, str], dict[str, Fraction]] = defaultdict(dict)
+    for device in inventory.devices:
+        if device.id not in taken:
+            continue
+        for counter_set, consumption in device.consumes:
+            bucket = used[(device.pool.key, counter_set)]
+            for name, value in consumption:
+                bucket[name] = bucket.get(name, Fraction(0)) + value
+    problems = []
+    pools = {p.key: p for p in inventory.pools}
+    for (pool_key, counter_set), totals in used.items():
+        limits = pools[pool_key].counter_sets.get(counter_set, {})
+        for name, value in totals.items():
+            if name in limits and value > limits[name]:
+                problems.append(f"{pool_key}: counter {name} of {counter_set} overdrawn ({value} > {limits[name]})")
+    return problems

@@ -1,0 +1,72 @@
+"""Builders for fit tests, and the rule that every allocation a test sees is validated."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dra_constructs.catalog import catalog_resource_slices
+from dra_constructs.fit import (
+    AllocatedState,
+    Claim,
+    DeviceClass,
+    FitReport,
+    Inventory,
+    claim_from_spec,
+    default_device_classes,
+    fit,
+    validate_allocation,
+)
+from dra_constructs.target import Target
+
+PROFILE = "device.attributes['gpu.nvidia.com'].profile == '{}'"
+
+
+def request(name: str = "r", device_class: str = "mig.nvidia.com", selectors: Sequence[str] = (),
+            count: int = 1, **extra: Any) -> dict[str, Any]:
+    """One v1 request (``exactly``)."""
+    body: dict[str, Any] = {"deviceClassName": device_class, "count": count, **extra}
+    if selectors:
+        body["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": body}
+
+
+def claim(name: str, *requests: dict[str, Any], constraints: Sequence[dict[str, Any]] = ()) -> Claim:
+    spec: dict[str, Any] = {"devices": {"requests": list(requests)}}
+    if constraints:
+        spec["devices"]["constraints"] = list(constraints)
+    return claim_from_spec(name, spec, name)
+
+
+def mig(name: str, profile: str, count: int = 1) -> Claim:
+    return claim(name, request("mig", selectors=[PROFILE.format(profile)], count=count))
+
+
+def dynamic(model: str = "A100_80GB", gpus: int = 1, version: str = "1.36") -> Inventory:
+    target = Target.parse(version)
+    return Inventory.from_slices(catalog_resource_slices(
+        [model], gpus_per_node=gpus, mig_mode="dynamic", split_counter_sets=target.counter_sets_in_own_slice))
+
+
+def checked_fit(claims: Sequence[Claim], inventory: Inventory, version: str = "1.36", *,
+                classes: Mapping[str, DeviceClass] | None = None, gates: Mapping[str, bool] | None = None,
+                allocated: AllocatedState | None = None, **options: Any) -> FitReport:
+    """``fit``, then every returned allocation through the independent validator."""
+    target = Target.parse(version)
+    classes = dict(classes) if classes is not None else default_device_classes()
+    gates = dict(gates) if gates is not None else target.default_feature_gates
+    report = fit(claims, inventory, target=target, classes=classes, gates=gates, allocated=allocated, **options)
+    nodes = {n.name: n for n in inventory.nodes}
+    for name, result in report.nodes.items():
+        if result.allocatable:
+            problems = validate_allocation(claims, inventory, nodes[name], result.devices, classes=classes,
+                                           target=target, allocated=allocated, gates=gates)
+            assert problems == [], (name, problems)
+        else:
+            assert result.devices == [] and result.reason
+    return report
+
+
+def only(report: FitReport) -> Any:
+    (result,) = report.nodes.values()
+    return result
