@@ -14,12 +14,14 @@ from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
 from .errors import DraConstructsError
 from .podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
 from .requests import (
+    Alignment,
     CustomRequest,
     DeviceToleration,
     FirstAvailable,
     GpuRequest,
     MatchAttribute,
     MigRequest,
+    NicRequest,
     render_claim_spec,
 )
 from .target import Target
@@ -73,6 +75,7 @@ __all__ = [
     "DEVICE_CLASS_GPU",
     "DEVICE_CLASS_MIG",
     "KUBERNETES_VERSION_CONTEXT",
+    "Alignment",
     "ClaimUse",
     "Container",
     "CustomRequest",
@@ -93,6 +96,7 @@ __all__ = [
     "MatchAttribute",
     "Mig",
     "MigRequest",
+    "NicRequest",
     "PodClaim",
     "PodFailurePolicy",
     "PreStop",
