@@ -42,8 +42,8 @@ def catalog_inventory(mig_mode: str = "static") -> FitInventory:
     """The catalog's GPUs (and NICs beside them) as a fit inventory: static MIG or DynamicMIG nodes."""
     from .fit import Inventory as FitInventory
 
-    mode = "dynamic" if mig_mode == "dynamic" else "static"
-    return FitInventory.from_slices(catalog_resource_slices(mig_mode=mode, network=True))
+    slices = catalog_resource_slices(mig_mode="dynamic" if mig_mode == "dynamic" else "static", network=True)
+    return FitInventory.from_slices(slices)
 
 
 _FIT_INVENTORIES: dict[int, tuple[Any, FitInventory]] = {}
@@ -241,8 +241,8 @@ def _blame_constraints(claim: Claim, resolved: Sequence[ResolvedRequest], target
         if _fit_failures(replace(claim, constraints=(constraint,)), target, inventory, _classes(resolved)):
             blamed.append(constraint)
     described = "; ".join(
-        f"{'distinctAttribute' if c.distinct else 'matchAttribute'} {c.attribute} over {list(c.requests) if c.requests else 'all requests'}"
-        for c in (blamed or claim.constraints))
+        f"{'distinctAttribute' if c.distinct else 'matchAttribute'} {c.attribute} over "
+        f"{list(c.requests) if c.requests else 'all requests'}" for c in (blamed or claim.constraints))
     raise DraConstructsError(
         _where(where), "constraints", described,
         f"no node of the inventory can allocate the claim with this alignment ({described}); "

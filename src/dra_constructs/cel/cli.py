@@ -170,7 +170,7 @@ def _run_match(args: argparse.Namespace) -> int:
 
     target = parse_target(args.kubernetes_version)
     class_selectors: list[str] = []
-    DEVICE_CLASS_SELECTORS = {**NVIDIA_CLASS_SELECTORS, **NIC_CLASS_SELECTORS}  # noqa: N806 - the NIC class too
+    DEVICE_CLASS_SELECTORS = {**NVIDIA_CLASS_SELECTORS, **NIC_CLASS_SELECTORS}
     if args.device_class is not None:
         if args.device_class not in DEVICE_CLASS_SELECTORS:
             raise DraConstructsError("cel match", "--device-class", args.device_class,
