@@ -195,6 +195,10 @@ def check_requests(
                 _check_expression(where, request.name, expression, target)
     if inventory is None:
         return
+    # The same claim against the same inventory passes again: one dict lookup per construct.
+    passed_key = (repr(spec), target, id(inventory), catalog) if spec is not None else None
+    if passed_key is not None and passed_key in _PASSED:
+        return
     fit_inventory = as_fit_inventory(inventory)
     for _, alternatives in resolved:
         for request, selectors in alternatives:
@@ -211,16 +215,20 @@ def check_requests(
                     suggest_fix("", detail, device_class) or "guard optional attributes with `'name' in "
                     "device.attributes['domain']` and compare versions with semver(...)",
                 )
-    if spec is None or not _known_only(resolved):
-        return
-    claim = _claim(spec, where)
-    whole = not catalog or _aligned(claim) or not _nvidia_only(resolved)
-    try:
-        _check_fit(claim, resolved, target, where, fit_inventory, whole=whole)
-    except DraConstructsError as error:
-        if claim.constraints:
-            _blame_constraints(claim, resolved, target, where, fit_inventory, error)
-        raise
+    if spec is not None and _known_only(resolved):
+        claim = _claim(spec, where)
+        whole = not catalog or _aligned(claim) or not _nvidia_only(resolved)
+        try:
+            _check_fit(claim, resolved, target, where, fit_inventory, whole=whole)
+        except DraConstructsError as error:
+            if claim.constraints:
+                _blame_constraints(claim, resolved, target, where, fit_inventory, error)
+            raise
+    if passed_key is not None:
+        _PASSED[passed_key] = inventory  # keeps the inventory alive, so its id stays its own
+
+
+_PASSED: dict[tuple[Any, ...], Any] = {}
 
 
 def _aligned(claim: Claim) -> bool:

@@ -10,7 +10,7 @@ allocator needs (pool generation and slice count, ``sharedCounters``, node selec
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
@@ -234,6 +234,13 @@ class Inventory:
     @property
     def devices(self) -> list[FitDevice]:
         return [d for p in self.pools for s in p.slices for d in s.devices]
+
+    def __iter__(self) -> Iterator[Device]:
+        """The devices as CEL sees them (an inventory also serves where a list of devices did)."""
+        return (d.device for d in self.devices)
+
+    def __len__(self) -> int:
+        return sum(len(s.devices) for p in self.pools for s in p.slices)
 
     @classmethod
     def from_slices(cls, slices: Iterable[Mapping[str, Any]], nodes: Iterable[Node] = (),
