@@ -24,6 +24,7 @@ from .requests import (
     NicRequest,
     render_claim_spec,
 )
+from .sanitizer.runtime.policy import ContextsRemaining, PreemptionPolicy
 from .target import Target
 from .tenants.quota import Mig, WholeGpu
 from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
     from .plus import attach_claims
     from .sanitizer.construct import SanitizerDaemonSet
+    from .sanitizer.policy_class import PreemptionPolicyDeviceClass
     from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
     from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
 
@@ -60,6 +62,7 @@ _LAZY = {
     "attach_claims": ".plus",
     "enable_guardrails": ".guardrails.app_validation",
     "SanitizerDaemonSet": ".sanitizer.construct",
+    "PreemptionPolicyDeviceClass": ".sanitizer.policy_class",
     "GpuTenant": ".tenants.construct",
     "KueueQueue": ".tenants.construct",
     "TenantPlatform": ".tenants.construct",
@@ -78,6 +81,7 @@ __all__ = [
     "Alignment",
     "ClaimUse",
     "Container",
+    "ContextsRemaining",
     "CustomRequest",
     "DeviceToleration",
     "DraConstructsError",
@@ -100,6 +104,8 @@ __all__ = [
     "PodClaim",
     "PodFailurePolicy",
     "PreStop",
+    "PreemptionPolicy",
+    "PreemptionPolicyDeviceClass",
     "RollingUpdate",
     "SanitizerDaemonSet",
     "Target",

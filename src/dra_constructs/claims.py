@@ -33,6 +33,7 @@ from .requests import (
     render_claim_spec,
     request_names,
 )
+from .sanitizer.runtime.policy import PreemptionPolicy
 from .selector_checks import Inventory, catalog_inventory, check_requests
 from .target import Target
 from .validation import check_dns_label, check_labels, object_metadata, to_dns_label
@@ -70,7 +71,7 @@ class GpuClaimTemplate(cdk8s.ApiObject):
     The construct *is* the API object (a subclass of ``cdk8s.ApiObject``, built with one JSON patch):
     wrapping it in a separate construct costs a jsii round trip per object (see docs/performance.md).
 
-    :param requests: the device requests (``MigRequest``, ``GpuRequest``, ``CustomRequest``,
+    :param requests: the device requests (``MigRequest``, ``GpuRequest``, ``NicRequest``, ``CustomRequest``,
         ``FirstAvailable`` alternatives on 1.33+).
     :param constraints: ``MatchAttribute`` constraints. Default: none.
     :param align: ``Alignment`` of requests (or all) on one NUMA node, PCIe root or parent GPU,
@@ -92,6 +93,11 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         consuming counters) or ``"static"`` (pre-created MIG devices). Default: the App's
         ``set_mig_mode(...)``, else ``"dynamic"`` from 1.36 (partitionable devices on by default),
         ``"static"`` before.
+    :param preemption_policy: the claim's preemption policy for the sanitizer (guideline rule 4),
+        rendered as ``spec.devices.config[].opaque`` addressed to ``sanitizer.dra-constructs.io``
+        (the NVIDIA driver ignores it; the agent reads it from the allocated claim). Kueue refuses
+        per-claim config: there, use ``PreemptionPolicyDeviceClass``. Default: none.
+    :param policy_requests: the requests the policy applies to. Default: all.
     :param kueue_compatible: refuse what Kueue cannot admit (firstAvailable, constraints, admin access,
         allocationMode All, per-claim config; targets below 1.34). Default: the App's
         ``set_kueue_compatible(...)``, else off.
@@ -114,6 +120,8 @@ class GpuClaimTemplate(cdk8s.ApiObject):
         kubernetes_version: str | Target | None = None,
         inventory: Inventory | str | Path | None = CATALOG,
         mig_mode: str | None = None,
+        preemption_policy: PreemptionPolicy | None = None,
+        policy_requests: Sequence[str] = (),
         kueue_compatible: bool | None = None,
     ) -> None:
         where = lazy_path(scope, id)
@@ -138,6 +146,8 @@ class GpuClaimTemplate(cdk8s.ApiObject):
             mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
             inventory = catalog_inventory(mode)
         check_requests(resolved, target, where, inventory, spec, catalog=catalog)
+        if preemption_policy is not None:
+            spec = _with_policy(spec, preemption_policy, policy_requests, self.requests, where)
         try:
             super().__init__(
                 scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
@@ -211,3 +221,27 @@ class GpuClaimTemplate(cdk8s.ApiObject):
             selectors=tuple(selectors),
         )
         return cls(scope, id, requests=[request], **kwargs)
+
+
+def _with_policy(spec: dict[str, Any], policy: PreemptionPolicy, requests: Sequence[str],
+                 all_requests: Sequence[DeviceRequest | FirstAvailable], where: Any) -> dict[str, Any]:
+    """``spec`` plus the policy as one opaque config entry (for ``requests``, or all)."""
+    if not isinstance(policy, PreemptionPolicy):
+        raise DraConstructsError(_name(where), "preemption_policy", policy, "not a PreemptionPolicy",
+                                 "pass dra_constructs.PreemptionPolicy(...)")
+    names = request_names(all_requests)
+    for name in requests:
+        if name not in names:
+            raise DraConstructsError(_name(where), "policy_requests", name, "no request of that name in this claim",
+                                     f"use some of {sorted(names)}, or leave it empty for all")
+    entry: dict[str, Any] = {"opaque": policy.opaque()}
+    if requests:
+        entry = {"requests": list(requests), **entry}
+    devices = dict(spec["devices"])
+    devices["config"] = [*devices.get("config", []), entry]
+    return {**spec, "devices": devices}
+
+
+def _name(where: Any) -> str:
+    """The object path for an error (``where`` may be a lazy path)."""
+    return str(where()) if callable(where) else str(where)

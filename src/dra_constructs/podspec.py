@@ -344,7 +344,9 @@ def render_pod_spec(
     ``volumeMounts[].name`` must name a volume (or one of ``claim_template_volumes``, the
     ``volumeClaimTemplates`` of a StatefulSet the spec is for).
     """
-    target = None if kubernetes_version is None else Target.parse(kubernetes_version, _where(where))
+    # (a Target as is: the construct path costs a jsii round trip, so it is built only for errors)
+    target = kubernetes_version if isinstance(kubernetes_version, Target) or kubernetes_version is None \
+        else Target.parse(kubernetes_version, _where(where))
     containers = items_of(where, "containers", containers, Container, "Container(name=..., image=...)")
     init_containers = items_of(where, "init_containers", init_containers, Container, "Container(name=..., image=...)")
     claims = items_of(where, "claims", claims, PodClaim, "PodClaim(name=..., resource_claim_name=...)")

@@ -95,3 +95,19 @@ def _schema_fields(definition: str, minor: int) -> dict[str, str]:
 def test_field_table_matches_the_official_schema(minor: int) -> None:
     assert fields_for(POD_SPEC_FIELDS, minor) == _schema_fields("io.k8s.api.core.v1.PodSpec", minor)
     assert fields_for(CONTAINER_FIELDS, minor) == _schema_fields("io.k8s.api.core.v1.Container", minor)
+
+
+def test_rendering_builds_the_construct_path_only_for_errors() -> None:
+    # The path is a jsii round trip per object: a valid pod must never build it (docs/performance.md).
+    from dra_constructs import ClaimUse, PodClaim, Target, render_pod_spec
+
+    calls: list[int] = []
+
+    def where() -> str:
+        calls.append(1)
+        return "test/pod"
+
+    render_pod_spec([Container(name="c", image="i", claims=[ClaimUse(claim="x")], extra={"tty": True})],
+                    claims=[PodClaim(name="x", resource_claim_name="shared")], kubernetes_version=Target.parse("1.34"),
+                    extra_spec={"hostPID": False}, tolerations=[{"operator": "Exists"}], where=where)
+    assert calls == []

@@ -143,7 +143,8 @@ def _run_agent(docs: list[dict[str, Any]], folder: Path, **changes: Any) -> list
     zipapp, config = extract_bundle(docs, folder)
     data = yaml.safe_load(config.read_text())
     data.update(state_dir=str(folder / "state"), evidence_file=str(folder / "evidence.jsonl"), metrics_port=0,
-                metrics_address="127.0.0.1", simulated={"gpus": 1, "mig_slices_per_gpu": 0}, **changes)
+                metrics_address="127.0.0.1", simulated={"gpus": 2, "mig_slices_per_gpu": 0}, **changes)
+    # gpu-0 is held by the claim (guarded, never sanitized under a live tenant); gpu-1 is free: sanitized.
     data["kube"].update(mode="url", url=f"http://127.0.0.1:{server.server_port}", retries=0, watch_timeout_s=1)
     local = folder / "local.yaml"
     local.write_text(yaml.safe_dump(data))

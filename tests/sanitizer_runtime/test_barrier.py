@@ -112,9 +112,24 @@ def test_crash_at_every_point_is_recovered_without_a_dirty_release(tmp_path: Pat
             armed["on"] = False
             raise SimulatedCrash(where)
 
-    env = SimEnv(tmp_path, crash_hook=hook)
+    dynamic = point == "transient-created"
+    if point.startswith("reset"):
+        env = SimEnv(tmp_path, crash_hook=hook, partition_reset="mig-instance")
+    elif dynamic:
+        env = SimEnv(tmp_path, crash_hook=hook,
+                     simulated=SimulatedBackendSettings(gpus=1, dynamic_mig=True, memory_bytes=1024))
+    else:
+        env = SimEnv(tmp_path, crash_hook=hook)
     behaviours = [("unkillable", 0.0)] if point.startswith("quarantine") else [("obey", 50.0)]
-    _tenant(env, behaviours)
+    if dynamic:  # DynamicMIG: the driver created the instance at prepare and destroyed it at unprepare
+        for placement in env.rt.devices:  # every placement proven clean (else its overlaps stay guarded)
+            assert env.rt.barrier.run(placement, "startup-unknown").result == "released"
+        env.rt.barrier.mark_allocated(env.device, TENANT)
+        env.node.prepare(env.device.name)
+        env.node.start_tenant(env.device.name, [], random.Random(0))
+        env.node.unprepare(env.device.name)
+    else:
+        _tenant(env, behaviours)
     armed["on"] = True
     try:
         env.rt.barrier.run(env.device, "deallocated", TENANT)
@@ -127,7 +142,8 @@ def test_crash_at_every_point_is_recovered_without_a_dirty_release(tmp_path: Pat
     if state.phase is not Phase.RELEASING:
         assert env.kube.tainted(env.device.name) is not None  # still guarded while not proven clean
     env.restart()
-    env.rt.barrier.recover(env.device)
+    device = env.rt.barrier.deps.inventory[env.device.name]
+    record = env.rt.barrier.recover(device)
     final = env.rt.barrier.deps.store.load(env.device.name).phase
     audit = env.node.audit(env.device.name)
     if point.startswith("quarantine"):
@@ -135,6 +151,11 @@ def test_crash_at_every_point_is_recovered_without_a_dirty_release(tmp_path: Pat
         assert env.node.compute_mode(env.device.name) is ComputeMode.PROHIBITED
     else:
         assert final is Phase.CLEAN and audit.clean and env.kube.tainted(env.device.name) is None
+        # Every released record carries its proof, a release finished after a crash included (item 9).
+        assert record is not None and record.result == "released"
+        assert record.coverage >= 0.99 and record.bytes_verified > 0 and record.nonzero_words == 0
+    if dynamic:
+        assert env.rt.barrier.deps.partitions.instance(env.device) is None  # the transient one is gone
 
 
 def test_operator_release_reruns_the_whole_barrier(sim: SimEnv, tmp_path: Path) -> None:

@@ -14,28 +14,50 @@ from dra_constructs.sanitizer.runtime.simulate import simulate
 
 @pytest.mark.slow
 def test_a_thousand_randomized_schedules_have_no_dirty_release(tmp_path: Path) -> None:
-    runs = [  # (devices, cycles, fault rate, seed, target): up to 1,344 schedules (quarantined devices sit some out)
-        (56, 8, 0.05, 11, "1.34"),
-        (56, 8, 0.15, 12, "1.37"),
-        (56, 8, 0.10, 13, "1.32"),
+    runs = [  # (devices, cycles, fault rate, seed, target, reset): >= 1,000 schedules, crashes included
+        (56, 8, 0.05, 11, "1.34", "off"),
+        (56, 8, 0.15, 12, "1.37", "off"),
+        (56, 8, 0.10, 13, "1.32", "off"),
+        (56, 6, 0.05, 14, "1.34", "mig-instance"),
     ]
-    total = 0
-    for devices, cycles, rate, seed, version in runs:
+    total = recovery_releases = resets = 0
+    for devices, cycles, rate, seed, version, reset in runs:
         records = tmp_path / f"records-{seed}.jsonl"
         summary = simulate(devices=devices, cycles=cycles, fault_rate=rate, seed=seed, records=str(records),
-                           kubernetes_version=version)
+                           kubernetes_version=version, partition_reset=reset)
         total += summary.schedules
+        recovery_releases += summary.recovery_releases
+        resets += summary.resets
         assert summary.dirty_releases == 0, summary.dirty_release_details
         assert summary.failures_without_reason == 0 and summary.stuck_tenants_released == 0
+        assert summary.released_without_proof == 0
         assert summary.releases_observed >= summary.released > 0 and summary.quarantined > 0
         assert summary.crashes > 0 and len(summary.faults_injected) >= 10
         lines = [json.loads(x) for x in records.read_text().splitlines()]
         quarantined = [r for r in lines if r["result"] == "quarantined"]
         assert quarantined and all(r["reason"] for r in quarantined)
         released = [r for r in lines if r["result"] == "released"]
-        assert all(r["nonzero_words"] == 0 and r["coverage"] >= 0.99 for r in released
-                   if r["trigger"] != "recovery-release")
-    assert total >= 1000
+        # Every released record carries its proof, releases finished after a crash included (item 9).
+        assert all(r["nonzero_words"] == 0 and r["coverage"] >= 0.99 and r["bytes_verified"] > 0 for r in released)
+        if reset != "off":
+            assert any(r["reset_type"] == reset and r["reset_old_uuid"] != r["reset_new_uuid"] for r in released)
+    assert total >= 1000 and recovery_releases > 0 and resets > 0
+
+
+@pytest.mark.slow
+def test_dynamic_mig_schedules_have_no_dirty_release(tmp_path: Path) -> None:
+    """DynamicMIG: random placements, instances gone (or not) before the barrier, crashes, faults."""
+    records = tmp_path / "records.jsonl"
+    summary = simulate(devices=60, cycles=30, fault_rate=0.05, seed=21, records=str(records), dynamic_mig=True)
+    assert summary.schedules >= 80 and summary.crashes > 0
+    assert summary.dirty_releases == 0, summary.dirty_release_details
+    assert summary.released_without_proof == 0 and summary.failures_without_reason == 0
+    lines = [json.loads(x) for x in records.read_text().splitlines()]
+    transient = [r for r in lines if r["result"] == "released" and r["transient_instance"]]
+    in_place = [r for r in lines if r["result"] == "released" and r["trigger"] == "deallocated"
+                and not r["transient_instance"]]
+    assert transient and in_place  # both paths ran: the slice gone, and still prepared
+    assert all(r["guarded_overlaps"] for r in transient)
 
 
 def test_the_audit_catches_a_barrier_that_lies(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -114,6 +114,7 @@ def test_agent_guards_allocations_and_sanitizes_releases(fake_api: FakeApi, tmp_
     rt = build_runtime(config, fsync=False)
     assert rt.node is not None
     agent = Agent(rt)
+    assert agent.initial_list()  # the API answers: allocations are known
     agent.startup()  # never-seen devices are sanitized first
     assert {rt.barrier.deps.store.load(d.name).phase for d in rt.devices} == {Phase.CLEAN}
     device = rt.devices[0].name

@@ -12,8 +12,10 @@ Crash safety: the phase being entered is persisted before any of its effects (se
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,20 +24,22 @@ from .backends.base import (
     ComputeMode,
     MemoryScrubber,
     NvmlBackend,
+    PartitionBackend,
     ProcessSignaller,
     ScrubSession,
     VerifyResult,
 )
 from .clock import Clock
-from .config import AgentConfig, QuarantinePolicy
+from .config import AgentConfig, PartitionReset, QuarantinePolicy
 from .devices import DeviceInfo
 from .evidence import EvidenceRecord, EvidenceWriter
 from .guard import Guard, GuardError
 from .kube import Tenant
 from .metrics import Metrics
-from .state import DeviceState, Phase, StateStore
+from .policy import ContextsRemaining, PreemptionPolicy
+from .state import DeviceState, Phase, ResetRecord, StateStore, VerifyFigures
 
-__all__ = ["CRASH_POINTS", "Barrier", "BarrierDeps", "BarrierFailure"]
+__all__ = ["AWAITING_ZERO_CONTEXTS", "CRASH_POINTS", "Barrier", "BarrierDeps", "BarrierFailure"]
 
 _LOG = logging.getLogger("dra_sanitizer.barrier")
 
@@ -43,8 +47,12 @@ _LOG = logging.getLogger("dra_sanitizer.barrier")
 CRASH_POINTS: tuple[str, ...] = (
     "guard", "drain", "drain-signalled", "drain-killed", "verify-contexts", "fill", "fill-opened",
     "filled", "verify", "verified", "releasing", "release-mode", "release-untainted", "quarantine",
-    "quarantine-mode", "quarantine-tainted",
+    "quarantine-mode", "quarantine-tainted", "resetting", "reset-destroyed", "reset-created", "transient-created",
 )
+
+#: Reason prefix of a device quarantined by a claim's ``onContextsRemaining: Quarantine`` policy:
+#: the agent itself sanitizes it once NVML reports zero contexts (no operator needed).
+AWAITING_ZERO_CONTEXTS = "awaiting zero contexts"
 
 
 _AFTER_DRAIN = "after the drain"
@@ -71,6 +79,9 @@ class BarrierDeps:
     crash_hook: Callable[[str, str], None] | None = None
     scrub_on_free_disabled: bool | None = None
     own_pids: set[int] = field(default_factory=set)
+    partitions: PartitionBackend | None = None
+    #: The current info of every device by name (a cold reset changes a MIG device's UUID).
+    inventory: dict[str, DeviceInfo] = field(default_factory=dict)
 
 
 class _Cycle:
@@ -79,13 +90,21 @@ class _Cycle:
     def __init__(self, deps: BarrierDeps, device: DeviceInfo, state: DeviceState, trigger: str) -> None:
         self.deps = deps
         self.device = device
+        #: The hardware the cycle works on: the device, its current MIG instance, a transient
+        #: instance (DynamicMIG), the recreated one after a reset; None: no instance exists.
+        self.target: DeviceInfo | None = device
+        self.transient: DeviceInfo | None = None
+        #: A cold reset was cut off (crash): the instance may be gone or have a new UUID.
+        self.resuming_reset = state.phase is Phase.RESETTING or (
+            state.reset is not None and state.reset.new_uuid is None)  # or one that failed half-way
         self.state = state
         self.clock = deps.clock_for(device.name)
+        self.policy = PreemptionPolicy.model_validate(state.policy) if state.policy else None
         self.record = EvidenceRecord(
             node=deps.config.node_name, device=device.name, uuid=device.uuid, cycle=state.cycle,
             trigger=trigger, claim=state.claim, tenant_namespace=state.tenant_namespace,
             started_at=self.clock.wall(), scrub_on_free_disabled=deps.scrub_on_free_disabled,
-            taint=deps.guard.describe(device.name),
+            taint=deps.guard.describe(device.name), boundary=state.boundary, policy=state.policy,
         )
         self._phase: str | None = None
         self._phase_start = 0.0
@@ -113,8 +132,10 @@ class _Cycle:
 
     def set_mode(self, mode: ComputeMode) -> bool:
         """Best-effort compute-mode change; failures become warnings in the evidence."""
+        if self.target is None:
+            return False  # no instance at this placement (DynamicMIG): nothing can hold a context
         try:
-            self.deps.nvml.set_compute_mode(self.device, mode)
+            self.deps.nvml.set_compute_mode(self.target, mode)
             return True
         except BackendError as error:
             self.record.warnings.append(f"compute mode {mode.value}: {error}")
@@ -126,18 +147,42 @@ class Barrier:
 
     def __init__(self, deps: BarrierDeps) -> None:
         self.deps = deps
+        self._parent_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _parent_lock(self, device: DeviceInfo) -> threading.Lock | None:
+        """DynamicMIG: one barrier at a time per GPU (overlapping placements share memory slices)."""
+        if not device.dynamic or device.parent_uuid is None:
+            return None
+        with self._locks_lock:
+            return self._parent_locks.setdefault(device.parent_uuid, threading.Lock())
 
     # --- entry points -----------------------------------------------------------------------
 
     def run(self, device: DeviceInfo, trigger: str, tenant: Tenant | None = None) -> EvidenceRecord:
         """One full cycle from the guard on; returns (and writes) its evidence record."""
-        with self.deps.store.lock(device.name):
+        parent = self._parent_lock(device)
+        with contextlib.ExitStack() as stack:
+            if parent is not None:
+                stack.enter_context(parent)
+            stack.enter_context(self.deps.store.lock(device.name))
             state = self.deps.store.load(device.name, device.uuid)
-            state.uuid = device.uuid
+            if state.phase is not Phase.RESETTING:
+                state.uuid = device.uuid
             state.cycle += 1
+            state.verify = None
             if tenant is not None:
                 state.claim, state.tenant_namespace = tenant.claim, tenant.namespace
-            return self._cycle(_Cycle(self.deps, device, state, trigger))
+                state.boundary = tenant.boundary or state.boundary
+                if tenant.policy is not None:
+                    state.policy = tenant.policy.model_dump(by_alias=True, mode="json")
+            cycle = _Cycle(self.deps, device, state, trigger)
+            if state.phase is Phase.RESETTING and state.reset is not None:
+                cycle.record.warnings.append(
+                    f"recovering from a {state.reset.reset_type} reset cut off at {state.reset.started:.3f} "
+                    f"(old UUID {state.reset.old_uuid})")
+                cycle.record.reset_old_uuid = state.reset.old_uuid
+            return self._cycle(cycle)
 
     def recover(self, device: DeviceInfo) -> EvidenceRecord | None:
         """After a restart: redo an interrupted barrier, finish a verified release, re-guard."""
@@ -151,6 +196,13 @@ class Barrier:
                     return None
                 cycle = _Cycle(self.deps, device, state, "recovery-release")
                 cycle.record.result = "released"
+                if state.verify is not None:  # the proof of the verify that passed before the crash
+                    for name, value in state.verify.model_dump().items():
+                        setattr(cycle.record, name, value)
+                if state.reset is not None and state.reset.new_uuid:
+                    self._reset_evidence(cycle, state.reset)
+                if state.transient_uuid:
+                    cycle.transient = self._transient_info(device, state.transient_uuid)
                 return self._finish(cycle, self._release(cycle))
         if state.phase is Phase.QUARANTINED:
             clock = self.deps.clock_for(device.name)
@@ -163,24 +215,40 @@ class Barrier:
                 self.deps.guard.taint(device.name, "quarantined", clock, state.reason)
             except GuardError as error:
                 _LOG.warning("%s: cannot re-apply quarantine taint: %s", device.name, error)
+            if (state.reason or "").startswith(AWAITING_ZERO_CONTEXTS) and self._no_contexts(device):
+                return self.run(device, "zero-contexts")  # the claim's policy: sanitize once they are gone
         return None
+
+    def _no_contexts(self, device: DeviceInfo) -> bool:
+        """True if NVML lists no process on the device (an error: False, keep waiting)."""
+        try:
+            pids = self.deps.nvml.processes(device)
+        except BackendError:
+            return False
+        return not [p for p in pids if p not in self.deps.own_pids]
 
     def mark_allocated(self, device: DeviceInfo, tenant: Tenant) -> None:
         """A claim now holds the device: guard it for the moment it is released."""
         with self.deps.store.lock(device.name):
             state = self.deps.store.load(device.name, device.uuid)
-            if state.phase not in (Phase.CLEAN, Phase.ALLOCATED):
+            if state.phase not in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
                 # Quarantined or mid-barrier (possible only without taints): the barrier owns it.
                 _LOG.warning("%s allocated to %s while %s", device.name, tenant.claim, state.phase.value)
                 return
             state.uuid, state.phase = device.uuid, Phase.ALLOCATED
             state.claim, state.tenant_namespace = tenant.claim, tenant.namespace
+            state.boundary = tenant.boundary
+            state.policy = tenant.policy.model_dump(by_alias=True, mode="json") if tenant.policy else None
             state.updated = self.deps.clock_for(device.name).wall()
             self.deps.store.save(state)
         try:
             self.deps.guard.taint(device.name, "in-use", self.deps.clock_for(device.name))
         except GuardError as error:
             _LOG.error("%s: cannot place the guard taint while allocated: %s", device.name, error)
+        if tenant.policy_problem:
+            _LOG.error("%s: claim %s: %s", device.name, tenant.claim, tenant.policy_problem)
+            self.deps.guard.event(device.name, "PreemptionPolicyInvalid", f"{tenant.claim}: {tenant.policy_problem}",
+                                  self.deps.clock_for(device.name))
 
     def tenant_leaving(self, device: DeviceInfo) -> None:
         """The last pod using the device is terminating: without taints, refuse new contexts now."""
@@ -213,15 +281,26 @@ class Barrier:
                 raise BarrierFailure("the driver's scrub-on-free is disabled (RMDisableScrubOnFree) and "
                                      "require_scrub_on_free is set")
             c.enter(Phase.GUARD)
+            c.target = self._instance(c)
             self._guard(c)
             c.enter(Phase.DRAIN)
-            self._drain(c)
+            if c.target is not None:
+                self._drain(c)
             c.enter(Phase.VERIFY_CONTEXTS)
-            self._verify_no_contexts(c, allowed=set(), what=_AFTER_DRAIN)
+            if c.target is not None:
+                self._verify_no_contexts(c, allowed=set(), what=_AFTER_DRAIN)
+            else:
+                c.record.contexts_after_drain = 0  # no instance at the placement: nobody can hold one
+            reset = self._reset_type(c)
+            if reset is not None:
+                self._reset(c, reset)
+            if c.target is None:
+                self._create_transient(c)
             c.enter(Phase.FILL)
             c.set_mode(ComputeMode.EXCLUSIVE_PROCESS)  # our context will be the only one
+            assert c.target is not None
             self._check_unaccounted_memory(c)
-            session = self.deps.scrubber.open(c.device, self.deps.config.fill_timeout_s)
+            session = self.deps.scrubber.open(c.target, self.deps.config.fill_timeout_s)
             c.crash("fill-opened")
             # Re-checked right before the fill: nobody but our own worker holds a context.
             self._verify_no_contexts(c, allowed={session.pid}, what="right before the fill")
@@ -244,6 +323,8 @@ class Barrier:
             session = None
             self._verify_no_contexts(c, allowed=set(), what="after the verify")
             c.state.verified_cycle = c.state.cycle
+            # The proof travels with the releasing state: a release finished after a crash carries it.
+            c.state.verify = VerifyFigures(**{k: getattr(c.record, k) for k in VerifyFigures.model_fields})
             c.enter(Phase.RELEASING)
             c.record.result = "released"
             return self._finish(c, self._release(c))
@@ -256,6 +337,102 @@ class Barrier:
             if session is not None:
                 session.close()
 
+    # --- partitions: DynamicMIG and cold reset ----------------------------------------------
+
+    def _instance(self, c: _Cycle) -> DeviceInfo | None:
+        """The hardware at the device now: itself, its current MIG instance, or None (no instance)."""
+        parts = self.deps.partitions
+        if parts is None or not (c.device.dynamic or (c.device.is_mig and c.resuming_reset)):
+            return c.device  # static devices: no extra NVML calls unless a reset was cut off
+        found = parts.instance(c.device)
+        if found is not None and c.state.transient_uuid == found.uuid:
+            c.transient = found  # ours, from a cycle cut off by a crash: destroyed at the release
+        if found is not None and not c.device.dynamic and found.uuid != c.device.uuid:
+            self._rekey(c, found)  # recreated (a reset finished before a crash)
+        return found
+
+    def _transient_info(self, device: DeviceInfo, uuid: str) -> DeviceInfo | None:
+        parts = self.deps.partitions
+        found = parts.instance(device) if parts is not None else None
+        return found if found is not None and found.uuid == uuid else None
+
+    def _create_transient(self, c: _Cycle) -> None:
+        """No instance at the placement: create one to fill (DynamicMIG), or recreate a lost static one."""
+        parts = self.deps.partitions
+        if parts is None:
+            raise BarrierFailure("no MIG instance at the placement and no partition backend to create one")
+        created = parts.create(c.device)
+        c.target = created
+        c.set_mode(ComputeMode.PROHIBITED)  # a new instance starts in DEFAULT
+        if c.device.dynamic:
+            c.transient = created
+            c.record.transient_instance = created.uuid
+            c.state.transient_uuid = created.uuid
+            self.deps.store.save(c.state)
+        else:
+            self._rekey(c, created)
+        c.crash("transient-created")
+
+    def _reset_type(self, c: _Cycle) -> str | None:
+        """The cold reset this release needs (config or the claim's policy), or None."""
+        mode = self.deps.config.partition_reset
+        if mode is PartitionReset.OFF and not (c.policy is not None and c.policy.cold_reset_on_release):
+            return None
+        if c.state.claim is None and not c.resuming_reset:
+            return None  # no tenant released it (startup, operator): nothing crossed a boundary
+        if c.device.dynamic:
+            return None  # the instance is destroyed at unprepare; the transient one is fresh anyway
+        if c.device.is_mig or c.device.placement is not None:
+            return PartitionReset.MIG_INSTANCE.value
+        return PartitionReset.GPU.value
+
+    def _reset(self, c: _Cycle, kind: str) -> None:
+        """Cold reset: destroy and recreate the MIG instance at its placement, or reset the GPU."""
+        parts = self.deps.partitions
+        if parts is None:
+            raise BarrierFailure(f"partition reset {kind} requested but this backend cannot reset")
+        old = c.target
+        c.state.reset = ResetRecord(reset_type=kind, old_uuid=old.uuid if old else "", started=c.clock.wall())
+        c.enter(Phase.RESETTING)
+        start = c.clock.monotonic()
+        if kind == PartitionReset.MIG_INSTANCE.value:
+            if old is not None:
+                parts.destroy(old)
+            c.target = None
+            c.crash("reset-destroyed")
+            new = parts.create(c.device)
+            c.crash("reset-created")
+        else:
+            assert old is not None
+            new = parts.reset_gpu(old, self.deps.config.reset_timeout_s)
+        c.target = new
+        c.set_mode(ComputeMode.PROHIBITED)  # a new instance (or a reset GPU) starts in DEFAULT
+        seconds = c.clock.monotonic() - start
+        c.state.reset.new_uuid, c.state.reset.seconds = new.uuid, round(seconds, 6)
+        self._rekey(c, new)
+        self._reset_evidence(c, c.state.reset)
+        if seconds > self.deps.config.reset_timeout_s:
+            raise BarrierFailure(f"{kind} reset took {seconds:.1f}s, more than reset_timeout_s "
+                                 f"{self.deps.config.reset_timeout_s:g}")
+        self.deps.guard.event(c.device.name, "PartitionReset", f"{kind} reset: {c.state.reset.old_uuid} -> "
+                              f"{new.uuid}; the DRA driver must re-enumerate in static-MIG mode", c.clock,
+                              warning=False)
+
+    @staticmethod
+    def _reset_evidence(c: _Cycle, reset: ResetRecord) -> None:
+        c.record.reset_type, c.record.reset_old_uuid = reset.reset_type, reset.old_uuid
+        c.record.reset_new_uuid, c.record.reset_seconds = reset.new_uuid, reset.seconds
+
+    def _rekey(self, c: _Cycle, new: DeviceInfo) -> None:
+        """The device has a new UUID: state, evidence and the inventory follow it."""
+        if c.device.dynamic:
+            return
+        c.device = new
+        c.state.uuid = new.uuid
+        c.record.uuid = new.uuid
+        self.deps.inventory[new.name] = new
+        self.deps.store.save(c.state)
+
     def _check_unaccounted_memory(self, c: _Cycle) -> None:
         """Before our context: free must be total - reserved, less a small epsilon.
 
@@ -264,7 +441,8 @@ class Barrier:
         exactly what the next tenant could read, so it fails the barrier.
         """
         try:
-            memory = self.deps.nvml.memory(c.device)
+            assert c.target is not None
+            memory = self.deps.nvml.memory(c.target)
         except BackendError as error:
             if error.fatal:
                 raise
@@ -314,11 +492,13 @@ class Barrier:
             tainted = False
         if not tainted:
             c.record.taint = f"missing: {self.deps.guard.describe(c.device.name)}"
+        c.record.guarded_overlaps = self.deps.guard.overlaps(c.device.name)
 
     def _processes(self, c: _Cycle) -> list[int] | None:
         """NVML's process list; None on a transient error (a fatal one raises)."""
+        assert c.target is not None
         try:
-            return self.deps.nvml.processes(c.device)
+            return self.deps.nvml.processes(c.target)
         except BackendError as error:
             if error.fatal:
                 raise
@@ -327,6 +507,13 @@ class Barrier:
 
     def _drain(self, c: _Cycle) -> None:
         cfg = self.deps.config
+        grace, timeout = cfg.grace_period_s, cfg.drain_timeout_s
+        kill = True
+        if c.policy is not None:  # the claim's own policy (guideline rule 4)
+            if c.policy.grace_period_seconds is not None:
+                grace = c.policy.grace_period_seconds
+                timeout = max(timeout, grace + (cfg.drain_timeout_s - cfg.grace_period_s))
+            kill = c.policy.on_contexts_remaining is ContextsRemaining.KILL
         start = c.clock.monotonic()
         killed = False
         termed: set[int] = set()
@@ -337,7 +524,7 @@ class Barrier:
                 pids = [p for p in pids if p not in self.deps.own_pids]
                 if not pids:
                     return
-                if not killed and now - start >= cfg.grace_period_s:
+                if kill and not killed and now - start >= grace:
                     killed = True
                     c.crash("drain-killed")
                 if killed:
@@ -352,9 +539,12 @@ class Barrier:
                             c.record.pids_sigterm.append(pid)
                             self.deps.signaller.signal(pid, signal.SIGTERM)
                     c.crash("drain-signalled")
-            if now - start >= cfg.drain_timeout_s:
+            if now - start >= timeout:
                 still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, pids))
-                raise BarrierFailure(f"drain timeout after {cfg.drain_timeout_s:g}s: contexts still held by "
+                if not kill:
+                    raise BarrierFailure(f"{AWAITING_ZERO_CONTEXTS} (claim policy onContextsRemaining: "
+                                         f"Quarantine; no SIGKILL): pids {still} after {timeout:g}s")
+                raise BarrierFailure(f"drain timeout after {timeout:g}s: contexts still held by "
                                      f"pids {still}")
             c.clock.sleep(cfg.poll_interval_s)
 
@@ -375,7 +565,18 @@ class Barrier:
     def _release(self, c: _Cycle) -> EvidenceRecord:
         """Verified: compute mode back to DEFAULT, then remove the guard, then CLEAN."""
         c.crash("releasing")
-        if not c.set_mode(ComputeMode.DEFAULT):
+        if c.transient is not None:  # DynamicMIG: our instance goes; the driver creates its own at prepare
+            try:
+                assert self.deps.partitions is not None
+                self.deps.partitions.destroy(c.transient)
+            except BackendError as error:
+                c.record.result = "interrupted"
+                c.record.reason = f"verified clean; destroying the transient instance failed (retried later): {error}"
+                return c.record
+            c.target = None
+            c.state.transient_uuid = None
+            self.deps.store.save(c.state)
+        elif not c.set_mode(ComputeMode.DEFAULT):
             # Clean but unusable for CUDA; retry on the next reconcile, keep it out of service.
             c.record.result = "interrupted"
             c.record.reason = "verified clean; restoring compute mode DEFAULT failed (retried later)"
@@ -390,7 +591,8 @@ class Barrier:
         c.crash("release-untainted")
         c.end_phase()
         c.state.phase, c.state.updated = Phase.CLEAN, c.clock.wall()
-        c.state.claim = c.state.tenant_namespace = c.state.reason = None
+        c.state.claim = c.state.tenant_namespace = c.state.reason = c.state.boundary = None
+        c.state.policy = c.state.reset = None
         self.deps.store.save(c.state)
         return c.record
 

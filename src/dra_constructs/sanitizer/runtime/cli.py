@@ -113,9 +113,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.CRITICAL if not args.verbose else logging.INFO, stream=sys.stderr)
     summary = simulate(devices=args.devices, cycles=args.cycles, fault_rate=args.fault_rate, seed=args.seed,
                        records=args.records, kubernetes_version=args.kubernetes_version,
-                       crash_rate=args.crash_rate, memory_bytes=args.memory_bytes)
+                       crash_rate=args.crash_rate, memory_bytes=args.memory_bytes,
+                       partition_reset=args.partition_reset, dynamic_mig=args.dynamic_mig)
     print(json.dumps(summary.as_dict(), indent=2, sort_keys=True))
-    bad = summary.dirty_releases or summary.failures_without_reason or summary.stuck_tenants_released
+    bad = (summary.dirty_releases or summary.failures_without_reason or summary.stuck_tenants_released
+           or summary.released_without_proof)
     return 1 if bad else 0
 
 
@@ -178,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--kubernetes-version", default="1.34", help="target: 1.32 has no DeviceTaintRule")
     sim.add_argument("--crash-rate", type=float, default=None, help="agent crash chance per point")
     sim.add_argument("--memory-bytes", type=int, default=4096, help="simulated memory per device")
+    sim.add_argument("--partition-reset", choices=("off", "mig-instance", "gpu"), default="off",
+                     help="cold partition reset at every release")
+    sim.add_argument("--dynamic-mig", action="store_true",
+                     help="DynamicMIG GPUs: every placement a device, instances only while prepared")
     sim.add_argument("--verbose", action="store_true", help="log every barrier step to stderr")
     sim.set_defaults(func=_cmd_simulate)
     return parser

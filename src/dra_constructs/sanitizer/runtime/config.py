@@ -22,8 +22,10 @@ __all__ = [
     "DEFAULT_TAINT_KEY",
     "AgentConfig",
     "KubeSettings",
+    "PartitionReset",
     "QuarantinePolicy",
     "SimulatedBackendSettings",
+    "TenantBoundary",
     "load_config",
 ]
 
@@ -38,6 +40,41 @@ class QuarantinePolicy(StrEnum):
     TAINT_AND_PROHIBIT = "taint-and-prohibit"
     #: DeviceTaintRule + Event only; compute mode is left alone (for drivers where it fails).
     TAINT_ONLY = "taint-only"
+
+
+class PartitionReset(StrEnum):
+    """Cold partition reset at release (guideline rule 6); see docs/sanitizer-runtime.md."""
+
+    OFF = "off"
+    #: Destroy the MIG compute instances and GPU instance, recreate them at the same placement
+    #: (new UUID), then fill and verify the new instance. Whole GPUs are reset as with ``gpu``.
+    MIG_INSTANCE = "mig-instance"
+    #: Reset the whole GPU (``nvidia-smi --gpu-reset``: NVML has no public reset call) when no
+    #: other device of it is allocated or held; otherwise the device is quarantined.
+    GPU = "gpu"
+
+
+class TenantBoundary(BaseModel):
+    """What makes two claims the same security boundary: their namespace, or a label's value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    by: Literal["namespace", "label"] = Field(default="namespace", description="namespace, or a claim label.")
+    label_key: str | None = Field(default=None, description="The label for `by: label` (e.g. tenant).")
+
+    @model_validator(mode="after")
+    def _label(self) -> TenantBoundary:
+        if self.by == "label" and not self.label_key:
+            raise ValueError("tenant_boundary.by 'label' needs `label_key`")
+        return self
+
+    def of(self, metadata: dict[str, Any]) -> str | None:
+        """The boundary of an object with this ``metadata`` (None: unknown)."""
+        if self.by == "namespace":
+            value = metadata.get("namespace")
+        else:
+            value = (metadata.get("labels") or {}).get(self.label_key or "")
+        return str(value) if value else None
 
 
 class SimulatedBackendSettings(BaseModel):
@@ -59,6 +96,8 @@ class SimulatedBackendSettings(BaseModel):
         default=256, ge=0, description="Memory the sanitizer's own context takes from the device."
     )
     scrub_on_free: bool = Field(default=False, description="Simulate the driver's scrub-on-free.")
+    dynamic_mig: bool = Field(
+        default=False, description="DynamicMIG: every placement is a device; instances exist only while prepared.")
 
     @model_validator(mode="after")
     def _granular(self) -> SimulatedBackendSettings:
@@ -159,6 +198,14 @@ class AgentConfig(BaseModel):
                     "before our context; None: (1 - coverage_threshold) x (total - reserved).",
     )
     fill_timeout_s: float = Field(default=120.0, gt=0, description="Limit of one CUDA fill+verify worker.")
+    dynamic_mig: bool = Field(
+        default=False, description="The NVIDIA DRA driver runs with DynamicMIG: every MIG placement is a device.")
+    partition_reset: PartitionReset = Field(
+        default=PartitionReset.OFF, description="Cold partition reset at every release (off | mig-instance | gpu).")
+    tenant_boundary: TenantBoundary = Field(
+        default_factory=TenantBoundary, description="Security boundary of a claim (recorded; see the docs).")
+    reset_timeout_s: float = Field(
+        default=120.0, gt=0, le=3600, description="Limit of one partition reset; past it: quarantine.")
     simulated: SimulatedBackendSettings = Field(default_factory=SimulatedBackendSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
 

@@ -109,11 +109,23 @@ class DeviceInfo:
     parent_uuid: str | None = None
     mig_profile: str | None = None
     compute_instance_uuids: tuple[str, ...] = ()
+    #: MIG placement on the parent (GI profile id, first memory slice, memory slices); None: not known.
+    placement: tuple[int, int, int] | None = None
+    #: DynamicMIG: the DRA driver creates the instance at prepare and destroys it at unprepare.
+    dynamic: bool = False
 
     @property
     def is_mig(self) -> bool:
         """True for a MIG device (its CUDA context must be created through its MIG UUID)."""
         return self.parent_uuid is not None
+
+    def overlaps(self, other: DeviceInfo) -> bool:
+        """Same parent GPU and intersecting memory slices (placements of one partitionable GPU)."""
+        if self.placement is None or other.placement is None or self.parent_uuid != other.parent_uuid:
+            return False
+        _, start, size = self.placement
+        _, other_start, other_size = other.placement
+        return start < other_start + other_size and other_start < start + size
 
     @property
     def cuda_visible_devices(self) -> str:

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -64,6 +64,17 @@ class EvidenceRecord(BaseModel):
     reason: str | None = None
     operator: str | None = None
     warnings: list[str] = Field(default_factory=list)
+    # --- policy, boundary, cold reset, dynamic partitions ---
+    boundary: str | None = Field(default=None, description="The tenant's security boundary (tenant_boundary).")
+    policy: dict[str, Any] | None = Field(default=None, description="The claim's PreemptionPolicy parameters.")
+    reset_type: str | None = Field(default=None, description="mig-instance | gpu: a cold reset in this cycle.")
+    reset_old_uuid: str | None = None
+    reset_new_uuid: str | None = None
+    reset_seconds: float | None = None
+    guarded_overlaps: list[str] = Field(
+        default_factory=list, description="DynamicMIG: placements tainted because they overlap this one.")
+    transient_instance: str | None = Field(
+        default=None, description="DynamicMIG: UUID of the instance the agent created to sanitize a freed placement.")
 
 
 class EvidenceWriter:

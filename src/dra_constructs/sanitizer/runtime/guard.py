@@ -3,7 +3,13 @@
 Targets with DeviceTaintRule (1.33+, with the ``DRADeviceTaintRules`` gate on where it is not
 GA): one rule per device, effect ``NoSchedule`` by default, placed when the device is allocated
 (value ``in-use``), kept through the barrier (``sanitizing``), turned into ``quarantined`` on
-failure and deleted only after a verify that passed. The scheduler then cannot hand the device
+failure and deleted only after a verify that passed.
+
+DynamicMIG (partitionable devices): every placement of a GPU is a device, and a freed
+placement's memory slices are shared with every placement that overlaps them. So a guard on a
+placement also taints each overlapping placement (value ``overlap``), and removing it deletes
+only the rules of placements that overlap no other held device (:attr:`Guard.overlaps`,
+:attr:`Guard.held`, set by the runtime). The scheduler then cannot hand the device
 to anyone between the tenant's deallocation and the end of the barrier.
 
 Targets without it (1.32, or a server that answers 404 for ``devicetaintrules``, i.e. the gate
@@ -69,6 +75,10 @@ class Guard:
         self._backoff = backoff_s
         self._event_namespace = event_namespace
         self._missing_api = False
+        #: DynamicMIG: the placements overlapping a device (without itself), and whether a device
+        #: is held (not proven clean: allocated, mid-barrier, quarantined, unknown).
+        self.overlaps: Callable[[str], list[str]] = lambda _device: []
+        self.held: Callable[[str], bool] = lambda _device: False
         if kube is not None and target.device_taint_rule_api_version is not None:
             taint_rule(target, node, "probe", key=key, effect=effect, value="in-use")  # validates the effect
 
@@ -92,6 +102,13 @@ class Guard:
         """Ensure the device's rule exists with taint value ``value``; False if no taint API."""
         if not self.has_taints:
             return False
+        ok = self._apply(device, value, clock, reason)
+        for other in self.overlaps(device):
+            if not self.held(other):  # a held one keeps its own value (in-use, quarantined, ...)
+                ok = self._apply(other, "overlap", clock, f"overlaps {device}") and ok
+        return ok
+
+    def _apply(self, device: str, value: str, clock: Clock, reason: str | None) -> bool:
         assert self._kube is not None
         body = taint_rule(self.target, self.node, device, key=self.key, effect=self.effect, value=value,
                           reason=reason)
@@ -101,6 +118,16 @@ class Guard:
         """Delete the device's rule (gone already is fine); False if no taint API."""
         if not self.has_taints:
             return False
+        others = self.overlaps(device)
+        ok = True
+        if not any(self.held(o) for o in others):
+            ok = self._delete(device, clock)
+        for other in others:
+            if not self.held(other) and not any(self.held(o) for o in self.overlaps(other) if o != device):
+                ok = self._delete(other, clock) and ok
+        return ok
+
+    def _delete(self, device: str, clock: Clock) -> bool:
         api_version = self.target.device_taint_rule_api_version
         assert self._kube is not None and api_version is not None
         name = taint_rule_name(self.node, device)

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from .clock import Clock
-from .config import KubeSettings
+from .config import KubeSettings, TenantBoundary
 from .devices import DRIVER
+from .policy import PreemptionPolicy, policy_for
 
 __all__ = [
     "ApiError",
@@ -71,14 +72,23 @@ class KubeOps(Protocol):
 
 @dataclass(frozen=True)
 class Tenant:
-    """Who held a device: the claim (``namespace/name``) and its namespace."""
+    """Who held a device: the claim (``namespace/name``), its namespace, uid, policy and boundary.
+
+    ``boundary`` is the tenant's security boundary (:class:`~.config.TenantBoundary`);
+    ``policy_problem`` says why the claim's policy could not be read (then ``policy`` is the
+    strictest one).
+    """
 
     claim: str | None = None
     namespace: str | None = None
     uid: str | None = None
+    policy: PreemptionPolicy | None = None
+    boundary: str | None = None
+    policy_problem: str | None = None
 
 
-def allocated_devices(claims: list[dict[str, Any]], node: str) -> dict[str, Tenant]:
+def allocated_devices(claims: list[dict[str, Any]], node: str,
+                      boundary: TenantBoundary | None = None) -> dict[str, Tenant]:
     """Devices of ``gpu.nvidia.com`` in pool ``node`` allocated by ``claims``, with their tenant.
 
     The allocation result shape (``status.allocation.devices.results[]``: driver, pool,
@@ -93,8 +103,10 @@ def allocated_devices(claims: list[dict[str, Any]], node: str) -> dict[str, Tena
             if result.get("driver") != DRIVER or result.get("pool") != node or result.get("adminAccess"):
                 continue
             namespace = meta.get("namespace")
+            policy, problem = policy_for(claim, result.get("request"))
             found[str(result.get("device"))] = Tenant(
-                f"{namespace}/{meta.get('name')}", namespace, meta.get("uid"))
+                f"{namespace}/{meta.get('name')}", namespace, meta.get("uid"), policy,
+                (boundary or TenantBoundary()).of(meta), problem)
     return found
 
 

@@ -32,6 +32,16 @@ class Metrics:
         self.scrub_on_free_disabled = Gauge(
             "dra_sanitizer_scrub_on_free_disabled", "1 if the driver's scrub-on-free is off (-1 unknown).",
             registry=self.registry)
+        self.unmapped_devices = Gauge(
+            "dra_sanitizer_unmapped_claim_devices",
+            "1 per device a claim on this node names that the agent cannot map to hardware (alert).",
+            ["device"], registry=self.registry)
+        self.enumeration_errors = Counter(
+            "dra_sanitizer_enumeration_errors", "Device enumeration errors (NVML), per enumeration.",
+            registry=self.registry)
+        self.api_unknown = Gauge(
+            "dra_sanitizer_api_state_unknown", "1 while the claims could not be listed (no barrier runs).",
+            registry=self.registry)
 
     def observe(self, record: EvidenceRecord) -> None:
         """Account one evidence record."""

@@ -14,6 +14,7 @@ from .backends.base import (
     MemoryScrubber,
     NvmlBackend,
     OsSignaller,
+    PartitionBackend,
     ProcessSignaller,
 )
 from .backends.simulated import SimulatedNode
@@ -26,7 +27,7 @@ from .guard import Guard
 from .kube import ApiError, KubeClient, KubeOps, retrying
 from .limits import worker_slots
 from .metrics import Metrics
-from .state import StateStore
+from .state import Phase, StateStore
 
 __all__ = ["Runtime", "build_runtime"]
 
@@ -50,7 +51,7 @@ class Runtime:
 
     def device(self, name: str) -> DeviceInfo:
         """A device by DRA name or UUID; a clear error naming the devices there are."""
-        for info in self.devices:
+        for info in [*self.barrier.deps.inventory.values(), *self.devices]:  # current infos first
             if name in (info.name, info.uuid):
                 return info
         raise DraConstructsError(
@@ -75,9 +76,11 @@ def build_runtime(
     scrubber: MemoryScrubber
     signaller: ProcessSignaller
     clock_for: Callable[[str], Clock]
+    partitions: PartitionBackend | None = None
     if config.backend == "simulated":
         node = node or SimulatedNode(config.simulated)
         nvml, scrubber, signaller, clock_for = node.nvml, node.scrubber, node.signaller, node.clock
+        partitions = node.partitions
     else:
         from .backends.cuda import CudaScrubber
         from .backends.nvml import NvmlDevices, host_pid_namespace
@@ -89,6 +92,9 @@ def build_runtime(
                                      "run on a GPU node with the NVIDIA driver, or use backend: simulated") from error
         if not host_pid_namespace():
             _LOG.error("not in the host PID namespace: NVML hides other containers' PIDs (set hostPID: true)")
+        from .backends.partitions import NvmlPartitions
+
+        partitions = NvmlPartitions(nvml)
         slots = worker_slots(config)
         if slots < config.max_parallel:
             _LOG.info("at most %d CUDA fill workers at once (memory limit; max_parallel %d)", slots,
@@ -118,10 +124,12 @@ def build_runtime(
     if scrub_off:
         _LOG.warning("the driver's scrub-on-free is DISABLED on this node (RMDisableScrubOnFree): freed GPU "
                      "memory is not zeroed by the driver; the barrier's fill is the only scrub")
+    store = StateStore(config.state_dir, fsync=fsync)
     deps = BarrierDeps(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
-        store=StateStore(config.state_dir, fsync=fsync), evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
+        store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
+        partitions=partitions,
     )
     try:
         enumeration = nvml.enumerate()
@@ -130,4 +138,39 @@ def build_runtime(
                                  "check the driver and that the agent sees /dev/nvidia*") from error
     for failure in enumeration.errors:  # never skipped silently: the agent guards what these may hide
         _LOG.error("device enumeration failed for %s", failure)
+    if config.dynamic_mig and config.backend == "nvml":
+        enumeration = _with_placements(enumeration, partitions)
+    deps.inventory.update({d.name: d for d in enumeration.devices})
+    _wire_overlaps(guard, deps.inventory, store)
     return Runtime(config, target, enumeration.devices, Barrier(deps), guard, metrics, kube, node, enumeration)
+
+
+def _wire_overlaps(guard: Guard, inventory: dict[str, DeviceInfo], store: StateStore) -> None:
+    """DynamicMIG: the guard taints placements overlapping a held one (see :mod:`.guard`)."""
+
+    def overlaps(name: str) -> list[str]:
+        device = inventory.get(name)
+        if device is None or not device.dynamic:
+            return []
+        return sorted(d.name for d in list(inventory.values()) if d.name != name and d.dynamic and d.overlaps(device))
+
+    def held(name: str) -> bool:
+        return store.load(name).phase is not Phase.CLEAN
+
+    guard.overlaps, guard.held = overlaps, held
+
+
+def _with_placements(enumeration: EnumerationResult, partitions: PartitionBackend | None) -> EnumerationResult:
+    """DynamicMIG: every possible placement replaces the MIG instances that happen to exist now."""
+    placements = getattr(partitions, "dynamic_devices", None)
+    if placements is None:
+        return enumeration
+    try:
+        dynamic = placements()
+    except BackendError as error:
+        raise DraConstructsError("AgentConfig", "dynamic_mig", True, f"cannot list MIG placements: {error}",
+                                 "check the driver (nvmlDeviceGetGpuInstancePossiblePlacements), or set "
+                                 "dynamic_mig: false") from error
+    parents = {d.parent_uuid for d in dynamic}
+    kept = [d for d in enumeration.devices if d.parent_uuid not in parents]
+    return EnumerationResult([*kept, *dynamic], enumeration.errors)

@@ -9,11 +9,16 @@ which runs the barrier again.
 
 The summary's ``dirty_releases`` is counted from the simulated hardware's own view: at the
 moment a device is handed back (compute mode back to DEFAULT, or its taint deleted), any
-non-zero byte in its memory or any live context on it counts. It must always be 0.
+non-zero byte in its memory or any live context on it counts. It must always be 0. Residue in
+the memory the sanitizer's own context held is not hidden: it is counted apart
+(``uncovered_residue_releases``/``_bytes``: what no user-space fill reaches while the driver's
+scrub-on-free is off). ``released_without_proof`` counts ``released`` records (recovery
+releases included) without verified bytes or with coverage below the threshold: it must be 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import tempfile
@@ -24,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .backends.base import ComputeMode
-from .backends.simulated import FAULT_OPS, FaultInjector, SimulatedCrash, SimulatedNode
-from .config import AgentConfig, KubeSettings, SimulatedBackendSettings
+from .backends.base import BackendError, ComputeMode
+from .backends.simulated import DYNAMIC_PROFILES, FAULT_OPS, FaultInjector, SimulatedCrash, SimulatedNode
+from .config import AgentConfig, KubeSettings, PartitionReset, SimulatedBackendSettings
 from .devices import DeviceInfo
 from .evidence import EvidenceRecord
 from .kube import Tenant
@@ -62,6 +67,13 @@ class SimulationSummary:
     releases_observed: int = 0
     dirty_releases: int = 0
     dirty_release_details: list[dict[str, Any]] = field(default_factory=list)
+    uncovered_residue_releases: int = 0
+    uncovered_residue_bytes: int = 0
+    released_without_proof: int = 0
+    min_released_coverage: float | None = None
+    recovery_releases: int = 0
+    resets: int = 0
+    partition_reset: str = "off"
     failures_without_reason: int = 0
     stuck_tenants_released: int = 0
     faults_injected: dict[str, int] = field(default_factory=dict)
@@ -88,6 +100,9 @@ class _Auditor:
         with self._lock:
             if count:
                 self.summary.releases_observed += 1
+            if audit.uncovered_bytes and count:
+                self.summary.uncovered_residue_releases += 1
+                self.summary.uncovered_residue_bytes += audit.uncovered_bytes
             if not audit.clean:
                 self.summary.dirty_releases += 1
                 if len(self.summary.dirty_release_details) < 20:
@@ -102,6 +117,9 @@ class _Auditor:
     def untainted(self, device: str) -> None:
         self._check(device, "taint deleted", count=False)
 
+    def handed_to_next_tenant(self, device: str) -> None:
+        self._check(device, "prepared for the next tenant", count=False)
+
 
 def _kind(reason: str | None) -> str:
     text = (reason or "").split(":", 1)[0]
@@ -111,20 +129,44 @@ def _kind(reason: str | None) -> str:
     return text[:40] or "?"
 
 
+_DYNAMIC_PLACEMENTS = [start for _, _, _, starts in DYNAMIC_PROFILES for start in starts]
+
+
+def _pick_placement(rt: Runtime, node: SimulatedNode, targets: list[str], rng: random.Random, gpus: int,
+                    cycle: int) -> str | None:
+    """A placement the scheduler could allocate: clean, untainted, no overlapping instance."""
+    minor = (cycle * 7 + rng.randrange(gpus)) % gpus
+    free = []
+    for name in targets:
+        info = rt.barrier.deps.inventory[name]
+        if info.minor != minor or rt.barrier.deps.store.load(name).phase is not Phase.CLEAN:
+            continue
+        if rt.guard.has_taints and any(rt.guard.held(o) for o in rt.guard.overlaps(name)):
+            continue  # a guard on an overlapping placement keeps the scheduler away
+        if any(node.instance_exists(o) for o in [name, *rt.guard.overlaps(name)]):
+            continue  # the counters: an overlapping instance consumes the slices
+        free.append(name)
+    return rng.choice(free) if free else None
+
+
 def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed: int = 0,
              records: str | None = None, kubernetes_version: str = "1.34",
-             crash_rate: float | None = None, memory_bytes: int = 4096) -> SimulationSummary:
+             crash_rate: float | None = None, memory_bytes: int = 4096,
+             partition_reset: str = "off", dynamic_mig: bool = False) -> SimulationSummary:
     """Run ``devices`` x ``cycles`` schedules; see the module docstring."""
     started = time.perf_counter()
-    summary = SimulationSummary(devices, cycles, fault_rate, seed, kubernetes_version)
+    summary = SimulationSummary(devices, cycles, fault_rate, seed, kubernetes_version,
+                                partition_reset=partition_reset)
     rng = random.Random(seed)
     crash_p = fault_rate if crash_rate is None else crash_rate
     rates = dict.fromkeys((*FAULT_OPS, *KUBE_FAULT_OPS), fault_rate)
     for polled in _POLLED_OPS:  # called every poll interval while draining: per call, much rarer
         rates[polled] = fault_rate / 10
     faults = FaultInjector(rng, rates)
-    gpus = max(1, math.ceil(devices / 7))
-    settings = SimulatedBackendSettings(gpus=gpus, mig_slices_per_gpu=7, memory_bytes=memory_bytes)
+    per_gpu = len(_DYNAMIC_PLACEMENTS) if dynamic_mig else 7
+    gpus = max(1, math.ceil(devices / per_gpu))
+    settings = SimulatedBackendSettings(gpus=gpus, mig_slices_per_gpu=7, memory_bytes=memory_bytes,
+                                        dynamic_mig=dynamic_mig)
     auditor = _Auditor(summary)
     node = SimulatedNode(settings, faults, on_compute_mode=auditor.mode_changed)
     auditor.node = node
@@ -135,6 +177,7 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
             state_dir=str(Path(tmp) / "state"), evidence_file=records or str(Path(tmp) / "evidence.jsonl"),
             simulated=settings, kube=KubeSettings(mode="disabled", kubernetes_version=kubernetes_version,
                                                   retries=5, retry_backoff_s=0.5),
+            partition_reset=PartitionReset(partition_reset),
         )
         crashes_this_cycle = [0]
 
@@ -148,9 +191,13 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
             return build_runtime(config, kube_ops=kube, node=node, crash_hook=crash_hook, fsync=False)
 
         rt = runtime()
-        targets = rt.devices[:devices]
+        targets = [d.name for d in rt.devices[:devices]]
 
-        def settle(info: DeviceInfo, run: Any) -> EvidenceRecord | None:
+        def cur(r: Runtime, name: str) -> DeviceInfo:
+            """The device as the agent knows it now (a cold reset changes a MIG device's UUID)."""
+            return r.barrier.deps.inventory[name]
+
+        def settle(name: str, run: Any) -> EvidenceRecord | None:
             """Run, and after each crash restart the agent and recover, until the device settles."""
             nonlocal rt
             record: EvidenceRecord | None = None
@@ -160,20 +207,28 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                 except SimulatedCrash:
                     node.agent_died()
                     rt = runtime()
-                    run = lambda r, d=info: r.barrier.recover(d)  # noqa: E731
+                    run = lambda r, n=name: r.barrier.recover(cur(r, n))  # noqa: E731
                     continue
                 if record is not None:
                     _account(record)
-                state = rt.barrier.deps.store.load(info.name, info.uuid)
+                state = rt.barrier.deps.store.load(name)
                 if state.phase in (Phase.CLEAN, Phase.QUARANTINED):
                     return record
-                run = lambda r, d=info: r.barrier.recover(d)  # noqa: E731 - finish an interrupted release
+                run = lambda r, n=name: r.barrier.recover(cur(r, n))  # noqa: E731 - finish an interrupted release
             return record
 
         def _account(record: EvidenceRecord) -> None:
             summary.barrier_records += 1
+            if record.reset_new_uuid and record.result == "released":
+                summary.resets += 1
             if record.result == "released":
                 summary.released += 1
+                if record.trigger == "recovery-release":
+                    summary.recovery_releases += 1
+                if record.bytes_verified <= 0 or record.coverage < config.coverage_threshold:
+                    summary.released_without_proof += 1
+                if summary.min_released_coverage is None or record.coverage < summary.min_released_coverage:
+                    summary.min_released_coverage = record.coverage
             elif record.result == "quarantined":
                 summary.quarantined += 1
                 reason = _kind(record.reason)
@@ -181,35 +236,41 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                 if not record.reason:
                     summary.failures_without_reason += 1
 
-        def operator_repairs(info: DeviceInfo) -> None:
+        def operator_repairs(name: str) -> None:
             """A quarantined device is repaired and released by the operator (a full barrier)."""
-            state = rt.barrier.deps.store.load(info.name, info.uuid)
+            state = rt.barrier.deps.store.load(name)
             for _ in range(_MAX_OPERATOR_RELEASES):
                 if state.phase is not Phase.QUARANTINED:
                     return
                 if not state.reason:
                     summary.failures_without_reason += 1
-                node.repair(info.name)
+                node.repair(name)
                 summary.operator_releases += 1
                 crashes_this_cycle[0] = 0
-                settle(info, lambda r, d=info: r.barrier.operator_release(d, "simulated repair", "simulate"))
-                state = rt.barrier.deps.store.load(info.name, info.uuid)
+                settle(name, lambda r, n=name: r.barrier.operator_release(cur(r, n), "simulated repair", "simulate"))
+                state = rt.barrier.deps.store.load(name)
 
-        for info in targets:  # agent start: every never-seen device is sanitized first
+        for name in targets:  # agent start: every never-seen device is sanitized first
             crashes_this_cycle[0] = 0
-            settle(info, lambda r, d=info: r.barrier.recover(d))
-            operator_repairs(info)
+            settle(name, lambda r, n=name: r.barrier.recover(cur(r, n)))
+            operator_repairs(name)
+        # DynamicMIG: one claim per GPU and cycle, on a random placement the scheduler could pick.
+        slots: list[str | None] = [None] * gpus if dynamic_mig else list(targets)
         for cycle in range(cycles):
             auditor.cycle = cycle
-            for info in targets:
-                state = rt.barrier.deps.store.load(info.name, info.uuid)
+            for slot in slots:
+                picked = slot if slot is not None else _pick_placement(rt, node, targets, rng, len(slots), cycle)
+                if picked is None:
+                    continue
+                name = picked
+                state = rt.barrier.deps.store.load(name)
                 if state.phase is Phase.QUARANTINED:
                     continue  # still out of service after the operator gave up on it
                 summary.schedules += 1
                 crashes_this_cycle[0] = 0
-                tenant = Tenant(f"team-{cycle % 5}/claim-{cycle}-{info.name}", f"team-{cycle % 5}",
-                                f"uid-{cycle}-{info.name}")
-                rt.barrier.mark_allocated(info, tenant)
+                tenant = Tenant(f"team-{cycle % 5}/claim-{cycle}-{name}", f"team-{cycle % 5}",
+                                f"uid-{cycle}-{name}", boundary=f"team-{cycle % 5}")
+                rt.barrier.mark_allocated(cur(rt, name), tenant)
                 behaviours = []
                 for _ in range(rng.randint(1, 3)):
                     draw = rng.random()
@@ -219,15 +280,26 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                         behaviours.append(("ignore-term", 0.0))
                     else:
                         behaviours.append(("obey", rng.uniform(0, 45)))
-                node.start_tenant(info.name, behaviours, rng)
+                if dynamic_mig:
+                    # What the next tenant's new instance can read: checked before it exists.
+                    auditor.handed_to_next_tenant(name)
+                    node.prepare(name)  # the DRA driver creates the instance at prepare
+                node.start_tenant(name, behaviours, rng)
                 stuck = any(b == "unkillable" for b, _ in behaviours)
-                settle(info, lambda r, d=info, t=tenant: r.barrier.run(d, "deallocated", t))
-                state = rt.barrier.deps.store.load(info.name, info.uuid)
+                if dynamic_mig and rng.random() < 0.7:  # usually the driver has unprepared by now
+                    node.kubelet_stop(name)
+                    with contextlib.suppress(BackendError):  # IN_USE: a D-state process keeps it
+                        node.unprepare(name)
+                settle(name, lambda r, n=name, t=tenant: r.barrier.run(cur(r, n), "deallocated", t))
+                state = rt.barrier.deps.store.load(name)
                 if stuck and state.phase is not Phase.QUARANTINED:
                     summary.stuck_tenants_released += 1  # must stay 0: a D-state process never drains
-                operator_repairs(info)
+                operator_repairs(name)
+                if dynamic_mig and rt.barrier.deps.store.load(name).phase is Phase.CLEAN:
+                    with contextlib.suppress(BackendError):
+                        node.unprepare(name)  # the driver's retried unprepare, after the barrier
         summary.left_quarantined = sum(
-            1 for d in targets if rt.barrier.deps.store.load(d.name, d.uuid).phase is Phase.QUARANTINED)
+            1 for n in targets if rt.barrier.deps.store.load(n).phase is Phase.QUARANTINED)
     summary.faults_injected = dict(Counter(faults.injected))
     summary.wall_seconds = round(time.perf_counter() - started, 3)
     return summary

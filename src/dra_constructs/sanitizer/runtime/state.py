@@ -3,7 +3,10 @@
 The barrier writes the phase it is *entering* before doing anything in it, so after a crash
 (SIGKILL, OOM, node agent restart) the file says where it stopped. Recovery rule: a device in
 any phase before ``releasing`` is sanitized again from the start; ``releasing`` is only written
-after a verify that passed in the same cycle, so finishing that release is safe. A per-device
+after a verify that passed in the same cycle, so finishing that release is safe; it carries the
+verify figures (:class:`VerifyFigures`) so the record of a release finished after a crash still
+proves what was zeroed. ``resetting`` (a cold partition reset under way) recovers by checking
+that the partition exists again and running the whole barrier on it. A per-device
 ``flock`` keeps two barriers (agent and a hand-run ``once``/``release``) off the same device.
 """
 
@@ -16,10 +19,11 @@ import os
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["DeviceState", "Phase", "StateStore", "dump_states"]
+__all__ = ["DeviceState", "Phase", "ResetRecord", "StateStore", "VerifyFigures", "dump_states"]
 
 
 class Phase(StrEnum):
@@ -33,6 +37,7 @@ class Phase(StrEnum):
     VERIFY_CONTEXTS = "verify-contexts"
     FILL = "fill"
     VERIFY = "verify"
+    RESETTING = "resetting"        # cold partition reset under way (old UUID kept in ``reset``)
     RELEASING = "releasing"        # verify passed in this cycle; removing the guard
     CLEAN = "clean"
     QUARANTINED = "quarantined"
@@ -44,8 +49,43 @@ class Phase(StrEnum):
 
 
 _NEEDS_BARRIER = frozenset(
-    {Phase.UNKNOWN, Phase.DIRTY, Phase.GUARD, Phase.DRAIN, Phase.VERIFY_CONTEXTS, Phase.FILL, Phase.VERIFY}
+    {Phase.UNKNOWN, Phase.DIRTY, Phase.GUARD, Phase.DRAIN, Phase.VERIFY_CONTEXTS, Phase.FILL, Phase.VERIFY,
+     Phase.RESETTING}
 )
+
+
+class VerifyFigures(BaseModel):
+    """What the verify of the cycle in ``releasing`` proved (copied into its evidence record)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    bytes_total: int = 0
+    bytes_free: int = 0
+    bytes_zeroed: int = 0
+    bytes_verified: int = 0
+    nonzero_words: int | None = None
+    coverage: float = 0.0
+    coverage_of_total: float | None = None
+    bytes_not_covered: int | None = None
+    bytes_reserved: int | None = None
+    bytes_free_before_context: int | None = None
+    bytes_context: int | None = None
+    control_planted: int | None = None
+    control_found: int | None = None
+    fill_bytes_per_s: float | None = None
+    verify_bytes_per_s: float | None = None
+
+
+class ResetRecord(BaseModel):
+    """A cold partition reset: persisted when it starts (phase ``resetting``), kept for evidence."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reset_type: str
+    old_uuid: str
+    new_uuid: str | None = None
+    started: float = 0.0
+    seconds: float | None = None
 
 
 class DeviceState(BaseModel):
@@ -62,6 +102,11 @@ class DeviceState(BaseModel):
     tenant_namespace: str | None = None
     reason: str | None = None
     updated: float = 0.0
+    verify: VerifyFigures | None = None
+    reset: ResetRecord | None = None
+    boundary: str | None = None
+    policy: dict[str, Any] | None = None  # the claim's PreemptionPolicy parameters, kept for its release
+    transient_uuid: str | None = None  # DynamicMIG: the instance the barrier created (destroyed at release)
 
 
 class StateStore:
@@ -84,6 +129,8 @@ class StateStore:
             state = DeviceState.model_validate_json(self._path(device).read_bytes())
         except (OSError, ValidationError):
             return DeviceState(device=device, uuid=uuid or "")
+        if state.phase is Phase.RESETTING:
+            return state  # a reset changes the UUID: recovery needs the old one and what was under way
         if uuid is not None and state.uuid and state.uuid != uuid:
             # Another physical device or MIG instance now has this name: nothing is known of it.
             return DeviceState(device=device, uuid=uuid, cycle=state.cycle)

@@ -33,6 +33,7 @@ __all__ = [
     "MemoryScrubber",
     "NvmlBackend",
     "OsSignaller",
+    "PartitionBackend",
     "ProcessSignaller",
     "ScrubSession",
     "SignalRefused",
@@ -317,3 +318,24 @@ class MemoryScrubber(Protocol):
 
     def open(self, device: DeviceInfo, timeout_s: float) -> ScrubSession:
         """Create the context; raises :class:`BackendError` if it cannot."""
+
+
+class PartitionBackend(Protocol):
+    """MIG partitions the agent creates and destroys itself (cold reset, DynamicMIG), and GPU reset.
+
+    Errors are :class:`BackendError` whose message names the NVML code (``IN_USE``,
+    ``INSUFFICIENT_RESOURCES``, ...). Implementations: :mod:`.partitions` (NVML) and the
+    simulated node.
+    """
+
+    def instance(self, device: DeviceInfo) -> DeviceInfo | None:
+        """The MIG instance now at the device's placement (its real UUID), or None if there is none."""
+
+    def create(self, device: DeviceInfo) -> DeviceInfo:
+        """Create the GPU instance (and its compute instances) at the device's placement; the new info."""
+
+    def destroy(self, device: DeviceInfo) -> None:
+        """Destroy every compute instance and the GPU instance at the device's placement."""
+
+    def reset_gpu(self, device: DeviceInfo, timeout_s: float) -> DeviceInfo:
+        """Reset the whole GPU of a non-MIG device; the (re-read) info."""

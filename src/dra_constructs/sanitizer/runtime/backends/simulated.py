@@ -9,8 +9,20 @@ What it models (and what the barrier is tested against):
 - the sanitizer's context as a worker process with its own PID that NVML lists;
 - injectable faults at every call (:class:`FaultInjector`), including silent ones (a memset
   that skips a granule, an allocator that cannot reach part of the free memory);
-- per-device virtual clocks, so grace periods cost no wall time.
+- per-device virtual clocks, so grace periods cost no wall time;
+- MIG instances that can be destroyed and recreated at their placement (cold reset: a new
+  UUID, the memory keeps its bytes), and DynamicMIG GPUs (``dynamic_mig``) whose every
+  placement is a device sharing the GPU's memory slices, with instances that exist only
+  between the DRA driver's prepare and unprepare (:meth:`SimulatedNode.prepare`).
 The hardware's own view (:meth:`SimulatedNode.audit`) decides whether a release was dirty.
+
+Idealizations, stated (docs/sanitizer-runtime.md "What the simulation does not model"):
+- the sanitizer's own context memory is *not* zeroed by fiat any more: its granules keep
+  whatever the previous tenant left (scrub-on-free off), exactly the part no user-space fill
+  reaches. The audit reports that residue apart (``uncovered_bytes``) instead of hiding it, and
+  a release is dirty only for residue the fill should have reached or for a live context;
+- on-chip state (L2, shared memory, registers) and RM-reserved memory are not modelled;
+- a process hidden from NVML (no hostPID) is modelled only by tests that patch NVML.
 """
 
 from __future__ import annotations
@@ -18,8 +30,8 @@ from __future__ import annotations
 import random
 import signal
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 from ..clock import VirtualClock
 from ..config import SimulatedBackendSettings
@@ -54,7 +66,20 @@ FAULT_OPS: tuple[str, ...] = (
     "cuda.memset",           # memset returns an error
     "cuda.memset_silent",    # memset skips a granule without an error (verify must catch it)
     "cuda.verify",           # the verify kernel fails
+    "nvml.partition_in_use",  # nvmlGpuInstanceDestroy: NVML_ERROR_IN_USE (a client holds it)
+    "nvml.insufficient_resources",  # create with placement: NVML_ERROR_INSUFFICIENT_RESOURCES
 )
+
+#: DynamicMIG placements of one simulated GPU (8 memory slices, A100 80GB profiles):
+#: (profile, GI profile id, memory slices, placement starts).
+DYNAMIC_PROFILES: tuple[tuple[str, int, int, tuple[int, ...]], ...] = (
+    ("1g.10gb", 19, 1, (0, 1, 2, 3, 4, 5, 6)),
+    ("2g.20gb", 14, 2, (0, 2, 4)),
+    ("3g.40gb", 9, 4, (0, 4)),
+    ("7g.80gb", 0, 8, (0,)),
+)
+_MEMORY_SLICES = 8
+_RESET_SECONDS = 0.5  # virtual seconds a destroy+create or a GPU reset takes
 
 _MIG_PROFILE = ("1g.10gb", 19, 1)  # (name, GI profile id, memory slices): A100 80GB 1g slices
 _SIM_BANDWIDTH = 2.0e12  # bytes/s the virtual clock advances per byte filled or verified
@@ -110,6 +135,7 @@ class AuditResult:
 
     nonzero_bytes: int
     live_contexts: int
+    uncovered_bytes: int = 0  # residue in memory the sanitizer's own context held (no fill reaches it)
 
     @property
     def clean(self) -> bool:
@@ -117,17 +143,54 @@ class AuditResult:
         return self.nonzero_bytes == 0 and self.live_contexts == 0
 
 
+class _Gpu:
+    """Physical memory (bytes + owner per granule) shared by the instances placed on it."""
+
+    def __init__(self, size: int, gran: int) -> None:
+        self.memory = bytearray(size)
+        self.owner: list[int | None] = [None] * (size // gran)
+        self.lock = threading.RLock()
+        self.context_granules: set[int] = set()  # absolute granules the sanitizer's contexts held
+
+
+class _OwnerView:
+    """A device's window on its GPU's owner list (granule indices relative to the device)."""
+
+    def __init__(self, owner: list[int | None], base: int, count: int) -> None:
+        self._owner, self._base, self._count = owner, base, count
+
+    def __getitem__(self, g: int) -> int | None:
+        return self._owner[self._base + g]
+
+    def __setitem__(self, g: int, pid: int | None) -> None:
+        self._owner[self._base + g] = pid
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[int | None]:
+        return iter(self._owner[self._base:self._base + self._count])
+
+
 class _Device:
-    def __init__(self, info: DeviceInfo, settings: SimulatedBackendSettings) -> None:
+    def __init__(self, info: DeviceInfo, settings: SimulatedBackendSettings, gpu: _Gpu | None = None,
+                 first_slice: int = 0) -> None:
         self.info = info
         self.clock = VirtualClock()
         self.gran = settings.allocation_granularity
-        self.memory = bytearray(settings.memory_bytes)
-        self.owner: list[int | None] = [None] * (settings.memory_bytes // self.gran)
+        size = info.memory_bytes
+        self.gpu = gpu or _Gpu(size, self.gran)
+        offset = first_slice * settings.memory_bytes
+        self.base = offset // self.gran
+        self.memory = memoryview(self.gpu.memory)[offset:offset + size]
+        self.owner = _OwnerView(self.gpu.owner, self.base, size // self.gran)
         self.processes: dict[int, _Process] = {}
         self.mode = ComputeMode.DEFAULT
-        self.lock = threading.RLock()
+        self.lock = self.gpu.lock
         self.scrub_on_free = settings.scrub_on_free
+        self.exists = not info.dynamic  # DynamicMIG: only between prepare and unprepare
+        self.instance_uuid = info.uuid
+        self.generation = 0
 
     def reap(self) -> None:
         now = self.clock.monotonic()
@@ -143,6 +206,11 @@ class _Device:
             if self.scrub_on_free:
                 self.memory[g * self.gran:(g + 1) * self.gran] = bytes(self.gran)
 
+    def check(self, uuid: str, op: str) -> None:
+        """NVML/CUDA look the device up by UUID: a destroyed or recreated instance is gone."""
+        if not self.exists or uuid != self.instance_uuid:
+            raise BackendError(op, f"NVML_ERROR_NOT_FOUND (no instance {uuid} at {self.info.name})")
+
     def free_granules(self) -> list[int]:
         return [g for g, o in enumerate(self.owner) if o is None]
 
@@ -150,6 +218,8 @@ class _Device:
         for g in granules:
             self.owner[g] = proc.pid
             proc.granules.add(g)
+            if proc.behaviour != "worker":  # a tenant's data now; the next fill must reach it
+                self.gpu.context_granules.discard(self.base + g)
 
 
 class SimulatedNode:
@@ -171,6 +241,9 @@ class SimulatedNode:
         self.enumeration_errors: list[EnumerationError] = []
         for minor in range(self.settings.gpus):
             gpu_uuid = f"GPU-sim-{minor:04d}"
+            if self.settings.dynamic_mig:
+                self._add_dynamic_gpu(minor, gpu_uuid)
+                continue
             if self.settings.mig_slices_per_gpu == 0:
                 info = DeviceInfo(gpu_device_name(minor), gpu_uuid, minor, self.settings.memory_bytes)
                 self._devices[info.name] = _Device(info, self.settings)
@@ -180,12 +253,36 @@ class SimulatedNode:
                 info = DeviceInfo(
                     mig_device_name(minor, name, profile_id, index * slices),
                     f"MIG-sim-{minor:04d}-{index}", minor, self.settings.memory_bytes,
-                    parent_uuid=gpu_uuid, mig_profile=name,
+                    parent_uuid=gpu_uuid, mig_profile=name, placement=(profile_id, index * slices, slices),
                 )
                 self._devices[info.name] = _Device(info, self.settings)
         self.nvml = _SimNvml(self)
         self.signaller = _SimSignaller(self)
         self.scrubber = _SimScrubber(self)
+        self.partitions = _SimPartitions(self)
+
+    def _add_dynamic_gpu(self, minor: int, gpu_uuid: str) -> None:
+        size = self.settings.memory_bytes
+        gpu = _Gpu(size * _MEMORY_SLICES, self.settings.allocation_granularity)
+        for profile, profile_id, slices, starts in DYNAMIC_PROFILES:
+            for start in starts:
+                info = DeviceInfo(
+                    mig_device_name(minor, profile, profile_id, start), f"DYN-sim-{minor:04d}-{profile_id}-{start}",
+                    minor, size * slices, parent_uuid=gpu_uuid, mig_profile=profile,
+                    placement=(profile_id, start, slices), dynamic=True,
+                )
+                self._devices[info.name] = _Device(info, self.settings, gpu, start)
+
+    # --- the DRA driver side (DynamicMIG) ---------------------------------------------------
+
+    def prepare(self, device: str) -> DeviceInfo:
+        """The DRA driver prepares a claim: it creates the MIG instance (DynamicMIG)."""
+        return self.partitions.create(self._dev(device).info, faults=False)
+
+    def unprepare(self, device: str) -> None:
+        """The DRA driver unprepares: it destroys the instance (IN_USE while processes live)."""
+        dev = self._dev(device)
+        self.partitions.destroy(dev.info)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -203,8 +300,17 @@ class SimulatedNode:
 
     @property
     def device_infos(self) -> list[DeviceInfo]:
-        """Every simulated device."""
+        """Every simulated device (static MIG devices with their current instance UUID)."""
         return [d.info for d in self._devices.values()]
+
+    def add_mig_device(self, minor: int, start: int) -> DeviceInfo:
+        """MIG reconfiguration after the agent started: a new 1g instance at ``start`` of GPU ``minor``."""
+        name, profile_id, slices = _MIG_PROFILE
+        info = DeviceInfo(mig_device_name(minor, name, profile_id, start), f"MIG-sim-{minor:04d}-new{start}", minor,
+                          self.settings.memory_bytes, parent_uuid=f"GPU-sim-{minor:04d}", mig_profile=name,
+                          placement=(profile_id, start, slices))
+        self._devices[info.name] = _Device(info, self.settings)
+        return info
 
     # --- the tenant side --------------------------------------------------------------------
 
@@ -251,13 +357,43 @@ class SimulatedNode:
             for pid in [p.pid for p in dev.processes.values() if p.behaviour != "worker"]:
                 dev.remove(pid)
 
-    def audit(self, device: str) -> AuditResult:
-        """The hardware's view: non-zero bytes anywhere in memory, and live contexts."""
+    def kubelet_stop(self, device: str) -> None:
+        """The kubelet stopped the pod's containers (SIGKILL after its grace): only D-state ones stay."""
         dev = self._dev(device)
         with dev.lock:
+            for pid in [p.pid for p in dev.processes.values() if p.behaviour in ("obey", "ignore-term")]:
+                dev.remove(pid)
+
+    def instance_exists(self, device: str) -> bool:
+        """True while a MIG instance exists at the device's placement (DynamicMIG)."""
+        return self._dev(device).exists
+
+    def audit(self, device: str) -> AuditResult:
+        """The hardware's view: residue a next tenant of ``device`` could read, and live contexts.
+
+        Residue in granules the sanitizer's own context held is reported apart
+        (``uncovered_bytes``). DynamicMIG: only the placement's memory no live instance owns
+        counts (an overlapping live tenant's memory is not free, and not this device's).
+        """
+        dev = self._dev(device)
+        gran = dev.gran
+        with dev.lock:
             dev.reap()
-            nonzero = len(dev.memory) - dev.memory.count(0)
-            return AuditResult(nonzero, len(dev.processes))
+            for other in self._devices.values():
+                if other.gpu is dev.gpu:
+                    other.reap()
+            nonzero = uncovered = 0
+            for g in range(len(dev.owner)):
+                if dev.info.dynamic and dev.owner[g] is not None:
+                    continue
+                chunk = bytes(dev.memory[g * gran:(g + 1) * gran])
+                count = gran - chunk.count(0)
+                if (dev.base + g) in dev.gpu.context_granules:
+                    uncovered += count
+                else:
+                    nonzero += count
+            live = len(dev.processes) if dev.exists else 0
+            return AuditResult(nonzero, live, uncovered)
 
     def compute_mode(self, device: str) -> ComputeMode:
         """Current compute mode of a device."""
@@ -295,6 +431,7 @@ class _SimNvml:
             raise BackendError("nvmlDeviceGetComputeRunningProcesses", "NVML_ERROR_UNKNOWN")
         dev = self._node._dev(device.name)
         with dev.lock:
+            dev.check(device.uuid, "nvmlDeviceGetHandleByUUID")
             dev.reap()
             return sorted(dev.processes)
 
@@ -303,6 +440,7 @@ class _SimNvml:
             raise BackendError("nvmlDeviceSetComputeMode", "NVML_ERROR_NO_PERMISSION")
         dev = self._node._dev(device.name)
         with dev.lock:
+            dev.check(device.uuid, "nvmlDeviceGetHandleByUUID")
             dev.mode = mode
         if self._node.on_compute_mode is not None:
             self._node.on_compute_mode(device.name, mode)
@@ -359,8 +497,10 @@ class _SimSession:
                 raise BackendError("cuCtxCreate", "CUDA_ERROR_OUT_OF_MEMORY")
             self._overhead = free[:need]
             dev.take(self._proc, self._overhead)
-            for g in self._overhead:  # the driver initialises its own context memory
-                dev.memory[g * gran:(g + 1) * gran] = bytes(gran)
+            # No zeroing by fiat: the context's memory keeps what was there (no fill reaches it).
+            # Cumulative: residue in any granule a sanitizer context held stays uncovered until a
+            # tenant takes the granule again (then the next fill must reach it).
+            dev.gpu.context_granules |= {dev.base + g for g in self._overhead}
             dev.processes[self._proc.pid] = self._proc
             self._free_at_open = (len(free) - need) * gran
 
@@ -436,4 +576,63 @@ class _SimScrubber:
     def open(self, device: DeviceInfo, timeout_s: float) -> _SimSession:
         if self._node.faults.hit("cuda.open"):
             raise BackendError("cuCtxCreate", "CUDA_ERROR_NOT_INITIALIZED")
-        return _SimSession(self._node, self._node._dev(device.name))
+        dev = self._node._dev(device.name)
+        with dev.lock:
+            dev.check(device.uuid, "cuDeviceGet (CUDA_VISIBLE_DEVICES)")
+        return _SimSession(self._node, dev)
+
+
+class _SimPartitions:
+    """PartitionBackend over the simulated node: MIG instances at placements, GPU reset."""
+
+    def __init__(self, node: SimulatedNode) -> None:
+        self._node = node
+
+    def instance(self, device: DeviceInfo) -> DeviceInfo | None:
+        dev = self._node._dev(device.name)
+        with dev.lock:
+            return replace(dev.info, uuid=dev.instance_uuid) if dev.exists else None
+
+    def destroy(self, device: DeviceInfo) -> None:
+        dev = self._node._dev(device.name)
+        with dev.lock:
+            if not dev.exists:
+                return
+            dev.reap()
+            if dev.processes or self._node.faults.hit("nvml.partition_in_use"):
+                raise BackendError("nvmlGpuInstanceDestroy", "NVML_ERROR_IN_USE (in use by another client)")
+            dev.exists = False  # the memory keeps its bytes: nothing says a GI destroy scrubs it
+            dev.mode = ComputeMode.DEFAULT
+            dev.clock.sleep(_RESET_SECONDS / 2)
+
+    def create(self, device: DeviceInfo, faults: bool = True) -> DeviceInfo:
+        node = self._node
+        dev = node._dev(device.name)
+        with dev.lock:
+            if dev.exists:
+                raise BackendError("nvmlDeviceCreateGpuInstanceWithPlacement", "NVML_ERROR_INSUFFICIENT_RESOURCES "
+                                   "(an instance exists at this placement)")
+            busy = [o.info.name for o in node._devices.values()
+                    if o is not dev and o.gpu is dev.gpu and o.exists and o.info.overlaps(dev.info)]
+            if busy or (faults and node.faults.hit("nvml.insufficient_resources")):
+                raise BackendError("nvmlDeviceCreateGpuInstanceWithPlacement",
+                                   f"NVML_ERROR_INSUFFICIENT_RESOURCES (overlaps {', '.join(busy) or 'a reservation'})")
+            dev.generation += 1
+            minor, (_, start, size) = dev.info.minor, dev.info.placement or (0, 0, 1)
+            dev.instance_uuid = f"MIG-sim-{minor:04d}-{start}-{size}-g{dev.generation}"
+            if not dev.info.dynamic:
+                dev.info = replace(dev.info, uuid=dev.instance_uuid)
+            dev.exists = True
+            dev.mode = ComputeMode.DEFAULT
+            dev.clock.sleep(_RESET_SECONDS / 2)
+            return replace(dev.info, uuid=dev.instance_uuid)
+
+    def reset_gpu(self, device: DeviceInfo, timeout_s: float) -> DeviceInfo:
+        dev = self._node._dev(device.name)
+        with dev.lock:
+            dev.reap()
+            if dev.processes or self._node.faults.hit("nvml.partition_in_use"):
+                raise BackendError("nvidia-smi --gpu-reset", "In use by another client (IN_USE)")
+            dev.mode = ComputeMode.DEFAULT
+            dev.clock.sleep(_RESET_SECONDS)
+            return dev.info

@@ -1,0 +1,125 @@
+"""The agent loop: API down at start (item 3), claims on devices it did not enumerate (item 1)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from dra_constructs.sanitizer.runtime.agent import Agent
+from dra_constructs.sanitizer.runtime.backends.base import EnumerationError
+from dra_constructs.sanitizer.runtime.clock import VirtualClock
+from dra_constructs.sanitizer.runtime.config import AgentConfig, KubeSettings
+from dra_constructs.sanitizer.runtime.runtime import Runtime, build_runtime
+from dra_constructs.sanitizer.runtime.state import Phase
+
+from .conftest import sim_config
+from .fakeapi import FakeApi, claim
+
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+
+
+def _config(api: FakeApi, tmp_path: Path) -> AgentConfig:
+    return sim_config(tmp_path, version="1.34").model_copy(update={
+        "metrics_port": 0, "metrics_address": "127.0.0.1",
+        "kube": KubeSettings(mode="url", url=api.url, kubernetes_version="1.34", retries=1, retry_backoff_s=0.01,
+                             request_timeout_s=0.5, watch_timeout_s=1)})
+
+
+def _evidence(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "evidence.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def _allocated_agent(api: FakeApi, tmp_path: Path) -> tuple[Runtime, str, list[int]]:
+    """A first agent: every device sanitized, then one allocated to a live tenant."""
+    rt = build_runtime(_config(api, tmp_path), fsync=False)
+    assert rt.node is not None
+    agent = Agent(rt, clock=VirtualClock())
+    device = rt.devices[0].name
+    api.claims = [claim("c1", "team-a", "u1", [device], reserved=["p1"])]
+    assert agent.initial_list()
+    agent.startup()
+    assert rt.barrier.deps.store.load(device).phase is Phase.ALLOCATED
+    pids = rt.node.start_tenant(device, [("obey", 1.0)], random.Random(2))
+    agent._pool.shutdown(wait=True)
+    return rt, device, pids
+
+
+def test_api_down_at_start_keeps_the_guards_and_kills_nobody(fake_api: FakeApi, tmp_path: Path) -> None:
+    first, device, pids = _allocated_agent(fake_api, tmp_path)
+    records_before = len(_evidence(tmp_path))
+    # The agent restarts while the API server is unreachable (503 on every list for a while).
+    fake_api.fail("GET", CLAIMS, *([503] * 6))
+    rt = build_runtime(_config(fake_api, tmp_path), node=first.node, fsync=False)
+    agent = Agent(rt, reconcile_interval_s=0.05, clock=VirtualClock())
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not agent.ready() and time.monotonic() < deadline:
+            assert first.node is not None and first.node.audit(device).live_contexts == len(pids)
+            time.sleep(0.02)
+        assert agent.ready(), "the claims watch never recovered"
+    finally:
+        agent.stop.set()
+        thread.join(timeout=20)
+    assert first.node is not None
+    assert first.node.audit(device).live_contexts == len(pids)  # the tenant lives: nobody was killed
+    assert rt.barrier.deps.store.load(device).phase is Phase.ALLOCATED
+    assert fake_api.rules[f"dra-sanitizer-node-a-{device}"]["spec"]["taint"]["value"] == "in-use"
+    new = _evidence(tmp_path)[records_before:]
+    assert all(r["device"] != device for r in new), new  # no barrier on the allocated device
+    assert sum(1 for m, p in fake_api.requests if m == "GET" and p == CLAIMS) > 1  # it retried
+
+
+def test_a_claim_on_an_unknown_device_is_alerted_and_guarded(fake_api: FakeApi, tmp_path: Path) -> None:
+    rt = build_runtime(_config(fake_api, tmp_path), fsync=False)
+    assert rt.node is not None
+    agent = Agent(rt, clock=VirtualClock())
+    assert agent.initial_list()
+    agent.startup()
+    late = "gpu-0-mig-1g10gb-19-6"  # a MIG instance created after the agent started
+    assert late not in {d.name for d in rt.devices}
+    rt.node.enumeration_errors = [EnumerationError(0, "nvmlDeviceGetMigDeviceHandleByIndex", "NVML_ERROR_NO_PERMISSION",
+                                                   minor=0, gpu_instance_id=13)]
+    agent._claims = {"u9": claim("c9", "team-b", "u9", [late], reserved=["p9"])}
+    agent.reconcile()
+    rule = fake_api.rules[f"dra-sanitizer-node-a-{late}"]
+    assert rule["spec"]["taint"]["value"] == "unmapped"
+    event = next(e for e in fake_api.events if e["reason"] == "UnmappedDevice")
+    assert "team-b/c9" in event["message"] and "NO_PERMISSION" in event["message"]
+    assert b'dra_sanitizer_unmapped_claim_devices{device="gpu-0-mig-1g10gb-19-6"} 1.0' in rt.metrics.render()
+    agent.reconcile()  # alerted once per claim
+    assert sum(1 for e in fake_api.events if e["reason"] == "UnmappedDevice") == 1
+    # The instance becomes visible (the enumeration error is gone): re-enumerated, guarded as in-use.
+    rt.node.enumeration_errors = []
+    rt.node.add_mig_device(0, 6)
+    agent.reconcile()
+    assert rt.barrier.deps.store.load(late).phase is Phase.ALLOCATED
+    assert fake_api.rules[f"dra-sanitizer-node-a-{late}"]["spec"]["taint"]["value"] == "in-use"
+    assert b'dra_sanitizer_unmapped_claim_devices{device="gpu-0-mig-1g10gb-19-6"} 0.0' in rt.metrics.render()
+    rt.node.start_tenant(late, [("obey", 2.0)], random.Random(3))
+    agent._claims = {}
+    agent.reconcile()  # released: the barrier runs on the late device like on any other
+    agent.wait()
+    assert rt.barrier.deps.store.load(late).phase is Phase.CLEAN and rt.node.audit(late).clean
+    assert f"dra-sanitizer-node-a-{late}" not in fake_api.rules
+
+
+def test_a_free_device_created_after_start_is_sanitized_before_use(fake_api: FakeApi, tmp_path: Path) -> None:
+    rt = build_runtime(_config(fake_api, tmp_path), fsync=False)
+    assert rt.node is not None
+    agent = Agent(rt, clock=VirtualClock())
+    assert agent.initial_list()
+    agent.startup()
+    info = rt.node.add_mig_device(0, 5)
+    rt.node.start_tenant(info.name, [], random.Random(4))  # residue of whoever used that memory before
+    agent.tick()
+    agent.wait()
+    assert rt.barrier.deps.store.load(info.name, info.uuid).phase is Phase.CLEAN
+    assert rt.node.audit(info.name).clean
+    assert any(r["device"] == info.name and r["result"] == "released" for r in _evidence(tmp_path))
