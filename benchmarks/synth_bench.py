@@ -14,8 +14,12 @@ build the same manifests:
   (``set_inventory(app, None)``), so ``library / library-no-fit`` is what the check adds.
 
 Every measurement runs in a fresh Python process (jsii kernel state never leaks between routes);
-the routes alternate, each (route, N) is repeated and the median is kept. Times cover building the
-objects and ``app.synth_yaml()``; process start and imports are excluded. Output: a table and JSON.
+the routes alternate, each (route, N) is repeated and the median is kept (the table also shows the
+range of the ratios of each alternating pair). Times cover building the objects and
+``app.synth_yaml()``; process start and imports are excluded. Peak memory: the largest peak
+resident set (VmHWM) of the Python process plus jsii's node processes over the repeats. CPU
+ratio: median user+system CPU seconds of Python plus Node over the same span (less disturbed
+than wall time on a shared machine). Output: a table and JSON.
 
     python benchmarks/synth_bench.py [--sizes 100 1000 5000] [--repeat 3]
 """
@@ -41,11 +45,22 @@ if route == "library-no-guardrails":  # diagnostic only: what the App-wide synth
     dra_constructs._scope.guard = lambda scope: None
     import dra_constructs.claims, dra_constructs.workloads
     dra_constructs.claims.guard = dra_constructs.workloads.guard = lambda scope: None
+import os
+def tree(pid):  # the process and its descendants (jsii's node launcher and the node runtime it starts)
+    kids = [c for t in os.listdir(f"/proc/{pid}/task") for c in open(f"/proc/{pid}/task/{t}/children").read().split()]
+    return [pid] + [d for c in kids for d in tree(c)]
+def cpu_seconds():  # user + system CPU time of Python and Node so far
+    total = 0
+    for pid in tree(str(os.getpid())):
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 app = cdk8s.App()
 if route == "library-no-fit":  # the construct-time satisfiability check (the allocator) off
     from dra_constructs import set_inventory
     set_inventory(app, None)
 chart = cdk8s.Chart(app, "bench")
+cpu_start = cpu_seconds()
 start = time.perf_counter()
 for i in range(n):
     if route == "plain":
@@ -69,8 +84,13 @@ for i in range(n):
 built = time.perf_counter()
 yaml_text = app.synth_yaml()
 done = time.perf_counter()
-print(json.dumps({"build": built - start, "synth": done - built, "total": done - start,
-                  "documents": yaml_text.count("\nkind: ") + 1}))
+cpu = cpu_seconds() - cpu_start
+def peak_mib(pid):  # VmHWM: the process's peak resident set
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+print(json.dumps({"build": built - start, "synth": done - built, "total": done - start, "cpu": cpu,
+                  "documents": yaml_text.count("\nkind: ") + 1,
+                  "peak_mib": sum(peak_mib(p) for p in tree(str(os.getpid())))}))
 """
 
 
@@ -93,19 +113,36 @@ def main() -> int:
     routes = (["plain", "library"] + (["library-no-guardrails"] if args.diagnostic else [])
               + (["library-no-fit"] if args.fit_check else []))
     results: dict[str, dict[int, float]] = {route: {} for route in routes}
+    memory: dict[str, dict[int, float]] = {route: {} for route in routes}
+    cpu: dict[str, dict[int, float]] = {route: {} for route in routes}
+    ratios: dict[int, list[float]] = {}
     started = time.perf_counter()
     for n in args.sizes:
         samples: dict[str, list[float]] = {route: [] for route in routes}
+        peaks: dict[str, list[float]] = {route: [] for route in routes}
+        cpu_samples: dict[str, list[float]] = {route: [] for route in routes}
         for _ in range(args.repeat):
             for route in routes:
-                samples[route].append(measure(route, n)["total"])
+                sample = measure(route, n)
+                samples[route].append(sample["total"])
+                cpu_samples[route].append(sample["cpu"])
+                peaks[route].append(sample["peak_mib"])
         for route in samples:
             results[route][n] = statistics.median(samples[route])
-    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'lib ms/workload':>16}"
+            memory[route][n] = max(peaks[route])
+            cpu[route][n] = statistics.median(cpu_samples[route])
+        # ratio of each alternating pair (same moment on a shared machine), to show the spread
+        ratios[n] = sorted(lib / plain for lib, plain in zip(samples["library"], samples["plain"], strict=True))
+    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'pair ratios':>18} {'lib ms/workload':>16}"
+          f" {'peak MiB plain/lib':>19} {'CPU ratio':>9}"
           + (f" {'no-guardrails s':>16} {'ratio':>6}" if args.diagnostic else ""))
     for n in args.sizes:
         plain, library = results["plain"][n], results["library"][n]
-        line = f"{n:>6} {plain:>9.3f} {library:>10.3f} {library / plain:>6.2f} {1000 * library / n:>16.3f}"
+        spread = f"{ratios[n][0]:.2f}-{ratios[n][-1]:.2f}"
+        line = (f"{n:>6} {plain:>9.3f} {library:>10.3f} {library / plain:>6.2f} {spread:>18}"
+                f" {1000 * library / n:>16.3f}"
+                f" {memory['plain'][n]:>9.0f}/{memory['library'][n]:<9.0f}"
+                f" {cpu['library'][n] / cpu['plain'][n]:>9.2f}")
         if args.diagnostic:
             bare = results["library-no-guardrails"][n]
             line += f" {bare:>16.3f} {bare / plain:>6.2f}"
@@ -113,6 +150,7 @@ def main() -> int:
     summary = {
         "sizes": args.sizes, "repeat": args.repeat, "median_seconds": results,
         "ratio": {n: results["library"][n] / results["plain"][n] for n in args.sizes},
+        "pair_ratios": ratios, "peak_mib_python_plus_node": memory, "median_cpu_seconds_python_plus_node": cpu,
         "wall_seconds": time.perf_counter() - started,
     }
     if args.fit_check:

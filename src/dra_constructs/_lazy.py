@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # no typing import at start-up (docs/performance.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["lazy_getattr"]
 

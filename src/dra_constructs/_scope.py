@@ -25,6 +25,7 @@ __all__ = [
     "generated_name",
     "guard",
     "lazy_path",
+    "object_name",
     "resolve_inventory",
     "resolve_kueue_compatible",
     "resolve_mig_mode",
@@ -218,6 +219,58 @@ def generated_name(scope: constructs.Construct, id: str, max_length: int = 63) -
     body = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", "-".join(p for p in path.lower().split("/") if p)))
     body = body[-(max_length - 9):].strip("-")
     return f"{body}-{digest}" if body else digest
+
+
+# scope -> (its path, whether cdk8s's names of its children are predicted in Python), decided on
+# the scope's first object by comparing the prediction with cdk8s's answer (one jsii call).
+_NAMING: weakref.WeakKeyDictionary[constructs.Construct, tuple[str, bool]] = weakref.WeakKeyDictionary()
+_PREDICTABLE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def object_name(obj: Any, scope: constructs.Construct, id: str) -> str:
+    """``obj.name`` (an ``ApiObject`` built as child ``id`` of ``scope`` without an explicit name).
+
+    Computed in Python (:mod:`dra_constructs._names`) instead of a jsii round trip once the
+    scope's first object showed that the prediction equals cdk8s's name (a chart that disables
+    name hashes or overrides ``generate_object_name`` fails that check and keeps asking cdk8s).
+    """
+    from ._names import to_dns_label
+
+    state = _NAMING.get(scope)
+    if state is None:
+        actual = str(obj.name)
+        path = scope.node.path
+        chart = cdk8s_chart_of(scope)
+        predictable = (
+            chart is not None and path.isascii() and bool(_PREDICTABLE_ID.match(id))
+            and getattr(type(chart), "generate_object_name", None) is _DEFAULT_GENERATE
+            and to_dns_label(f"{path}/{id}" if path else id, ["", *path.split("/"), id] if path else ["", id]) == actual
+        )
+        _NAMING[scope] = (path, predictable)
+        return actual
+    path, predictable = state
+    if predictable and _PREDICTABLE_ID.match(id):
+        return to_dns_label(f"{path}/{id}" if path else id, ["", *path.split("/"), id] if path else ["", id])
+    return str(obj.name)
+
+
+def cdk8s_chart_of(scope: constructs.Construct) -> Any:
+    """The chart ``scope`` belongs to (``None`` outside a chart)."""
+    import cdk8s
+
+    try:
+        return cdk8s.Chart.of(scope)
+    except RuntimeError:
+        return None
+
+
+def _default_generate() -> Any:
+    import cdk8s
+
+    return cdk8s.Chart.generate_object_name
+
+
+_DEFAULT_GENERATE = _default_generate()
 
 
 #: cdk8s context key: every claim template under the scope must be admissible by Kueue.

@@ -9,11 +9,13 @@ from typing import Any
 import cdk8s
 import constructs
 
+from ._rendered import OwnManifest
 from ._scope import (
     duplicate_id,
     generated_name,
     guard,
     lazy_path,
+    object_name,
     resolve_inventory,
     resolve_kueue_compatible,
     resolve_mig_mode,
@@ -52,7 +54,7 @@ class _CatalogInventory:
 CATALOG: Any = _CatalogInventory()
 
 
-class GpuClaimTemplate(cdk8s.ApiObject):
+class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
     """A ``resource.k8s.io`` ResourceClaimTemplate whose requests come from the typed catalog.
 
     The API version follows the target (1.32: v1beta1, 1.33: v1beta2, 1.34+: v1). Every request is
@@ -163,13 +165,12 @@ class GpuClaimTemplate(cdk8s.ApiObject):
             check_kueue_admissible(template["spec"], target, where())
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", template))
         guard(scope)
-        self._template_name = name
+        self._template_name = name if name is not None else object_name(self, scope, id)
+        self._dra_record(target.resource_api_version, "ResourceClaimTemplate", metadata, self._template_name, template)
 
     @property
     def template_name(self) -> str:
         """``metadata.name`` (explicit, or the one cdk8s generates)."""
-        if self._template_name is None:
-            self._template_name = self.name
         return self._template_name
 
     def use(self, request: str | None = None) -> ClaimUse:

@@ -26,6 +26,17 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "dra_constructs.fit.cli",
 )
 
+#: Every top-level command: its module and its one-line help (the module registers the same help;
+#: tests/test_cli_fast_help.py checks they agree). ``dra-constructs --help`` prints these without
+#: importing the modules (catalog, CEL and rules cost ~0.5 s of imports); a command imports only its own.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "catalog": ("dra_constructs.catalog.cli", "list the GPU catalog, or print its synthetic ResourceSlices"),
+    "audit": ("dra_constructs.guardrails.cli",
+              "check manifests (files, directories, - for stdin) against the DRA guardrail rules"),
+    "rules": ("dra_constructs.guardrails.cli", "list the guardrail rules (id, severity, what and why)"),
+    "cel": ("dra_constructs.cel.cli", "check DRA CEL selectors like the API server, or match them against devices"),
+}
+
 
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse exits with 2 on usage errors, which is the contract; keep messages short."""
@@ -42,20 +53,41 @@ EPILOG = ("exit codes: 0 OK, 1 findings or failed checks, 2 usage or input error
           "  dra-constructs catalog --gpu H100_80GB")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser with every registered subcommand."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser: every subcommand in full, or (``command`` given) only that one's module in full.
+
+    With ``command``, the other commands get a stub parser carrying their help line, so
+    ``dra-constructs --help`` lists them all without importing their modules.
+    """
     parser = _ArgumentParser(prog="dra-constructs", description=DESCRIPTION, epilog=EPILOG,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dra-constructs {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
-    for module_name in SUBCOMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    if command is None:
+        for module_name in SUBCOMMAND_MODULES:
+            importlib.import_module(module_name).register(subparsers)
+        return parser
+    wanted = COMMANDS.get(command, ("", ""))[0]
+    loaded = False
+    for name, (module_name, help_line) in COMMANDS.items():
+        if module_name == wanted:
+            if not loaded:
+                importlib.import_module(module_name).register(subparsers)
+                loaded = True
+        else:
+            subparsers.add_parser(name, help=help_line)
     return parser
+
+
+def _command(argv: Sequence[str]) -> str:
+    """The top-level command word of ``argv`` ('' for none: ``--help``, ``--version``, no arguments)."""
+    return next((arg for arg in argv if not arg.startswith("-")), "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    return run_parser(build_parser(), argv, "dra-constructs")
+    args = list(sys.argv[1:] if argv is None else argv)
+    return run_parser(build_parser(_command(args)), args, "dra-constructs")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,7 +18,8 @@ from typing import Any, Literal, NoReturn
 import cdk8s
 import constructs
 
-from ._scope import duplicate_id, generated_name, guard, lazy_path, resolve_target
+from ._rendered import OwnManifest
+from ._scope import duplicate_id, generated_name, guard, lazy_path, object_name, resolve_target
 from .errors import DraConstructsError
 from .podspec import DEFAULT_GRACE_SECONDS, Container, PodClaim, PreStop, items_of, render_pod_spec
 from .target import Target
@@ -107,7 +108,7 @@ def _name(scope: constructs.Construct, id: str, name: str | None, max_length: in
     return name if name is not None else generated_name(scope, id, max_length)
 
 
-class GpuPod(cdk8s.ApiObject):
+class GpuPod(OwnManifest, cdk8s.ApiObject):
     """A Pod whose containers use DRA claims, with a grace path for preemption (options: ``PodOptions``)."""
 
     def __init__(
@@ -149,9 +150,10 @@ class GpuPod(cdk8s.ApiObject):
             raise duplicate_id(error, where, id) from None
         guard(scope)
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+        self._dra_record("v1", "Pod", metadata, (metadata or {}).get("name") or object_name(self, scope, id), spec)
 
 
-class _TemplatedWorkload(cdk8s.ApiObject):
+class _TemplatedWorkload(OwnManifest, cdk8s.ApiObject):
     """A workload with ``spec.template`` (a pod template) and, if ``selector``, a label selector."""
 
     _api_version = "apps/v1"
@@ -195,8 +197,9 @@ class _TemplatedWorkload(cdk8s.ApiObject):
         except RuntimeError as error:
             raise duplicate_id(error, where, id) from None
         guard(scope)
+        object_name_ = (metadata or {}).get("name") or object_name(self, scope, id)
         if selector:
-            match = {WORKLOAD_LABEL: label_value((metadata or {}).get("name") or self.name)}
+            match = {WORKLOAD_LABEL: label_value(object_name_)}
             template_labels.update(match)
             spec["selector"] = {"matchLabels": match}
         template: dict[str, Any] = {"spec": pod_spec}
@@ -209,6 +212,7 @@ class _TemplatedWorkload(cdk8s.ApiObject):
             template["metadata"] = template_metadata
         spec["template"] = template
         self.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+        self._dra_record(self._api_version, self._kind, metadata, object_name_, spec)
 
 
 class GpuDeployment(_TemplatedWorkload):

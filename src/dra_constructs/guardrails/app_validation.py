@@ -3,7 +3,8 @@
 Construct layer (imports cdk8s). The rules see every API object of the App, built by
 dra-constructs, by hand (``ApiObject``) or with cdk8s-plus, because they read each chart's
 synthesized JSON (one ``chart.to_json()`` per chart, no per-object jsii calls) and run the
-pure-Python rules on it. ``app.synth()``, ``app.synth_yaml()`` and ``cdk8s synth`` fail on an
+pure-Python rules on it (the library's own unmodified objects hand over the dicts they were
+built from instead: ``dra_constructs._rendered``). ``app.synth()``, ``app.synth_yaml()`` and ``cdk8s synth`` fail on an
 error-level finding; warnings go to stderr.
 """
 
@@ -21,6 +22,7 @@ import cdk8s
 import constructs
 import jsii
 
+from .._rendered import chart_manifests
 from .._scope import resolve_target
 from ..errors import DraConstructsError
 from ..target import Target
@@ -44,7 +46,7 @@ def _charts(root: constructs.Construct) -> list[cdk8s.Chart]:
 def _collect(root: constructs.Construct) -> list[Manifest]:
     manifests: list[Manifest] = []
     for chart in _charts(root):
-        for obj in chart.to_json():
+        for obj in chart_manifests(chart, root):  # the library's own dicts; Node renders the rest
             manifests.append(Manifest(obj, position=len(manifests), extra={_CHART_KEY: chart}))
     return manifests
 
