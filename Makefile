@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup synth check-dist test lint unit imports check-imports bench clean
+.PHONY: setup synth check-dist test lint unit imports check-imports bench audit-corpus clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: setup
 	$(PY) benchmarks/tenant_rules_bench.py
 	$(PY) benchmarks/sanitizer_barrier.py
 	$(PY) benchmarks/sanitizer_construct.py
+
+# The real-world corpus (../shared/corpus/realworld, or DRA_CORPUS_DIR) against tests/guardrails/corpus_expectations.yaml.
+audit-corpus: setup
+	$(PY) scripts/audit_corpus.py
 
 clean:
 	rm -rf $(VENV) .tools build

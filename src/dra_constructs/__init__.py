@@ -14,6 +14,7 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing is a third o
 if TYPE_CHECKING:
     from ._scope import (
         KUBERNETES_VERSION_CONTEXT,
+        set_dra_extended_resources,
         set_inventory,
         set_kubernetes_version,
         set_kueue_compatible,
@@ -94,6 +95,7 @@ _LAZY = {
     "enable_guardrails": ".guardrails.app_validation",
     "render_claim_spec": ".requests",
     "render_pod_spec": ".podspec",
+    "set_dra_extended_resources": "._scope",
     "set_inventory": "._scope",
     "set_mig_mode": "._scope",
     "set_kubernetes_version": "._scope",
@@ -145,6 +147,7 @@ __all__ = [
     "enable_guardrails",
     "render_claim_spec",
     "render_pod_spec",
+    "set_dra_extended_resources",
     "set_inventory",
     "set_kubernetes_version",
     "set_kueue_compatible",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .fit import Inventory
 
 __all__ = [
+    "DRA_EXTENDED_RESOURCES_CONTEXT",
     "KUBERNETES_VERSION_CONTEXT",
     "KUEUE_COMPATIBLE_CONTEXT",
     "duplicate_id",
@@ -26,10 +27,12 @@ __all__ = [
     "guard",
     "lazy_path",
     "object_name",
+    "resolve_dra_extended_resources",
     "resolve_inventory",
     "resolve_kueue_compatible",
     "resolve_mig_mode",
     "resolve_target",
+    "set_dra_extended_resources",
     "set_inventory",
     "set_kubernetes_version",
     "set_kueue_compatible",
@@ -111,6 +114,33 @@ def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -
             "(or pass kubernetes_version= to each construct)",
         ) from None
     return target
+
+
+#: cdk8s context key for the cluster's DRA-served extended resources (see :func:`set_dra_extended_resources`).
+DRA_EXTENDED_RESOURCES_CONTEXT = "dra-constructs/dra-extended-resources"
+
+
+def set_dra_extended_resources(scope: constructs.Construct, mapping: Mapping[str, str]) -> dict[str, str]:
+    """Declare that the cluster serves these extended resources through DRA: ``{name: DeviceClass}``.
+
+    KEP-5004 (Kubernetes 1.34+): NVIDIA's chart sets ``extendedResourceName: nvidia.com/gpu`` on
+    ``gpu.nvidia.com`` when it installs resource.k8s.io/v1, so a Pod asking for ``nvidia.com/gpu``
+    gets a DRA allocation. The synth-time guardrails then report such requests as DRA010 (any
+    device of the class) instead of DRA001, and ``GuardrailsAdmissionPolicy`` admits them. The
+    App's target must be 1.34 or later (checked here and at synth).
+    """
+    from .guardrails.resources import parse_dra_extended_resources
+
+    where = f"{scope.node.path or 'App'}: set_dra_extended_resources"
+    checked = parse_dra_extended_resources(dict(mapping), resolve_target(scope, None, where), where)
+    scope.node.set_context(DRA_EXTENDED_RESOURCES_CONTEXT, checked)
+    return checked
+
+
+def resolve_dra_extended_resources(scope: constructs.Construct) -> dict[str, str]:
+    """The declaration of :func:`set_dra_extended_resources` visible from ``scope`` (empty if none)."""
+    value = scope.node.try_get_context(DRA_EXTENDED_RESOURCES_CONTEXT)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 _MIG_MODE_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, str | None] = weakref.WeakKeyDictionary()

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "check manifests (files, directories, - for stdin) against the DRA guardrail rules"),
     "rules": ("dra_constructs.guardrails.cli", "list the guardrail rules (id, severity, what and why)"),
     "cel": ("dra_constructs.cel.cli", "check DRA CEL selectors like the API server, or match them against devices"),
+    "fit": ("dra_constructs.fit.cli", "allocate the claims of manifests together against ResourceSlices, node by node"),
 }
 
 
@@ -50,7 +51,8 @@ EPILOG = ("exit codes: 0 OK, 1 findings or failed checks, 2 usage or input error
           "  kubectl get pods -A -o yaml | dra-constructs audit -\n"
           "  dra-constructs rules                       what the guardrails check\n"
           "  dra-constructs cel check \"device.attributes['gpu.nvidia.com'].profile == '1g.10gb'\"\n"
-          "  dra-constructs catalog --gpu H100_80GB")
+          "  dra-constructs catalog --gpu H100_80GB\n"
+          "  dra-constructs fit --slices slices.yaml claims.yaml   can the claims be allocated together?")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -14,8 +14,12 @@ from functools import cached_property
 from .errors import DraConstructsError
 
 __all__ = [
+    "API_VERSIONS",
     "DEFAULT_KUBERNETES_VERSION",
+    "DRA_FIELDS",
     "SUPPORTED_MINORS",
+    "ApiVersionFact",
+    "DraFieldFact",
     "Target",
 ]
 
@@ -25,6 +29,84 @@ SUPPORTED_MINORS = range(32, 38)
 DEFAULT_KUBERNETES_VERSION = "1.32"
 
 _VERSION_RE = re.compile(r"^v?1\.(\d+)(?:\.(\d+))?$")
+
+
+# --- API lifecycle facts (shared/reference/dra-2026.md, dra-api.md sections 1, 4, 8) -------------
+
+
+@dataclass(frozen=True)
+class ApiVersionFact:
+    """When one ``group/version`` of a set of kinds exists, is deprecated and is removed (minors)."""
+
+    api_version: str
+    kinds: frozenset[str]
+    introduced: int
+    deprecated: int | None = None
+    removed: int | None = None
+
+
+_DRA_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice"})
+
+#: ``resource.k8s.io`` versions of the DRA kinds (the v1alpha3 claim kinds are DRA007's: removed shapes).
+API_VERSIONS: tuple[ApiVersionFact, ...] = (
+    ApiVersionFact("resource.k8s.io/v1beta1", _DRA_KINDS, introduced=32, deprecated=35, removed=38),
+    ApiVersionFact("resource.k8s.io/v1beta2", _DRA_KINDS, introduced=33, deprecated=36, removed=39),
+    ApiVersionFact("resource.k8s.io/v1", _DRA_KINDS, introduced=34),
+    ApiVersionFact("resource.k8s.io/v1alpha3", frozenset({"DeviceTaintRule"}), introduced=33, deprecated=36,
+                   removed=39),
+    ApiVersionFact("resource.k8s.io/v1beta2", frozenset({"DeviceTaintRule"}), introduced=36),
+    ApiVersionFact("resource.k8s.io/v1", frozenset({"DeviceTaintRule"}), introduced=37),
+)
+
+
+@dataclass(frozen=True)
+class DraFieldFact:
+    """A DRA API field that appeared (or disappeared) in a given minor, behind a feature gate.
+
+    ``default_on`` is the first minor whose default feature gates enable it (``None``: not yet).
+    """
+
+    field: str
+    introduced: int
+    feature_gate: str | None = None
+    default_on: int | None = None
+    removed: int | None = None
+
+    def describe(self) -> str:
+        """``"added in 1.34 (DRAConsumableCapacity, alpha; on by default from 1.36)"``."""
+        if self.feature_gate is None:
+            return f"added in 1.{self.introduced}"
+        on = f"on by default from 1.{self.default_on}" if self.default_on else "off by default"
+        return f"added in 1.{self.introduced} ({self.feature_gate}; {on})"
+
+
+def _fields(*facts: DraFieldFact) -> dict[str, DraFieldFact]:
+    return {fact.field: fact for fact in facts}
+
+
+#: Fields newer than 1.32 (KEP-4816, 5055, 5075, 4815, 5007, 5004). Keys are the rule's field ids.
+DRA_FIELDS: dict[str, DraFieldFact] = _fields(
+    DraFieldFact("request.firstAvailable", 33, "DRAPrioritizedList", 34),
+    DraFieldFact("request.tolerations", 33, "DRADeviceTaints", 36),
+    DraFieldFact("request.capacity", 34, "DRAConsumableCapacity", 36),
+    DraFieldFact("constraint.distinctAttribute", 34, "DRAConsumableCapacity", 36),
+    DraFieldFact("deviceClass.extendedResourceName", 34, "DRAExtendedResource", 36),
+    DraFieldFact("slice.sharedCounters", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("slice.perDeviceNodeSelection", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.consumesCounters", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.nodeName", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.nodeSelector", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.allNodes", 33, "DRAPartitionableDevices", 36),
+    DraFieldFact("device.taints", 33, "DRADeviceTaints", 36),
+    DraFieldFact("device.bindsToNode", 34, "DRADeviceBindingConditions", 36),
+    DraFieldFact("device.bindingConditions", 34, "DRADeviceBindingConditions", 36),
+    DraFieldFact("device.bindingFailureConditions", 34, "DRADeviceBindingConditions", 36),
+    DraFieldFact("device.allowMultipleAllocations", 34, "DRAConsumableCapacity", 36),
+    DraFieldFact("capacity.requestPolicy", 34, "DRAConsumableCapacity", 36),
+    DraFieldFact("taint.effect.None", 35, "DRADeviceTaints", 36),
+    DraFieldFact("deviceTaintRule.deviceSelector.deviceClassName", 33, "DRADeviceTaints", None, removed=35),
+    DraFieldFact("deviceTaintRule.deviceSelector.selectors", 33, "DRADeviceTaints", None, removed=35),
+)
 
 
 @dataclass(frozen=True)
@@ -108,7 +190,7 @@ class Target:
         DRA-backed extended resource (and the implicit ``deviceclass.resource.kubernetes.io/<class>``)
         counts the devices of that class, so a tenant quota must cap those names too.
         """
-        return self.minor >= 36
+        return self.dra_extended_resources_on_by_default
 
     @property
     def supports_kueue_dra(self) -> bool:
@@ -285,6 +367,37 @@ class Target:
     def has_distinct_attribute(self) -> bool:
         """``constraints[].distinctAttribute`` (with DRAConsumableCapacity, 1.34+)."""
         return self.minor >= 34
+
+    # --- API lifecycle (DRA011) --------------------------------------------------------------
+
+    def api_version_fact(self, api_version: str, kind: str) -> ApiVersionFact | None:
+        """The lifecycle facts of ``kind`` in ``api_version`` (``None``: not a versioned DRA kind)."""
+        for fact in API_VERSIONS:
+            if fact.api_version == api_version and kind in fact.kinds:
+                return fact
+        return None
+
+    def has_dra_field(self, field: str) -> bool:
+        """Whether the API server of this target knows ``field`` (a key of :data:`DRA_FIELDS`)."""
+        fact = DRA_FIELDS[field]
+        return fact.introduced <= self.minor and (fact.removed is None or self.minor < fact.removed)
+
+    # --- extended resources served by DRA (KEP-5004) ---------------------------------------
+
+    @property
+    def dra_extended_resources_exist(self) -> bool:
+        """DeviceClass ``extendedResourceName`` and the implicit ``deviceclass.resource.kubernetes.io/<class>``.
+
+        The field and the scheduler's mapping exist from 1.34 (DRAExtendedResource: alpha 1.34-1.35,
+        beta and on by default 1.36, GA 1.37); before 1.34 a Pod asking for such a name is served by
+        a device plugin or by nothing.
+        """
+        return self.has_dra_field("deviceClass.extendedResourceName")
+
+    @property
+    def dra_extended_resources_on_by_default(self) -> bool:
+        """Whether default feature gates map extended resources to DRA (1.36+)."""
+        return self.minor >= (DRA_FIELDS["deviceClass.extendedResourceName"].default_on or 99)
 
     # --- topology alignment ----------------------------------------------------------------
 

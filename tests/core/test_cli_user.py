@@ -33,7 +33,7 @@ def _manifests(tmp_path: Path, count: int) -> Path:
 def test_rules_listing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules"]) == 0
     text = capsys.readouterr().out
-    assert all(f"DRA00{i}" in text for i in range(10)) and "why:" in text
+    assert all(f"DRA{i:03d}" in text for i in range(15)) and "why:" in text
     assert main(["rules", "--format", "json"]) == 0
     rules = json.loads(capsys.readouterr().out)
     assert {r["id"] for r in rules} >= {"DRA001", "DRA009"} and all(r["fix"] for r in rules)

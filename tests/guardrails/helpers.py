@@ -12,6 +12,7 @@ from dra_constructs.guardrails import AuditResult, audit, load_paths
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _EXPECT = re.compile(r"^#\s*expect(-warnings)?:\s*(.*)$", re.MULTILINE)
+_TARGET = re.compile(r"^#\s*target:\s*(\S+)\s*$", re.MULTILINE)
 
 
 #: JSON has no comments: the expectations of JSON fixtures live here.
@@ -19,6 +20,8 @@ _JSON_EXPECTATIONS = {
     "unused-pod-claim-list.json": ({"DRA005"}, set()),
     "kind-list.json": (set(), {"DRA016"}),  # two H200s with no NUMA alignment
 }
+#: Targets of JSON fixtures (YAML fixtures say ``# target: 1.34``); the default is 1.32.
+_JSON_TARGETS = {"kind-list.json": "1.34"}
 
 
 def expectations(path: Path) -> tuple[set[str], set[str]]:
@@ -33,8 +36,16 @@ def expectations(path: Path) -> tuple[set[str], set[str]]:
     return errors, warnings
 
 
-def audit_file(path: Path, version: str = "1.32") -> AuditResult:
-    return audit(load_paths([str(path)]), kubernetes_version=version)
+def fixture_target(path: Path) -> str:
+    """The Kubernetes version a fixture is written for: its ``# target:`` header, else 1.32."""
+    if path.suffix == ".json":
+        return _JSON_TARGETS.get(path.name, "1.32")
+    match = _TARGET.search(path.read_text()) if path.is_file() else None
+    return match.group(1) if match else "1.32"
+
+
+def audit_file(path: Path, version: str | None = None) -> AuditResult:
+    return audit(load_paths([str(path)]), kubernetes_version=version or fixture_target(path))
 
 
 def docs(text: str) -> list[dict[str, Any]]:

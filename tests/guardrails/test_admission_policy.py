@@ -31,8 +31,36 @@ def test_manifests_are_schema_valid(version: str) -> None:
 
 def test_compliant_fixtures_are_admitted() -> None:
     for path in sorted((FIXTURES / "compliant").iterdir()):
-        for m in load_paths([str(path)]):
-            assert denied_rules(POLICIES, m.obj) == set(), f"{path.name}: {m.object_id}"
+        manifests = load_paths([str(path)])
+        # Names a DeviceClass of the fixture maps (KEP-5004) are declared to the policy, as a user would.
+        mapped = [m.obj["spec"]["extendedResourceName"] for m in manifests
+                  if m.kind == "DeviceClass" and "extendedResourceName" in m.obj.get("spec", {})]
+        policies = admission_policy_manifests(dra_extended_resources=mapped) if mapped else POLICIES
+        for m in manifests:
+            assert denied_rules(policies, m.obj) == set(), f"{path.name}: {m.object_id}"
+
+
+def test_dra_extended_resources_are_admitted_device_plugin_names_refused() -> None:
+    def gpu_pod(name: str) -> dict[str, Any]:
+        return pod({"containers": [{"name": "app", "image": "x", "resources": {"limits": {name: 1}}}]})
+
+    declared = admission_policy_manifests(dra_extended_resources=["nvidia.com/gpu"])
+    assert denied_rules(POLICIES, gpu_pod("deviceclass.resource.kubernetes.io/gpu.nvidia.com")) == set()
+    assert denied_rules(POLICIES, gpu_pod("nvidia.com/gpu")) == {"DRA001"}
+    assert denied_rules(declared, gpu_pod("nvidia.com/gpu")) == set()
+    assert denied_rules(declared, gpu_pod("nvidia.com/mig-1g.10gb")) == {"DRA001"}
+
+
+def test_construct_takes_the_apps_declared_extended_resources() -> None:
+    from dra_constructs import set_dra_extended_resources, set_kubernetes_version
+
+    app = cdk8s.Testing.app()
+    set_kubernetes_version(app, "1.36")
+    set_dra_extended_resources(app, {"nvidia.com/gpu": "gpu.nvidia.com"})
+    chart = cdk8s.Chart(app, "c")
+    policy = GuardrailsAdmissionPolicy(chart, "g")
+    obj = pod({"containers": [{"name": "app", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]})
+    assert denied_rules(policy.manifests, obj) == set()
 
 
 @pytest.mark.parametrize("path", ALL_FIXTURES, ids=lambda p: p.name)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import cdk8s
 import constructs
 
+from .._scope import resolve_dra_extended_resources
 from .policy import POLICY_RULES, admission_policy_manifests
 
 __all__ = ["GuardrailsAdmissionPolicy"]
@@ -31,6 +32,10 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         observes without refusing.
     :param excluded_namespaces: namespaces the bindings skip (node agents, the driver).
         Default: ``("kube-system",)``.
+    :param dra_extended_resources: extended resource names the cluster serves through DRA, which
+        DRA001 must not refuse (``deviceclass.resource.kubernetes.io/*`` never is). Default: the
+        names of the App's ``set_dra_extended_resources``. Names mapped by a DeviceClass you ship
+        in the App must be declared there too.
     :param namespaces: bind only to these namespaces (e.g. a tenant's). Default: all but the excluded.
     """
 
@@ -43,12 +48,16 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         rules: Sequence[str] = POLICY_RULES,
         validation_actions: Sequence[str] = ("Deny",),
         excluded_namespaces: Sequence[str] = ("kube-system",),
+        dra_extended_resources: Sequence[str] | None = None,
         namespaces: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
+        names = list(resolve_dra_extended_resources(scope)) if dra_extended_resources is None else list(
+            dra_extended_resources)
         #: The emitted manifests as plain dicts (policies and bindings, in order).
         self.manifests = admission_policy_manifests(
             name, rules=rules, validation_actions=validation_actions, excluded_namespaces=excluded_namespaces,
+            dra_extended_resources=names,
             namespaces=namespaces,
         )
         for manifest in self.manifests:

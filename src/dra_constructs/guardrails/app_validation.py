@@ -23,7 +23,7 @@ import constructs
 import jsii
 
 from .._rendered import chart_manifests
-from .._scope import resolve_target
+from .._scope import resolve_dra_extended_resources, resolve_target
 from ..errors import DraConstructsError
 from ..target import Target
 from .engine import AuditResult, audit
@@ -54,7 +54,8 @@ def _collect(root: constructs.Construct) -> list[Manifest]:
 def _run(root: constructs.Construct, version: str | Target | None) -> tuple[AuditResult, list[Manifest]]:
     target = resolve_target(root, version, f"{root.node.path or 'App'}: guardrails")
     manifests = _collect(root)
-    return audit(manifests, kubernetes_version=target), manifests
+    declared = resolve_dra_extended_resources(root)
+    return audit(manifests, kubernetes_version=target, dra_extended_resources=declared), manifests
 
 
 def _construct_paths(manifests: list[Manifest], findings: list[Finding]) -> dict[str, str]:
@@ -205,6 +206,8 @@ class _GuardrailsValidation:
         self._running = True
         try:
             result, manifests = _run(self._root, self.version)
+        except DraConstructsError as error:  # e.g. DRA extended resources declared for a target < 1.34
+            return [str(error)]
         except RuntimeError:
             # Another construct's validation failed inside chart.to_json(): cdk8s reports that
             # error for this synth; the guardrails run again once it is fixed.

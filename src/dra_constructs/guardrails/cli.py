@@ -1,6 +1,9 @@
 """``dra-constructs audit`` and ``dra-constructs rules``: the guardrail rules on the command line.
 
-Exit codes: 0 no error-level finding, 1 at least one, 2 unreadable or malformed input.
+Exit codes: 0 no error-level finding, 1 at least one, 2 unreadable or malformed input (every other
+file is still audited and reported) or nothing to audit because every file was skipped. Files that
+are no manifests (Helm templates, kustomizations, values) are reported as skipped and do not
+change the exit code otherwise.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from .loader import load_paths
 from .locate import with_field_lines
 from .model import Rule, Severity
 from .report import to_json, to_text
+from .resources import parse_dra_extended_resources
 from .rules import RULES, RULES_BY_ID
+from .skipped import SkippedInput
 
 __all__ = ["register", "run", "run_rules"]
 
@@ -48,6 +53,10 @@ def register(subparsers: Any) -> None:
                         help="DRA009 (several tenants, no sanitizer): judge each file as its own manifest set "
                              "(default; what one `kubectl apply -f` deploys) or all inputs together (set); a "
                              "sanitizer DaemonSet anywhere in the input covers every tenant")
+    parser.add_argument("--dra-extended-resource", action="append", default=[], metavar="NAME=CLASS",
+                        help="the cluster serves extended resource NAME through DRA from DeviceClass CLASS "
+                             "(KEP-5004, Kubernetes 1.34+; e.g. nvidia.com/gpu=gpu.nvidia.com, which NVIDIA's "
+                             "chart sets on v1 clusters): reported as DRA010 instead of DRA001; repeatable")
     parser.add_argument("--skip", action="append", default=[], metavar="RULE",
                         help="do not run these rules (ids, comma-separated or repeated, e.g. DRA008,DRA009)")
     parser.add_argument("--only", action="append", default=[], metavar="RULE",
@@ -97,20 +106,41 @@ def run_rules(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Load, audit, report; the exit code follows the module docstring."""
     target = Target.parse(args.kubernetes_version, "--kubernetes-version")
+    declared = parse_dra_extended_resources(args.dra_extended_resource, target, "--dra-extended-resource")
     rules = selected_rules(args.skip, args.only)
     texts: dict[str, str] = {}
-    manifests = load_paths(args.paths, stdin=sys.stdin, texts=texts)
+    skipped: list[SkippedInput] = []
+    errors: list[DraConstructsError] = []
+    manifests = load_paths(args.paths, stdin=sys.stdin, texts=texts, skipped=skipped, errors=errors)
+    if errors and not manifests and not skipped:
+        if len(errors) == 1:
+            raise errors[0]
+        _print_errors(errors)
+        return 2
     gc.freeze()  # the manifests live to the end: keep the collector from re-scanning them
-    result = audit(manifests, kubernetes_version=target, tenant_scope=args.tenant_scope, rules=rules)
+    result = audit(manifests, kubernetes_version=target, tenant_scope=args.tenant_scope, rules=rules,
+                   dra_extended_resources=declared)
     result = with_field_lines(result, texts)
     if args.format == "json":
-        text = to_json(result)
+        text = to_json(result, skipped)
     elif args.format == "sarif":
         from .sarif import to_sarif
 
-        text = json.dumps(to_sarif(result), indent=2) + "\n"
+        text = json.dumps(to_sarif(result, skipped=skipped), indent=2) + "\n"
     else:
-        text = to_text(result)
+        text = to_text(result, skipped)
     write_output(args.output or None, text)
+    if errors:
+        _print_errors(errors)
+        return 2
+    if skipped and not manifests:
+        print(f"dra-constructs: error: nothing to audit: all {len(skipped)} input files were skipped "
+              "(render templates and kustomizations first)", file=sys.stderr)
+        return 2
     failing = result.errors if args.fail_on == Severity.ERROR.value else result.findings
     return 1 if failing else 0
+
+
+def _print_errors(errors: list[DraConstructsError]) -> None:
+    for error in errors:
+        print(f"dra-constructs: error: {error}", file=sys.stderr)

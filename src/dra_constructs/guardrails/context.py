@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from ..target import Target
-from .manifest import Manifest, PodView, as_list, mapping_get
-from .resources import legacy_gpu_resources
+from .manifest import Manifest, PodView, as_dict, as_list, mapping_get
+from .resources import implicit_device_class, legacy_gpu_resources
 
 __all__ = [
     "GPU_DEVICE_CLASSES",
@@ -19,6 +19,9 @@ __all__ = [
     "AuditContext",
     "CelVerdict",
 ]
+
+#: KAI Scheduler's fractional-GPU pod annotations (a GPU pod without any resource or claim).
+KAI_GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 
 #: NVIDIA DeviceClasses whose devices are GPUs or slices of one.
 GPU_DEVICE_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"})
@@ -55,9 +58,14 @@ def _check_cel(expression: str, target: str) -> CelVerdict:
 class AuditContext:
     """The manifest set being audited, indexed for cross-object rules."""
 
-    def __init__(self, manifests: Sequence[Manifest], target: Target, tenant_scope: str = "set") -> None:
+    def __init__(self, manifests: Sequence[Manifest], target: Target, tenant_scope: str = "set",
+                 dra_extended_resources: Mapping[str, str] | None = None) -> None:
         self.manifests = manifests
         self.target = target
+        #: Extended resource name -> DeviceClass the cluster maps it to (the user's declarations).
+        self.declared_extended_resources: dict[str, str] = dict(dra_extended_resources or {})
+        #: The same, from ``spec.extendedResourceName`` of DeviceClasses in the set.
+        self._class_extended_resources: dict[str, str] = {}
         #: DRA009's "manifest set": the whole input ("set") or each file on its own ("file").
         self.tenant_scope = tenant_scope
         self._templates: dict[tuple[str, str], Manifest] = {}
@@ -67,6 +75,7 @@ class AuditContext:
         self._env_sources: dict[tuple[str, str, str], Manifest] = {}
         self.sanitizer_present = False
         self._gpu_pod: dict[int, bool] = {}
+        self._memo: dict[tuple[str, int], Any] = {}
         for manifest in manifests:
             self._index(manifest)
 
@@ -77,6 +86,9 @@ class AuditContext:
             self._by_name[(kind, m.name)].append(m)
         elif m.is_resource_api and kind == "DeviceClass":
             self._device_classes[m.name] = m
+            mapped = as_dict(m.obj.get("spec")).get("extendedResourceName")
+            if isinstance(mapped, str) and mapped:
+                self._class_extended_resources.setdefault(mapped, m.name)
         elif kind in ("ConfigMap", "Secret") and m.api_version == "v1":
             self._env_sources[(kind, m.namespace, m.name)] = m
         elif kind == "DaemonSet":
@@ -126,6 +138,30 @@ class AuditContext:
 
     # --- derived facts -------------------------------------------------------------------
 
+    def memo(self, key: str, m: Manifest, compute: Callable[[Manifest], Any]) -> Any:
+        """``compute(m)``, computed once per object and audit (for facts several rules ask)."""
+        slot = (key, id(m))
+        if slot not in self._memo:
+            self._memo[slot] = compute(m)
+        return self._memo[slot]
+
+    def dra_extended_resource(self, name: str) -> tuple[str, str] | None:
+        """``(DeviceClass, how)`` when the target serves extended resource ``name`` through DRA (KEP-5004).
+
+        ``how`` is ``"declared"`` (the user said the cluster maps it), ``"class"`` (a DeviceClass in
+        the set has ``extendedResourceName: name``) or ``"implicit"``
+        (``deviceclass.resource.kubernetes.io/<class>``). ``None`` before 1.34, where no such
+        mapping exists, and for names nothing maps.
+        """
+        if not self.target.dra_extended_resources_exist:
+            return None
+        if name in self.declared_extended_resources:
+            return self.declared_extended_resources[name], "declared"
+        if name in self._class_extended_resources:
+            return self._class_extended_resources[name], "class"
+        implicit = implicit_device_class(name)
+        return (implicit, "implicit") if implicit else None
+
     def is_gpu_class(self, class_name: str) -> bool:
         """Whether a DeviceClass hands out GPUs (NVIDIA's classes, or a class in the set selecting them)."""
         if class_name in GPU_DEVICE_CLASSES or class_name.endswith(TENANT_GPU_CLASS_SUFFIXES):
@@ -160,6 +196,8 @@ class AuditContext:
     def is_gpu_pod_spec(self, m: Manifest, pod: PodView) -> bool:
         """Whether one pod spec of ``m`` gets GPUs (see :meth:`is_gpu_pod`)."""
         if any(legacy_gpu_resources(container) for _, container in pod.containers()):
+            return True
+        if any(key in as_dict(pod.metadata.get("annotations")) for key in KAI_GPU_ANNOTATIONS):
             return True
         for _, entry in pod.claims():
             source = self.claim_source(m, entry)

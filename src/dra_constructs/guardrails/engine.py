@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +10,7 @@ from ..target import Target
 from .context import AuditContext
 from .manifest import Manifest, as_dict
 from .model import Finding, Hit, Rule, Severity, SuppressedFinding
+from .resources import parse_dra_extended_resources
 from .rules import RULES, RULES_BY_ID
 from .suppressions import SUPPRESSIONS_ANNOTATION, UNSUPPRESSIBLE, parse_suppressions
 
@@ -87,17 +88,21 @@ def audit(
     kubernetes_version: str | Target | None = None,
     rules: Sequence[Rule] = RULES,
     tenant_scope: str = "set",
+    dra_extended_resources: Mapping[str, str] | Iterable[str] | None = None,
 ) -> AuditResult:
     """Audit a manifest set (plain dicts or loaded :class:`Manifest`\\ s) against ``rules``.
 
     Cross-object rules see the whole set; DRA009 (tenant barrier) counts tenants in the whole set
     or, with ``tenant_scope="file"``, in each file (a sanitizer anywhere in the input covers all).
     A finding is moved to ``suppressed`` when its object carries a valid suppression of that rule;
-    DRA000 (broken suppressions) is never suppressed.
+    DRA000 (broken suppressions) is never suppressed. ``dra_extended_resources`` declares extended
+    resources the cluster serves through DRA (``{"nvidia.com/gpu": "gpu.nvidia.com"}`` or
+    ``["nvidia.com/gpu=gpu.nvidia.com"]``; Kubernetes 1.34+): DRA010 reports them instead of DRA001.
     """
     target = Target.parse(kubernetes_version, "audit")
+    declared = parse_dra_extended_resources(dra_extended_resources, target)
     manifests = _as_manifests(objects)
-    ctx = AuditContext(manifests, target, tenant_scope)
+    ctx = AuditContext(manifests, target, tenant_scope, declared)
     raw: list[tuple[Rule, Manifest, Hit]] = []
     for m in manifests:
         for rule in rules:

@@ -23,6 +23,7 @@ from .._safe_load import count_nodes, json_document, no_gc, node_line, yaml_docu
 from ..errors import DraConstructsError
 from .manifest import Manifest, field_path
 from .shape import shape_problem
+from .skipped import SkippedInput, load_or_skip
 
 __all__ = ["MANIFEST_SUFFIXES", "STDIN", "STDIN_NAME", "load_paths", "load_text"]
 
@@ -160,18 +161,22 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def load_paths(paths: Sequence[str], stdin: IO[str] | None = None, *,
-               texts: dict[str, str] | None = None) -> list[Manifest]:
+               texts: dict[str, str] | None = None, skipped: list[SkippedInput] | None = None,
+               errors: list[DraConstructsError] | None = None) -> list[Manifest]:
     """Every object in ``paths`` (files, directories walked recursively, ``-`` for ``stdin``).
 
     All inputs together are read within :data:`~dra_constructs._io.MAX_INPUT_BYTES`; special
     files (FIFOs, devices) are refused without reading. ``texts`` (optional) receives each
     input's text by its file name (for :func:`~dra_constructs.guardrails.locate.with_field_lines`).
+    With ``skipped``, files that are no manifests (templates, kustomizations, values) are appended
+    to it instead of raising; with ``errors``, malformed files are (see :mod:`.skipped`).
     """
     with no_gc():
-        return _load_paths(paths, stdin, texts)
+        return _load_paths(paths, stdin, texts, skipped, errors)
 
 
-def _load_paths(paths: Sequence[str], stdin: IO[str] | None, texts: dict[str, str] | None) -> list[Manifest]:
+def _load_paths(paths: Sequence[str], stdin: IO[str] | None, texts: dict[str, str] | None,
+                skipped: list[SkippedInput] | None, errors: list[DraConstructsError] | None) -> list[Manifest]:
     manifests: list[Manifest] = []
     budget = ReadBudget()
 
@@ -179,7 +184,7 @@ def _load_paths(paths: Sequence[str], stdin: IO[str] | None, texts: dict[str, st
         text = _read(source, budget, stdin)
         if texts is not None:
             texts[file] = text
-        manifests.extend(load_text(text, file, is_json=is_json))
+        manifests.extend(load_or_skip(lambda: load_text(text, file, is_json=is_json), file, text, skipped, errors))
 
     for raw in paths:
         if raw == STDIN:

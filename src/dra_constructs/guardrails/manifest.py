@@ -127,9 +127,6 @@ class PodView:
                 yield field_path(self.path, "resourceClaims", i), entry
 
 
-_MAX_DEPTH = 12
-
-
 def _looks_like_container(node: dict[str, Any]) -> bool:
     resources = node.get("resources")
     return (isinstance(node.get("image"), str)
@@ -137,27 +134,54 @@ def _looks_like_container(node: dict[str, Any]) -> bool:
             or isinstance(node.get("env"), list))
 
 
-def _discover(node: Any, path: str, parent: Any, depth: int, pods: list[PodView],
-              loose: list[tuple[str, dict[str, Any]]]) -> None:
-    """Collect pod specs (dicts with a ``containers`` list of dicts) and loose containers."""
-    if depth > _MAX_DEPTH:
-        return
-    if isinstance(node, dict):
-        containers = node.get("containers")
-        if isinstance(containers, list) and containers and all(isinstance(c, dict) for c in containers):
-            in_template = path.endswith(".spec") and isinstance(parent, dict)
-            metadata = as_dict(parent.get("metadata")) if in_template else {}
-            meta_path = path[: -len("spec")] + "metadata" if in_template else None
-            pods.append(PodView(node, path, metadata, meta_path))
-            return
-        if _looks_like_container(node):
-            loose.append((path, node))
-        for key, value in node.items():
-            if isinstance(key, str):
-                _discover(value, field_path(path, key), node, depth + 1, pods, loose)
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            _discover(value, field_path(path, i), parent, depth + 1, pods, loose)
+def _holds_resources(node: dict[str, Any]) -> bool:
+    """A ``ResourceRequirements``-shaped dict: ``limits`` or ``requests`` maps names to quantities."""
+    return isinstance(node.get("limits"), dict) or isinstance(node.get("requests"), dict)
+
+
+@dataclass
+class _Discovered:
+    pods: list[PodView] = field(default_factory=list)
+    loose: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    resources: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+
+
+def _discover(root: dict[str, Any]) -> _Discovered:
+    """Pod specs (dicts with a ``containers`` list of dicts), loose containers and resource dicts.
+
+    Iterative and depth-unbounded (a CRD may nest pod specs at any depth; the reader bounds the
+    input). A pod spec is not searched further: its containers are the pod's. ``resources`` lists
+    every ``limits``/``requests`` dict outside pod specs (a Kubeflow TrainJob's
+    ``trainer.resourcesPerNode``, a KServe model's ``resources``) with the path of the loose
+    container holding it, if any.
+    """
+    found = _Discovered()
+    stack: list[tuple[Any, str, Any]] = [
+        (value, str(key), root) for key, value in reversed(list(root.items()))
+        if key not in ("apiVersion", "kind", "metadata", "status")
+    ]
+    containers: dict[int, str] = {}
+    while stack:
+        node, path, parent = stack.pop()
+        if isinstance(node, dict):
+            pod_containers = node.get("containers")
+            if (isinstance(pod_containers, list) and pod_containers
+                    and all(isinstance(c, dict) for c in pod_containers)):
+                in_template = path.endswith(".spec") and isinstance(parent, dict)
+                metadata = as_dict(parent.get("metadata")) if in_template else {}
+                meta_path = path[: -len("spec")] + "metadata" if in_template else None
+                found.pods.append(PodView(node, path, metadata, meta_path))
+                continue
+            if _looks_like_container(node):
+                found.loose.append((path, node))
+                containers[id(node)] = path
+            if _holds_resources(node):
+                found.resources.append((path, node, containers.get(id(parent))))
+            stack.extend((value, field_path(path, key), node)
+                         for key, value in reversed(list(node.items())) if isinstance(key, str))
+        elif isinstance(node, list):
+            stack.extend((value, field_path(path, i), parent) for i, value in reversed(list(enumerate(node))))
+    return found
 
 
 @dataclass
@@ -232,7 +256,7 @@ class Manifest:
     # --- pods ----------------------------------------------------------------------------
 
     @cached_property
-    def _discovered(self) -> tuple[list[PodView], list[tuple[str, dict[str, Any]]]]:
+    def _discovered(self) -> _Discovered:
         keys = _POD_SPEC_PATHS.get(self.kind)
         if keys is not None:
             node: Any = self.obj
@@ -240,23 +264,20 @@ class Manifest:
             for key in keys:
                 parent, node = node, as_dict(node).get(key)
             if not isinstance(node, dict):
-                return [], []
+                return _Discovered()
             metadata = self.metadata if self.kind == "Pod" else as_dict(as_dict(parent).get("metadata"))
             meta_path = "metadata" if self.kind == "Pod" else ".".join(keys[:-1]) + ".metadata"
-            return [PodView(node, ".".join(keys), metadata, meta_path)], []
-        # Other kinds (Kubeflow PyTorchJob, RayCluster, JobSet, LeaderWorkerSet, Argo, KServe, ...):
-        # find every embedded pod spec, and container-like dicts outside them.
-        pods: list[PodView] = []
-        loose: list[tuple[str, dict[str, Any]]] = []
-        for key, value in self.obj.items():
-            if key not in ("apiVersion", "kind", "metadata", "status"):
-                _discover(value, str(key), self.obj, 0, pods, loose)
-        return pods, loose
+            return _Discovered(pods=[PodView(node, ".".join(keys), metadata, meta_path)])
+        if self.is_resource_api:
+            return _Discovered()  # claims, classes, slices: no pod specs (capacity.requests is not a pod's)
+        # Other kinds (Kubeflow PyTorchJob/TrainJob, RayCluster, JobSet, LeaderWorkerSet, Argo, KServe, ...):
+        # find every embedded pod spec, and container-like and resource dicts outside them.
+        return _discover(self.obj)
 
     @property
     def pods(self) -> list[PodView]:
         """Every pod spec of the object: a Pod's, a workload's template, or ones found in custom kinds."""
-        return self._discovered[0]
+        return self._discovered.pods
 
     def containers(self, include_init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(path, container)`` for the containers of every pod spec of the object."""
@@ -265,7 +286,11 @@ class Manifest:
 
     def loose_containers(self) -> list[tuple[str, dict[str, Any]]]:
         """Container-like dicts of custom kinds outside any pod spec (``image`` / ``resources`` / ``env``)."""
-        return self._discovered[1]
+        return self._discovered.loose
+
+    def loose_resources(self) -> list[tuple[str, dict[str, Any], str | None]]:
+        """``(path, resources dict, path of the loose container holding it or None)`` outside pod specs."""
+        return self._discovered.resources
 
     def pod_claims(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(path, entry)`` for every ``resourceClaims[i]`` of every pod spec."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DraConstructsError
+from .resources import IMPLICIT_EXTENDED_RESOURCE_PREFIX
 from .rules.env_selection import DEVICE_ENV_VARS, HIDING_VALUES, MPS_PREFIX
 from .suppressions import SUPPRESSIONS_ANNOTATION
 
@@ -49,14 +50,21 @@ def _not_suppressed(rule: str) -> str:
 
 # --- pod-shaped objects ----------------------------------------------------------------------
 
-_GPU_RESOURCE = (
-    "(k.contains('/') && (k.matches('(?i)gpu') || "
-    "k.matches('(?i)^nvidia[.]com/(mig-|(ga|gh|gb|gv|gk|gm|gp|tu|ad)[0-9]{2,3})')))"
-)
-_BAD_RESOURCES = (
-    "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, " + _GPU_RESOURCE + ")) || "
-    "(has(c.resources.requests) && c.resources.requests.exists(k, " + _GPU_RESOURCE + ")))"
-)
+def _gpu_resource(dra_names: Sequence[str]) -> str:
+    """CEL: resource name ``k`` is a device-plugin GPU resource (DRA-served names are DRA010, not refused)."""
+    exempt = f" && !(k in {_cel_list(dra_names)})" if dra_names else ""
+    return (
+        "(k.contains('/') && !k.startsWith(" + _cel_str(IMPLICIT_EXTENDED_RESOURCE_PREFIX) + ")" + exempt + " && "
+        "(k.matches('(?i)gpu') || k.matches('(?i)^nvidia[.]com/(mig-|(ga|gh|gb|gv|gk|gm|gp|tu|ad)[0-9]{2,3})')))"
+    )
+
+
+def _bad_resources(dra_names: Sequence[str]) -> str:
+    gpu = _gpu_resource(dra_names)
+    return ("has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, " + gpu + ")) || "
+            "(has(c.resources.requests) && c.resources.requests.exists(k, " + gpu + ")))")
+
+
 _BAD_ENV = (
     "has(c.env) && c.env.exists(e, e.name.startsWith(" + _cel_str(MPS_PREFIX) + ") || "
     "(e.name in " + _cel_list(sorted(DEVICE_ENV_VARS)) + " && (has(e.valueFrom) || "
@@ -122,7 +130,7 @@ def _pod_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _pod_variables(spec: str, template_metadata: str | None) -> list[dict[str, str]]:
+def _pod_variables(spec: str, template_metadata: str | None, dra_names: Sequence[str]) -> list[dict[str, str]]:
     annotation = _cel_str(SUPPRESSIONS_ANNOTATION)
     sources = ["object.metadata"] + ([template_metadata] if template_metadata else [])
     suppressions = " + ".join(
@@ -137,7 +145,7 @@ def _pod_variables(spec: str, template_metadata: str | None) -> list[dict[str, s
                                              "variables.spec.resourceClaims.map(rc, rc.name) : []"},
         {"name": "suppressions", "expression": suppressions},
         {"name": "legacyGpuContainers",
-         "expression": f"variables.containers.filter(c, {_BAD_RESOURCES}).map(c, c.name)"},
+         "expression": f"variables.containers.filter(c, {_bad_resources(dra_names)}).map(c, c.name)"},
         {"name": "deviceEnvContainers", "expression": f"variables.containers.filter(c, {_BAD_ENV}).map(c, c.name)"},
         {"name": "undeclaredClaimContainers",
          "expression": f"variables.containers.filter(c, {_UNDECLARED_CLAIM}).map(c, c.name)"},
@@ -235,21 +243,21 @@ class PolicyKind:
     match_conditions: tuple[dict[str, str], ...] = ()
 
 
-def _kinds() -> tuple[PolicyKind, ...]:
+def _kinds(dra_names: Sequence[str]) -> tuple[PolicyKind, ...]:
     def rule(groups: list[str], resources: list[str]) -> dict[str, Any]:
         return {"apiGroups": groups, "apiVersions": ["*"], "operations": list(_OPS), "resources": resources}
 
     return (
-        PolicyKind("pods", (rule([""], ["pods"]),), tuple(_pod_variables("object.spec", None))),
+        PolicyKind("pods", (rule([""], ["pods"]),), tuple(_pod_variables("object.spec", None, dra_names))),
         PolicyKind(
             "workloads",
             (rule(["apps"], ["deployments", "replicasets", "statefulsets", "daemonsets"]),
              rule(["batch"], ["jobs"]), rule([""], ["replicationcontrollers"])),
-            tuple(_pod_variables("object.spec.template.spec", "object.spec.template.metadata")),
+            tuple(_pod_variables("object.spec.template.spec", "object.spec.template.metadata", dra_names)),
         ),
         PolicyKind("cronjobs", (rule(["batch"], ["cronjobs"]),),
                    tuple(_pod_variables("object.spec.jobTemplate.spec.template.spec",
-                                        "object.spec.jobTemplate.spec.template.metadata"))),
+                                        "object.spec.jobTemplate.spec.template.metadata", dra_names))),
         PolicyKind("claims", (rule(["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"]),),
                    tuple(_claim_variables()), claims=True, match_conditions=(_NOT_GENERATED,)),
     )
@@ -262,11 +270,14 @@ def admission_policy_manifests(
     validation_actions: Sequence[str] = ("Deny",),
     excluded_namespaces: Sequence[str] = ("kube-system",),
     namespaces: Sequence[str] = (),
+    dra_extended_resources: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """ValidatingAdmissionPolicies and their bindings (``admissionregistration.k8s.io/v1``).
 
     ``namespaces``: bind only to these namespaces (a tenant's); otherwise to every namespace but
-    ``excluded_namespaces``.
+    ``excluded_namespaces``. DRA001 never refuses ``deviceclass.resource.kubernetes.io/<class>``
+    names nor the names in ``dra_extended_resources`` (extended resources the cluster serves
+    through DRA, KEP-5004).
     """
     if not _NAME.match(name):
         raise DraConstructsError("GuardrailsAdmissionPolicy", "name", name,
@@ -282,7 +293,7 @@ def admission_policy_manifests(
                                  "must be a non-empty subset of Deny, Warn, Audit without both Deny and Warn",
                                  'use ("Deny",) to refuse, or ("Warn", "Audit") to observe first')
     manifests: list[dict[str, Any]] = []
-    for kind in _kinds():
+    for kind in _kinds(sorted(set(dra_extended_resources))):
         validations = _claim_validations(rules) if kind.claims else _pod_validations(rules)
         if not validations:
             continue

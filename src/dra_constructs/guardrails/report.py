@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from .engine import AuditResult
 from .model import Finding
+from .skipped import SkippedInput
 
 __all__ = ["format_finding", "to_json", "to_text"]
 
@@ -18,19 +20,19 @@ def format_finding(finding: Finding) -> str:
             f"{finding.message}\n    fix: {finding.fix}")
 
 
-def to_text(result: AuditResult) -> str:
-    """Findings, then suppressed findings with their reasons, then a one-line summary."""
+def to_text(result: AuditResult, skipped: Sequence[SkippedInput] = ()) -> str:
+    """Findings, suppressed findings with their reasons, skipped files, then a one-line summary."""
     lines = [format_finding(f) for f in result.findings]
     for item in result.suppressed:
         f = item.finding
         lines.append(f"suppressed {f.rule} {f.object} {f.path}: {item.reason}")
-    lines.append(
-        f"{result.objects_scanned} objects scanned: {len(result.errors)} errors, "
-        f"{len(result.warnings)} warnings, {len(result.suppressed)} suppressed"
-    )
+    lines.extend(str(s) for s in skipped)
+    summary = (f"{result.objects_scanned} objects scanned: {len(result.errors)} errors, "
+               f"{len(result.warnings)} warnings, {len(result.suppressed)} suppressed")
+    lines.append(summary + (f", {len(skipped)} files skipped" if skipped else ""))
     return "\n".join(lines) + "\n"
 
 
-def to_json(result: AuditResult) -> str:
-    """The JSON document: ``{"objects_scanned", "findings": [...], "suppressed": [...]}``."""
-    return json.dumps(result.to_dict(), indent=2) + "\n"
+def to_json(result: AuditResult, skipped: Sequence[SkippedInput] = ()) -> str:
+    """The JSON document: ``{"objects_scanned", "findings": [...], "suppressed": [...], "skipped": [...]}``."""
+    return json.dumps({**result.to_dict(), "skipped": [s.to_dict() for s in skipped]}, indent=2) + "\n"

@@ -20,6 +20,7 @@ from .. import __version__
 from .engine import AuditResult
 from .model import Finding, Rule
 from .rules import RULES
+from .skipped import SkippedInput
 
 __all__ = ["to_sarif"]
 
@@ -52,8 +53,22 @@ def _result(finding: Finding) -> SarifResult:
     )
 
 
-def to_sarif(result: AuditResult, *, src_root: str | None = None) -> dict[str, Any]:
-    """The audit as a SARIF 2.1.0 log (a JSON-ready dict); file URIs relative to ``src_root`` (cwd)."""
+def _notification(item: SkippedInput, root: str) -> dict[str, Any]:
+    """A skipped file as a SARIF tool execution notification (not a result: no rule was broken)."""
+    uri = os.path.relpath(item.file, root) if os.path.isabs(item.file) else item.file
+    location: dict[str, Any] = {"artifactLocation": {"uri": uri.replace(os.sep, "/")}}
+    if item.line:
+        location["region"] = {"startLine": item.line}
+    return {"level": "warning", "message": {"text": f"skipped: {item.reason}; {item.hint}"},
+            "locations": [{"physicalLocation": location}]}
+
+
+def to_sarif(result: AuditResult, *, src_root: str | None = None,
+             skipped: Sequence[SkippedInput] = ()) -> dict[str, Any]:
+    """The audit as a SARIF 2.1.0 log (a JSON-ready dict); file URIs relative to ``src_root`` (cwd).
+
+    Skipped files are ``invocations[0].toolExecutionNotifications``.
+    """
     root = src_root if src_root is not None else os.getcwd()
     builder = _builder(RULES, root)
     builder.add_results(_result(f) for f in result.findings)
@@ -68,4 +83,7 @@ def to_sarif(result: AuditResult, *, src_root: str | None = None) -> dict[str, A
         log["runs"][0]["results"].extend(suppressed)
     run = log["runs"][0]
     run["properties"] = {"objectsScanned": result.objects_scanned}
+    if skipped:
+        run["invocations"] = [{"executionSuccessful": True,
+                               "toolExecutionNotifications": [_notification(s, root) for s in skipped]}]
     return log

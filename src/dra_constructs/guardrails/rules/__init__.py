@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..model import Rule
 from . import (
     claim_references,
+    dra_extended_resources,
     env_selection,
     exact_count,
     extended_resources,
@@ -14,6 +15,7 @@ from . import (
     selectors,
     software_sharing,
     suppression_syntax,
+    target_version,
     tenant_barrier,
     tenant_isolation,
     tenant_quota,
@@ -34,6 +36,8 @@ RULES: tuple[Rule, ...] = (
     removed_shapes.RULE,
     grace_period.RULE,
     tenant_barrier.RULE,
+    dra_extended_resources.RULE,
+    target_version.RULE,
     tenant_quota.RULE,
     tenant_isolation.RULE,
     kueue_admission.RULE,

@@ -13,20 +13,22 @@ from ..model import Hit, Rule, Severity
 
 __all__ = ["DEVICE_ENV_VARS", "HIDING_VALUES", "MPS_PREFIX", "RULE", "selects_devices"]
 
-#: Variables that pick devices behind the scheduler's back.
+#: Variables that pick devices behind the scheduler's back. Not here: ``NVIDIA_MIG_CONFIG_DEVICES`` and
+#: ``NVIDIA_MIG_MONITOR_DEVICES`` (set to ``all`` by NVIDIA's own DaemonSets): the container toolkit reads
+#: them only to grant the MIG config/monitor capability on GPUs that ``NVIDIA_VISIBLE_DEVICES`` (or a
+#: DRA/CDI injection) already made visible, so they select no device.
 DEVICE_ENV_VARS = frozenset({
     "NVIDIA_VISIBLE_DEVICES",
     "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_MIG_CONFIG_DEVICES",
-    "NVIDIA_MIG_MONITOR_DEVICES",
     "GPU_DEVICE_ORDINAL",
     "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
 })
 #: Every ``CUDA_MPS_*`` variable configures MPS, i.e. software sharing of one GPU.
 MPS_PREFIX = "CUDA_MPS_"
-#: Values that hide every device (CPU-only images set ``CUDA_VISIBLE_DEVICES=""`` or ``-1``):
-#: they select nothing, so they are allowed.
+#: Values that hide every device (CPU-only images set ``CUDA_VISIBLE_DEVICES=""`` or ``-1``;
+#: ``NVIDIA_VISIBLE_DEVICES=void`` disables the toolkit, ``none`` mounts the driver without GPUs, as
+#: NVIDIA's DRA kubelet plugin and controller do): they select nothing, so they are allowed.
 HIDING_VALUES = frozenset({"", "-1", "none", "void", "NoDevFiles"})
 
 

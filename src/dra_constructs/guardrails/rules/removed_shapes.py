@@ -38,7 +38,17 @@ _WAIT_FIX = ("use allocationMode: ExactCount with count: N; use a ResourceClaimT
              "resource.kubernetes.io/numaNode}] (GpuClaimTemplate(align=[Alignment(on='numaNode')]))")
 
 
+#: API groups of classic-DRA driver parameters (claim ``parametersRef`` targets), gone with classic DRA.
+_CLASSIC_PARAMETER_GROUPS = frozenset({"gpu.resource.nvidia.com"})
+
+
 def _api_hits(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
+    if m.group in _CLASSIC_PARAMETER_GROUPS and m.kind.endswith("Parameters"):
+        yield Hit("kind", f"{m.kind} ({m.api_version}) holds classic-DRA claim parameters: classic DRA was removed "
+                          "in 1.31 and current NVIDIA drivers have no such resource",
+                  fix="put selectors (CEL) and opaque config (resource.nvidia.com/v1beta1 GpuConfig) into the "
+                      "ResourceClaimTemplate itself")
+        return
     if not m.is_resource_api:
         return
     if m.kind in _REMOVED_KINDS:

@@ -10,7 +10,7 @@ from ..context import AuditContext
 from ..manifest import Manifest, RequestView, as_dict, as_list, field_path
 from ..model import Hit, Rule, Severity
 
-__all__ = ["RULE", "references"]
+__all__ = ["RULE", "references", "selectors_pin_hardware"]
 
 _QUOTED = r"""['"]([^'"]+)['"]"""
 _NAME = r"""(?:\.\s*([A-Za-z_]\w*)|\[\s*['"]([A-Za-z_]\w*)['"]\s*\])"""
@@ -84,6 +84,17 @@ def _pinned(cls: str, attributes: set[str], capacities: set[str]) -> bool:
     if cls == "mig.nvidia.com":
         return "profile" in attributes or "memory" in capacities
     return bool(attributes & _EXACT_ATTRIBUTES) or ("memory" in capacities and bool(attributes & _MODEL_ATTRIBUTES))
+
+
+def selectors_pin_hardware(expressions: list[str]) -> bool:
+    """Whether NVIDIA selectors pin one MIG profile or one GPU model (as :func:`_pinned` judges it)."""
+    attributes: set[str] = set()
+    capacities: set[str] = set()
+    for expression in expressions:
+        found = references(expression)
+        attributes |= found[0]
+        capacities |= found[1]
+    return "profile" in attributes or _pinned("gpu.nvidia.com", attributes, capacities)
 
 
 def _class_selectors(ctx: AuditContext, cls: str) -> list[str]:
