@@ -182,3 +182,11 @@ def test_dra007_says_what_replaces_wait_for_first_consumer() -> None:
     assert "first pod that uses it, on that pod's node" in finding.message
     assert "pins them all to the node of the first" in finding.message
     assert "matchAttribute" in finding.fix and "Alignment" in finding.fix
+
+
+def test_audit_leaves_another_vendors_placement_constraint_alone() -> None:
+    amd = _eight_gpu_template([{"distinctAttribute": "gpu.amd.com/deviceID"}])
+    amd["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu.amd.com"
+    assert "DRA016" not in {f.rule for f in audit([amd], kubernetes_version="1.34").findings}
+    amd["spec"]["spec"]["devices"]["constraints"] = []
+    assert "DRA016" in {f.rule for f in audit([amd], kubernetes_version="1.34").findings}

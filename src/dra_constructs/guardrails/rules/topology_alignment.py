@@ -18,6 +18,7 @@ __all__ = ["RULE", "TOPOLOGY_ATTRIBUTES"]
 
 #: ``matchAttribute`` names that align devices on the node's topology.
 TOPOLOGY_ATTRIBUTES = frozenset({"resource.kubernetes.io/numaNode", "resource.kubernetes.io/pcieRoot"})
+_JUDGED_DOMAINS = frozenset({"resource.kubernetes.io", "gpu.nvidia.com"})
 
 
 def _gpu_counts(m: Manifest, ctx: AuditContext) -> dict[str, int]:
@@ -40,7 +41,13 @@ def _gpu_counts(m: Manifest, ctx: AuditContext) -> dict[str, int]:
 def _aligned(spec: dict[str, object], gpu_requests: set[str]) -> bool:
     for raw in as_list(as_dict(spec.get("devices")).get("constraints")):
         constraint = as_dict(raw)
-        if constraint.get("matchAttribute") not in TOPOLOGY_ATTRIBUTES:
+        attribute = constraint.get("matchAttribute") or constraint.get("distinctAttribute")
+        if not isinstance(attribute, str):
+            continue
+        # another vendor's own placement attribute (e.g. gpu.amd.com/deviceID): a deliberate choice
+        # this rule cannot judge; NVIDIA's and the standard names it can
+        foreign = attribute.partition("/")[0] not in _JUDGED_DOMAINS
+        if attribute not in TOPOLOGY_ATTRIBUTES and not foreign:
             continue
         names = {str(n).partition("/")[0] for n in as_list(constraint.get("requests"))}
         if not names or names & gpu_requests:
