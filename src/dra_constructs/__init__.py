@@ -28,12 +28,14 @@ if TYPE_CHECKING:
     from .plus import attach_claims
     from .podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
     from .requests import (
+        Alignment,
         CustomRequest,
         DeviceToleration,
         FirstAvailable,
         GpuRequest,
         MatchAttribute,
         MigRequest,
+        NicRequest,
         render_claim_spec,
     )
     from .sanitizer.construct import SanitizerDaemonSet
@@ -51,6 +53,7 @@ __version__ = "0.1.0"
 # (catalog models, CEL) costs ~0.5 s of imports and the construct layer starts Node, so
 # ``import dra_constructs`` itself imports neither (docs/performance.md, import time).
 _LAZY = {
+    "Alignment": ".requests",
     "CATALOG": ".claims",
     "ClaimUse": ".podspec",
     "Container": ".podspec",
@@ -76,6 +79,7 @@ _LAZY = {
     "MatchAttribute": ".requests",
     "Mig": ".tenants.quota",
     "MigRequest": ".requests",
+    "NicRequest": ".requests",
     "PodClaim": ".podspec",
     "PodFailurePolicy": ".workload_options",
     "PreStop": ".podspec",
@@ -104,6 +108,7 @@ __all__ = [
     "DEVICE_CLASS_GPU",
     "DEVICE_CLASS_MIG",
     "KUBERNETES_VERSION_CONTEXT",
+    "Alignment",
     "ClaimUse",
     "Container",
     "ContextsRemaining",
@@ -125,6 +130,7 @@ __all__ = [
     "MatchAttribute",
     "Mig",
     "MigRequest",
+    "NicRequest",
     "PodClaim",
     "PodFailurePolicy",
     "PreStop",

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel, GpuSpec, mig_profile
+from .catalog.network import DEVICE_CLASS_NIC, NIC_DRIVER
 from .cel import builder
 from .errors import DraConstructsError
 from .target import Target
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_EXPRESSION_LENGTH",
     "MAX_REQUESTS",
     "MAX_SELECTORS",
+    "Alignment",
     "CustomRequest",
     "DeviceRequest",
     "DeviceToleration",
@@ -38,6 +40,8 @@ __all__ = [
     "GpuRequest",
     "MatchAttribute",
     "MigRequest",
+    "NicRequest",
+    "alignment_constraints",
     "render_claim_spec",
 ]
 
@@ -266,7 +270,41 @@ class CustomRequest(_RequestBase):
             )
 
 
-DeviceRequest = MigRequest | GpuRequest | CustomRequest
+class NicRequest(_RequestBase):
+    """``count`` NICs of a network DRA driver, to align with GPUs in the same claim (GPUDirect RDMA).
+
+    Default class ``dranet`` (DraNet, driver ``dra.net``); ``rdma=True`` pins
+    ``device.attributes['dra.net'].rdma == true``. Another network driver: pass its
+    ``device_class_name`` and write its selectors yourself (the catalog then does not fit-check it).
+    Its devices must publish ``resource.kubernetes.io/pcieRoot`` (and ``numaNode``) to be aligned.
+    """
+
+    name: str = "nic"
+    rdma: bool = Field(default=False, description="Only RDMA-capable NICs (DraNet's 'rdma' attribute).")
+    device_class_name: str = Field(default=DEVICE_CLASS_NIC, description="The NIC DeviceClass.")
+
+    kind: ClassVar[str] = "nic"
+
+    def catalog_class(self) -> str:
+        return self.device_class_name
+
+    def validate_for(self, where: Where) -> None:
+        super().validate_for(where)
+        if self.rdma and self.device_class_name != DEVICE_CLASS_NIC:
+            raise DraConstructsError(
+                _where(where), f"requests[{self.name!r}].rdma", True,
+                f"rdma=True pins DraNet's attribute {NIC_DRIVER}/rdma, which class {self.device_class_name!r} "
+                "need not publish (a missing attribute is a run-time error)",
+                "drop rdma=True and write your driver's selector in selectors=[...]",
+            )
+
+    def generated_selectors(self, where: Where) -> list[str]:
+        if self.rdma:
+            return [f"{builder.attribute('rdma', NIC_DRIVER)} == true"]
+        return []
+
+
+DeviceRequest = MigRequest | GpuRequest | CustomRequest | NicRequest
 
 
 class MatchAttribute(_Model):
@@ -276,6 +314,23 @@ class MatchAttribute(_Model):
     """
 
     attribute: str
+    requests: tuple[str, ...] = ()
+
+
+class Alignment(_Model):
+    """Topology alignment: every device of the listed requests (or of all requests) on one ...
+
+    - ``on='numaNode'``: NUMA node (memory controller), ``resource.kubernetes.io/numaNode``;
+    - ``on='pcieRoot'``: PCIe root complex (e.g. a GPU and its NIC for GPUDirect RDMA),
+      ``resource.kubernetes.io/pcieRoot``;
+    - ``on='parentGPU'``: physical GPU, for MIG slices (``gpu.nvidia.com/parentUUID``).
+
+    Rendered as a ``matchAttribute`` constraint with the name the target and driver use
+    (``Target.topology_attribute``). The constraint holds for *all* devices of those requests: to put
+    a NIC on the root of one GPU among four, split the GPUs into a request of 1 and one of 3.
+    """
+
+    on: Literal["numaNode", "pcieRoot", "parentGPU"]
     requests: tuple[str, ...] = ()
 
 
@@ -290,7 +345,7 @@ class FirstAvailable(_Model):
     """
 
     name: str = Field(description="Request name (DNS label).")
-    alternatives: tuple[MigRequest | GpuRequest | CustomRequest, ...] = Field(
+    alternatives: tuple[MigRequest | GpuRequest | CustomRequest | NicRequest, ...] = Field(
         description="1 to 8 requests, in order of preference (no admin access, ExactCount only)."
     )
 
@@ -470,3 +525,57 @@ def render_claim_spec(
             rendered.append(entry)
         devices["constraints"] = rendered
     return {"devices": devices}, resolved
+
+
+def _is_mig(request: DeviceRequest | FirstAvailable) -> bool:
+    if isinstance(request, FirstAvailable):
+        return all(_is_mig(a) for a in request.alternatives)
+    return isinstance(request, MigRequest) or request.device_class() == DEVICE_CLASS_MIG
+
+
+def alignment_constraints(
+    alignments: Sequence[Alignment],
+    requests: Sequence[DeviceRequest | FirstAvailable],
+    target: Target,
+    where: Where,
+) -> list[MatchAttribute]:
+    """``matchAttribute`` constraints for ``alignments``; refuses one the devices cannot honour."""
+    by_name = {r.name: r for r in requests}
+    out = []
+    for index, alignment in enumerate(alignments):
+        if not isinstance(alignment, Alignment):
+            raise DraConstructsError(_where(where), f"align[{index}]", alignment, "not an Alignment",
+                                     "pass align=[Alignment(on='numaNode'), ...]")
+        attribute = target.topology_attribute(alignment.on)
+        field = f"align[{index}]"
+        for name in alignment.requests:
+            if name.split("/")[0] not in by_name:
+                raise DraConstructsError(_where(where), f"{field}.requests", name,
+                                         "must be the name of a request in the claim",
+                                         f"use one of {sorted(request_names(requests))}")
+        covered = [by_name[n.split("/")[0]] for n in alignment.requests] if alignment.requests else list(requests)
+        if alignment.on == "parentGPU":
+            others = [r.name for r in covered if not _is_mig(r)]
+            if others:
+                raise DraConstructsError(
+                    _where(where), f"{field}.on", "parentGPU",
+                    f"requests {others} are not MIG slices: whole GPUs and NICs have no "
+                    f"{attribute} (a device without the attribute is never chosen: the claim fits nowhere)",
+                    "list only MIG requests in Alignment(on='parentGPU', requests=[...]), or align on "
+                    "'pcieRoot' / 'numaNode'",
+                )
+        devices = sum(_count(r) for r in covered)
+        if devices < 2:
+            raise DraConstructsError(
+                _where(where), f"{field}.requests", list(alignment.requests) or "all",
+                f"the alignment covers {devices} device: there is nothing to align",
+                "cover at least two devices (e.g. the GPU request and the NIC request)",
+            )
+        out.append(MatchAttribute(attribute=attribute, requests=alignment.requests))
+    return out
+
+
+def _count(request: DeviceRequest | FirstAvailable) -> int:
+    if isinstance(request, FirstAvailable):
+        return min(a.count for a in request.alternatives)
+    return 1 if isinstance(request, CustomRequest) and request.allocation_mode == "All" else request.count

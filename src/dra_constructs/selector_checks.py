@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from .catalog import DEVICE_CLASS_SELECTORS, catalog_resource_slices
+from .catalog.network import NIC_CLASS_SELECTORS
 from .errors import DraConstructsError
 from .target import Target
 from .validation import Where, _where
@@ -32,13 +33,19 @@ __all__ = ["Inventory", "as_fit_inventory", "catalog_inventory", "check_requests
 #: Devices (``dra_constructs.cel.Device``) or a fit inventory with pools and counter sets.
 Inventory = Any
 
+#: The DeviceClasses the catalog speaks for: the NVIDIA driver's and the network driver's NIC class.
+KNOWN_CLASS_SELECTORS: dict[str, str] = {**DEVICE_CLASS_SELECTORS, **NIC_CLASS_SELECTORS}
+#: Alignment attributes whose constraint the catalog checks on one node (its nodes carry the topology).
+TOPOLOGY_ATTRIBUTES = frozenset({"resource.kubernetes.io/pcieRoot", "resource.kubernetes.io/numaNode"})
+
 
 @lru_cache(maxsize=4)
 def catalog_inventory(mig_mode: str = "static") -> FitInventory:
-    """The catalog's GPUs as a fit inventory: static MIG nodes, or DynamicMIG nodes with counters."""
+    """The catalog's GPUs (and NICs beside them) as a fit inventory: static MIG or DynamicMIG nodes."""
     from .fit import Inventory as FitInventory
 
-    return FitInventory.from_slices(catalog_resource_slices(mig_mode="dynamic" if mig_mode == "dynamic" else "static"))
+    slices = catalog_resource_slices(mig_mode="dynamic" if mig_mode == "dynamic" else "static", network=True)
+    return FitInventory.from_slices(slices)
 
 
 class CatalogDevices(Sequence["Device"]):
@@ -166,7 +173,7 @@ def _runtime_error(device_class: str, selectors: tuple[str, ...], target: Target
     from .cel import match_devices
 
     devices: list[Device] = [d.device for d in inventory.devices]
-    results = match_devices([DEVICE_CLASS_SELECTORS[device_class]], list(selectors), devices, target)
+    results = match_devices([KNOWN_CLASS_SELECTORS[device_class]], list(selectors), devices, target)
     error = next((f"{device}: {value}" for device, value in results.items() if isinstance(value, str)), None)
     _ERROR_CACHE[key] = error
     return error
@@ -199,7 +206,7 @@ def _problem(failures: list[NodeResult], request: DeviceRequest, selectors: list
         return f"{best.reason} (best node: {best.node})"
     device_class = request.catalog_class()
     need = 1 if getattr(request, "allocation_mode", "ExactCount") == "All" else request.count
-    return explain_no_match([DEVICE_CLASS_SELECTORS[device_class]], selectors, [d.device for d in inventory.devices],
+    return explain_no_match([KNOWN_CLASS_SELECTORS[device_class]], selectors, [d.device for d in inventory.devices],
                             target, need, device_class)
 
 
@@ -280,7 +287,7 @@ def check_requests(
     for _, alternatives in resolved:
         for request, selectors in alternatives:
             device_class = request.catalog_class()  # a narrower class (a tenant's) repeats its pins as selectors
-            if device_class not in DEVICE_CLASS_SELECTORS:
+            if device_class not in KNOWN_CLASS_SELECTORS:
                 continue
             error = _runtime_error(device_class, tuple(selectors), target, fit_inventory)
             if error is not None:
@@ -292,13 +299,49 @@ def check_requests(
                     suggest_fix("", detail, device_class) or "guard optional attributes with `'name' in "
                     "device.attributes['domain']` and compare versions with semver(...)",
                 )
-    if spec is not None and _nvidia_only(resolved):
-        _check_fit(_claim(spec, where), resolved, target, where, fit_inventory, whole=not catalog)
+    if spec is not None and _known_only(resolved):
+        claim = _claim(spec, where)
+        whole = not catalog or _aligned(claim) or not _nvidia_only(resolved)
+        try:
+            _check_fit(claim, resolved, target, where, fit_inventory, whole=whole)
+        except DraConstructsError as error:
+            if claim.constraints:
+                _blame_constraints(claim, resolved, target, where, fit_inventory, error)
+            raise
     if passed_key is not None:
         _PASSED[passed_key] = inventory  # keeps the inventory alive, so its id stays its own
 
 
 _PASSED: dict[tuple[Any, ...], Any] = {}
+
+
+def _aligned(claim: Claim) -> bool:
+    """A topology constraint: the catalog checks such a claim on one node (each node has the topology)."""
+    return any(c.attribute in TOPOLOGY_ATTRIBUTES for c in claim.constraints)
+
+
+def _blame_constraints(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target, where: Where,
+                       inventory: FitInventory, error: DraConstructsError) -> None:
+    """If the claim fits without its constraints, raise an error naming the constraint(s) no node meets."""
+    from dataclasses import replace
+
+    loose = replace(claim, constraints=())
+    if _fit_failures(loose, target, inventory, _classes(resolved)) is not None:
+        return  # the requests alone do not fit: the original error says why
+    blamed = []
+    for constraint in claim.constraints:
+        if _fit_failures(replace(claim, constraints=(constraint,)), target, inventory, _classes(resolved)):
+            blamed.append(constraint)
+    described = "; ".join(
+        f"{'distinctAttribute' if c.distinct else 'matchAttribute'} {c.attribute} over "
+        f"{list(c.requests) if c.requests else 'all requests'}" for c in (blamed or claim.constraints))
+    raise DraConstructsError(
+        _where(where), "constraints", described,
+        f"no node of the inventory can allocate the claim with this alignment ({described}); "
+        f"without it the claim fits. {error.problem}",
+        "ask for fewer aligned devices (the catalog's HGX node has 4 GPUs per NUMA node, 2 GPUs and 2 NICs "
+        "per PCIe root), align fewer requests, or pass inventory= with your cluster's ResourceSlices",
+    ) from None
 
 
 _CLAIMS: dict[str, Claim] = {}
@@ -314,8 +357,13 @@ def _claim(spec: dict[str, Any], where: Where) -> Claim:
     return claim
 
 
+def _known_only(resolved: Sequence[ResolvedRequest]) -> bool:
+    """The inventory speaks only for the NVIDIA and NIC classes: claims with other classes are not fit-checked."""
+    return all(r.catalog_class() in KNOWN_CLASS_SELECTORS for _, alts in resolved for r, _ in alts)
+
+
 def _nvidia_only(resolved: Sequence[ResolvedRequest]) -> bool:
-    """The inventory speaks only for the NVIDIA classes: other classes are not checked."""
+    """Only NVIDIA classes (a claim with a NIC is checked on one node: the NICs sit beside the GPUs)."""
     return all(r.catalog_class() in DEVICE_CLASS_SELECTORS for _, alts in resolved for r, _ in alts)
 
 
@@ -323,5 +371,5 @@ def _classes(resolved: Sequence[ResolvedRequest]) -> dict[str, DeviceClass]:
     """Each request's class as the catalog class it narrows (a tenant class repeats the pins)."""
     from .fit import DeviceClass
 
-    return {r.device_class(): DeviceClass(r.device_class(), (DEVICE_CLASS_SELECTORS[r.catalog_class()],))
+    return {r.device_class(): DeviceClass(r.device_class(), (KNOWN_CLASS_SELECTORS[r.catalog_class()],))
             for _, alts in resolved for r, _ in alts}

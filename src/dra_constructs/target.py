@@ -399,6 +399,32 @@ class Target:
         """Whether default feature gates map extended resources to DRA (1.36+)."""
         return self.minor >= (DRA_FIELDS["deviceClass.extendedResourceName"].default_on or 99)
 
+    # --- topology alignment ----------------------------------------------------------------
+
+    def topology_attribute(self, on: str) -> str:
+        """The fully qualified attribute a ``matchAttribute`` alignment ``on`` compares.
+
+        - ``pcieRoot``: ``resource.kubernetes.io/pcieRoot`` (string ``pci<domain>:<bus>``), the
+          standard attribute of ``k8s.io/dynamic-resource-allocation/deviceattribute``, published
+          by the NVIDIA driver on GPUs and MIG devices and by network drivers on NICs;
+        - ``numaNode``: ``resource.kubernetes.io/numaNode`` (int). The name became a standard
+          constant in 1.37's ``deviceattribute`` package, but an attribute name is only a string in
+          the ResourceSlice: no API server version checks it, so every supported target compares
+          the same name. The NVIDIA driver at HEAD publishes it (scalar) on GPU, MIG and VFIO
+          devices whatever the cluster's version; older driver releases (v25.x) publish no NUMA
+          attribute on GPUs (only ``gpu.nvidia.com/numa`` on VFIO devices), so there a NUMA-aligned
+          claim fits no node - check against your slices with ``inventory=`` / ``dra-constructs fit``.
+          The list form (``IntValues``) needs DRAListTypeAttributes, off by default on every target;
+          the catalog publishes the scalar;
+        - ``parentGPU``: ``gpu.nvidia.com/parentUUID`` (MIG devices only).
+        """
+        names = {"pcieRoot": "resource.kubernetes.io/pcieRoot", "numaNode": "resource.kubernetes.io/numaNode",
+                 "parentGPU": "gpu.nvidia.com/parentUUID"}
+        if on not in names:
+            raise DraConstructsError("target", "align.on", on, "not a topology alignment",
+                                     f"use one of {', '.join(names)}")
+        return names[on]
+
     # --- schema ----------------------------------------------------------------------------
 
     @property

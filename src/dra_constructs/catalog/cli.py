@@ -31,6 +31,9 @@ def register(subparsers: Any) -> None:
                              "consuming counters (dynamic)")
     parser.add_argument("--separate-counter-slices", action="store_true",
                         help="with --mig-mode dynamic: counter sets in a slice of their own (Kubernetes 1.35+)")
+    parser.add_argument("--network", action="store_true",
+                        help="with --resource-slices: also a dra.net slice per node, one RDMA NIC beside each GPU "
+                             "(same pcieRoot and numaNode)")
     parser.set_defaults(func=_run)
 
 
@@ -38,7 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     specs = [gpu_spec(m, "dra-constructs catalog", "--gpu") for m in args.gpu] if args.gpu else list(GPU_SPECS)
     if args.resource_slices:
         slices = catalog_resource_slices([s.key for s in specs], resource_version=args.resource_slices,
-                                         mig_mode=args.mig_mode, split_counter_sets=args.separate_counter_slices)
+                                         mig_mode=args.mig_mode, split_counter_sets=args.separate_counter_slices,
+                                         network=args.network)
         yaml.safe_dump_all(slices, sys.stdout, sort_keys=False)
         return 0
     if args.format == "json":

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from .data import GPU_SPECS
 from .driver import ATTRIBUTE_DOMAIN, DRIVER, STANDARD_ATTRIBUTE_DOMAIN
 from .models import GpuSpec, MigProfile
+from .network import NIC_DRIVER, gpu_topology, nic_devices
 
 __all__ = ["MigMode", "catalog_resource_slices"]
 
@@ -41,7 +42,8 @@ def _uuid(prefix: str, *parts: str) -> str:
     return f"{prefix}-{uuid.uuid5(_NAMESPACE, '/'.join(parts))}"
 
 
-def _gpu_attributes(spec: GpuSpec, minor: int, node: str) -> dict[str, dict[str, Any]]:
+def _gpu_attributes(spec: GpuSpec, minor: int, node: str, gpus: int = 8) -> dict[str, dict[str, Any]]:
+    root, numa = gpu_topology(minor, gpus)
     return {
         "type": {"string": "gpu"},
         "uuid": {"string": _uuid("GPU", node, str(minor))},
@@ -51,12 +53,14 @@ def _gpu_attributes(spec: GpuSpec, minor: int, node: str) -> dict[str, dict[str,
         "cudaComputeCapability": {"version": spec.compute_capability},
         "driverVersion": {"version": _DRIVER_VERSION},
         "cudaDriverVersion": {"version": _CUDA_DRIVER_VERSION},
-        f"{STANDARD_ATTRIBUTE_DOMAIN}/pcieRoot": {"string": f"pci0000:{minor:02x}"},
+        f"{STANDARD_ATTRIBUTE_DOMAIN}/pcieRoot": {"string": root},
+        f"{STANDARD_ATTRIBUTE_DOMAIN}/numaNode": {"int": numa},
     }
 
 
-def _mig_device(spec: GpuSpec, profile: MigProfile, minor: int, index: int, node: str) -> dict[str, Any]:
-    parent = _gpu_attributes(spec, minor, node)
+def _mig_device(spec: GpuSpec, profile: MigProfile, minor: int, index: int, node: str,
+                gpus: int = 8) -> dict[str, Any]:
+    parent = _gpu_attributes(spec, minor, node, gpus)
     attributes = {
         **parent,
         "type": {"string": "mig"},
@@ -116,12 +120,13 @@ def _amount(text: str) -> int:
     return int(text[:-2]) * 1024 * 1024 if text.endswith("Mi") else int(text)
 
 
-def _dynamic_gpu(spec: GpuSpec, minor: int, node: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _dynamic_gpu(spec: GpuSpec, minor: int, node: str,
+                 gpus: int = 8) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One GPU in DynamicMIG: its counter set and its devices (full GPU + every placement)."""
     counter_set = f"gpu-{minor}-counter-set"
     slices = max(p.memory_slices for p in spec.mig_profiles)
     full = _full_capacity(spec)
-    parent = _gpu_attributes(spec, minor, node)
+    parent = _gpu_attributes(spec, minor, node, gpus)
     devices = [{
         "name": f"gpu-{minor}",
         "attributes": copy.deepcopy(parent),
@@ -146,11 +151,12 @@ def _dynamic_gpu(spec: GpuSpec, minor: int, node: str) -> tuple[dict[str, Any], 
 
 
 def _slice(node: str, devices: list[dict[str, Any]], resource_version: str, *, suffix: str = "",
-           count: int = 1, counter_sets: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+           count: int = 1, counter_sets: list[dict[str, Any]] | None = None,
+           driver: str = DRIVER) -> dict[str, Any]:
     if resource_version == "v1beta1":
         devices = [{"name": d["name"], "basic": {k: v for k, v in d.items() if k != "name"}} for d in devices]
     spec: dict[str, Any] = {
-        "driver": DRIVER,
+        "driver": driver,
         "nodeName": node,
         "pool": {"name": node, "generation": 1, "resourceSliceCount": count},
     }
@@ -161,7 +167,7 @@ def _slice(node: str, devices: list[dict[str, Any]], resource_version: str, *, s
     return {
         "apiVersion": f"resource.k8s.io/{resource_version}",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER}{suffix}"},
+        "metadata": {"name": f"{node}-{driver}{suffix}"},
         "spec": spec,
     }
 
@@ -169,7 +175,7 @@ def _slice(node: str, devices: list[dict[str, Any]], resource_version: str, *, s
 def _dynamic_slices(spec: GpuSpec, node: str, gpus: int, resource_version: str,
                     split: bool) -> list[dict[str, Any]]:
     """The pool of one DynamicMIG node: per-GPU slices, counter sets apart from 1.35 on."""
-    gpus_data = [_dynamic_gpu(spec, minor, node) for minor in range(gpus)]
+    gpus_data = [_dynamic_gpu(spec, minor, node, gpus) for minor in range(gpus)]
     if split:
         count = gpus + 1
         slices = [_slice(node, [], resource_version, suffix="-counters", count=count,
@@ -187,12 +193,15 @@ def catalog_resource_slices(
     resource_version: str = "v1",
     mig_mode: MigMode = "static",
     split_counter_sets: bool = False,
+    network: bool = False,
 ) -> list[dict[str, Any]]:
     """ResourceSlices for every catalog model (or those in ``models``, by key).
 
     ``resource_version`` picks the shape: ``v1beta1`` nests attributes under ``basic``.
     ``mig_mode="dynamic"`` gives DynamicMIG pools (one node per model); ``split_counter_sets``
     puts the counter sets into a slice of their own (1.35+, ``Target.counter_sets_in_own_slice``).
+    Every GPU carries the HGX topology (``network.gpu_topology``); ``network`` adds a ``dra.net``
+    slice with one RDMA NIC beside each GPU to every node.
     """
     wanted = set(models) if models is not None else None
     slices: list[dict[str, Any]] = []
@@ -202,24 +211,30 @@ def catalog_resource_slices(
         node = f"catalog-{spec.key.lower().replace('_', '-')}"
         if mig_mode == "dynamic":
             slices.extend(_dynamic_slices(spec, node, gpus_per_node, resource_version, split_counter_sets))
+            if network:
+                slices.append(_slice(node, nic_devices(gpus_per_node), resource_version, driver=NIC_DRIVER))
             continue
         whole = [
             {
                 "name": f"gpu-{minor}",
-                "attributes": _gpu_attributes(spec, minor, node),
+                "attributes": _gpu_attributes(spec, minor, node, gpus_per_node),
                 "capacity": {"memory": {"value": f"{spec.memory_mib}Mi"}},
             }
             for minor in range(gpus_per_node)
         ]
         slices.append(_slice(node, whole, resource_version))
+        if network:
+            slices.append(_slice(node, nic_devices(gpus_per_node), resource_version, driver=NIC_DRIVER))
         for profile in spec.mig_profiles:
             mig_node = f"{node}-{profile.device_name_part}"
             devices = [
-                _mig_device(spec, profile, minor, index, mig_node)
+                _mig_device(spec, profile, minor, index, mig_node, gpus_per_node)
                 for minor in range(gpus_per_node)
                 for index in range(profile.max_count)
             ]
             slices.append(_slice(mig_node, devices, resource_version))
+            if network:
+                slices.append(_slice(mig_node, nic_devices(gpus_per_node), resource_version, driver=NIC_DRIVER))
     return slices
 
 

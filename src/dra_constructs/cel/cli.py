@@ -163,15 +163,18 @@ def _run_check(args: argparse.Namespace) -> int:
 
 
 def _run_match(args: argparse.Namespace) -> int:
-    from ..catalog import DEVICE_CLASS_SELECTORS
+    from ..catalog import DEVICE_CLASS_SELECTORS as NVIDIA_CLASS_SELECTORS
+    from ..catalog.network import NIC_CLASS_SELECTORS
     from . import check, devices_from_slices, load_resource_slices, match_devices
     from .checker import parse_target
 
     target = parse_target(args.kubernetes_version)
     class_selectors: list[str] = []
+    DEVICE_CLASS_SELECTORS = {**NVIDIA_CLASS_SELECTORS, **NIC_CLASS_SELECTORS}
     if args.device_class is not None:
         if args.device_class not in DEVICE_CLASS_SELECTORS:
-            raise DraConstructsError("cel match", "--device-class", args.device_class, "not an NVIDIA DeviceClass",
+            raise DraConstructsError("cel match", "--device-class", args.device_class,
+                                     "not an NVIDIA DeviceClass nor the NIC class",
                                      f"use one of {', '.join(DEVICE_CLASS_SELECTORS)}")
         class_selectors = [DEVICE_CLASS_SELECTORS[args.device_class]]
     if (args.jsonl is None) == (args.expression is None):

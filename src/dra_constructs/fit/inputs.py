@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.driver import DEVICE_CLASS_SELECTORS
+from ..catalog.network import NIC_CLASS_SELECTORS
 from ..errors import DraConstructsError
 from ..target import Target
 from .allocator import AllocatedState
@@ -16,8 +17,9 @@ __all__ = ["FitInputs", "collect", "default_device_classes", "feature_gates"]
 
 
 def default_device_classes() -> dict[str, DeviceClass]:
-    """The NVIDIA driver's DeviceClasses (Helm chart), used when the inputs name none."""
-    return {name: DeviceClass(name, (selector,)) for name, selector in DEVICE_CLASS_SELECTORS.items()}
+    """The NVIDIA driver's DeviceClasses (Helm chart) and DraNet's ``dranet``, unless the inputs define them."""
+    known = {**DEVICE_CLASS_SELECTORS, **NIC_CLASS_SELECTORS}
+    return {name: DeviceClass(name, (selector,)) for name, selector in known.items()}
 
 
 def feature_gates(text: str | None, target: Target, where: str = "--feature-gates") -> dict[str, bool]:

@@ -200,7 +200,8 @@ def _claim_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
         out.append({
             "expression": f"{_not_suppressed('DRA007')} || !variables.requests.exists(r, {_REMOVED_MODE})",
             "message": "DRA007: allocationMode WaitForFirstConsumer/Immediate does not exist since 1.31; use "
-                       "allocationMode: ExactCount with count",
+                       "allocationMode: ExactCount with count (the scheduler allocates a claim when it schedules "
+                       "the first pod using it, on that pod's node; topology: constraints[].matchAttribute)",
             "reason": "Invalid",
         })
     if "DRA003" in rules:

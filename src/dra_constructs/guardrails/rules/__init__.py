@@ -19,6 +19,7 @@ from . import (
     tenant_barrier,
     tenant_isolation,
     tenant_quota,
+    topology_alignment,
 )
 
 __all__ = ["RULES", "RULES_BY_ID"]
@@ -40,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     tenant_quota.RULE,
     tenant_isolation.RULE,
     kueue_admission.RULE,
+    topology_alignment.RULE,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}

@@ -23,10 +23,19 @@ _REMOVED_KINDS = {
 _CLASSIC_FIELDS = {
     "resourceClassName": "devices.requests[].deviceClassName",
     "parametersRef": "devices.requests[].selectors (CEL)",
-    "allocationMode": "nothing: claims are allocated when the first pod using them is scheduled",
+    "allocationMode": "nothing: the scheduler allocates a claim while scheduling the first pod that uses it, "
+                      "on that pod's node (a template's claim is per pod; a shared ResourceClaim pins its pods "
+                      "to the first one's node); topology: constraints[].matchAttribute",
     "controller": "nothing: the field was removed in 1.32",
 }
 _REMOVED_MODES = frozenset({"WaitForFirstConsumer", "Immediate"})
+#: What takes the place of WaitForFirstConsumer with structured parameters.
+_INSTEAD_OF_WAIT = ("the scheduler allocates a claim while it schedules the first pod that uses it, on that "
+                    "pod's node; a ResourceClaimTemplate's claim is created per pod, while a standalone "
+                    "ResourceClaim shared by several pods pins them all to the node of the first")
+_WAIT_FIX = ("use allocationMode: ExactCount with count: N; use a ResourceClaimTemplate for per-pod devices; "
+             "to keep devices on one NUMA node or PCIe root add constraints: [{matchAttribute: "
+             "resource.kubernetes.io/numaNode}] (GpuClaimTemplate(align=[Alignment(on='numaNode')]))")
 
 
 #: API groups of classic-DRA driver parameters (claim ``parametersRef`` targets), gone with classic DRA.
@@ -66,9 +75,8 @@ def _claim_hits(m: Manifest) -> Iterator[Hit]:
             mode = view.get("allocationMode")
             if isinstance(mode, str) and mode in _REMOVED_MODES:
                 yield Hit(field_path(path, "allocationMode"),
-                          f"allocationMode {mode!r} does not exist since 1.31 (claims are allocated when the first "
-                          "pod using them is scheduled)",
-                          fix="use allocationMode: ExactCount with count: N")
+                          f"allocationMode {mode!r} does not exist since 1.31: {_INSTEAD_OF_WAIT}",
+                          fix=_WAIT_FIX)
         if wrapped_version and "deviceClassName" in request:
             yield Hit(path, f"request uses the flat v1beta1 shape under {m.api_version}",
                       fix="move deviceClassName, selectors, allocationMode and count under exactly:")
@@ -99,6 +107,8 @@ RULE = Rule(
     why="classic-DRA and alpha shapes (v1alpha2/v1alpha3 claims, pod claim source:, WaitForFirstConsumer) "
         "are rejected or ignored by 1.32+ API servers",
     fix="use resource.k8s.io/v1beta1 (1.32), v1beta2 (1.33) or v1 (1.34+) with ExactCount requests and "
-        "inline resourceClaimTemplateName in pods",
+        "inline resourceClaimTemplateName in pods; instead of WaitForFirstConsumer nothing is needed (a claim "
+        "is allocated when its first pod is scheduled, on that pod's node) and topology alignment is "
+        "constraints[].matchAttribute on resource.kubernetes.io/numaNode or pcieRoot",
     object_check=_check,
 )
