@@ -31,7 +31,7 @@ PATTERN64 = (PATTERN32 << 32) | PATTERN32
 
 
 def _child(mode: str) -> int:
-    from dra_constructs.sanitizer.runtime.backends.cuda import CudaContext
+    from dra_constructs.agent.backends.cuda import CudaContext
 
     ctx = CudaContext()
     allocated = ctx.allocate_all()
@@ -63,9 +63,9 @@ def main() -> int:
     if args.child:
         return _child(args.child)
 
+    from dra_constructs.agent.config import AgentConfig, KubeSettings
+    from dra_constructs.agent.runtime import build_runtime
     from dra_constructs.errors import DraConstructsError
-    from dra_constructs.sanitizer.runtime.config import AgentConfig, KubeSettings
-    from dra_constructs.sanitizer.runtime.runtime import build_runtime
 
     with tempfile.TemporaryDirectory() as tmp:
         config = AgentConfig(node_name="gpu-check", backend="nvml", grace_period_s=5, drain_timeout_s=30,

@@ -24,11 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from dra_constructs.sanitizer.runtime.backends import simulated
-from dra_constructs.sanitizer.runtime.config import AgentConfig, KubeSettings, SimulatedBackendSettings
-from dra_constructs.sanitizer.runtime.kube import Tenant
-from dra_constructs.sanitizer.runtime.runtime import build_runtime
-from dra_constructs.sanitizer.runtime.simkube import SimulatedKube
+from dra_constructs.agent.backends import simulated
+from dra_constructs.agent.config import AgentConfig, KubeSettings, SimulatedBackendSettings
+from dra_constructs.agent.kube import Tenant
+from dra_constructs.agent.runtime import build_runtime
+from dra_constructs.agent.simkube import SimulatedKube
 
 _SCRUB_WALL: dict[str, float] = {}
 

@@ -30,8 +30,8 @@ WORKER = r"""
 import json, sys, time
 import cdk8s
 from dra_constructs import set_kubernetes_version
-from dra_constructs.sanitizer.construct import SanitizerDaemonSet
-from dra_constructs.sanitizer.runtime.zipapp import build_zipapp
+from dra_constructs.constructs.sanitizer.construct import SanitizerDaemonSet
+from dra_constructs.agent.zipapp import build_zipapp
 
 route, version = sys.argv[1], sys.argv[2]
 IMAGE = "registry.example.com/dra-sanitizer-base:0.1.0"
@@ -80,8 +80,8 @@ def configmap_and_checkov() -> dict[str, float]:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     import cdk8s
 
-    from dra_constructs.sanitizer._bundle import CONFIG_MAP_MAX_BYTES
-    from dra_constructs.sanitizer.construct import SanitizerDaemonSet
+    from dra_constructs.constructs.sanitizer._bundle import CONFIG_MAP_MAX_BYTES
+    from dra_constructs.constructs.sanitizer.construct import SanitizerDaemonSet
 
     chart = cdk8s.Chart(cdk8s.App(), "bench")
     sanitizer = SanitizerDaemonSet(chart, "sanitizer", image="registry.example.com/x:1",

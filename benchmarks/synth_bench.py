@@ -41,10 +41,10 @@ route, n = sys.argv[1], int(sys.argv[2])
 if route.startswith("library"):
     from dra_constructs import Container, GpuClaimTemplate, GpuPod
 if route == "library-no-guardrails":  # diagnostic only: what the App-wide synth-time rules cost
-    import dra_constructs._scope
-    dra_constructs._scope.guard = lambda scope: None
-    import dra_constructs.claims, dra_constructs.workloads
-    dra_constructs.claims.guard = dra_constructs.workloads.guard = lambda scope: None
+    import dra_constructs.constructs.scope
+    dra_constructs.constructs.scope.guard = lambda scope: None
+    import dra_constructs.constructs.claims, dra_constructs.constructs.workloads
+    dra_constructs.constructs.claims.guard = dra_constructs.constructs.workloads.guard = lambda scope: None
 import os
 def tree(pid):  # the process and its descendants (jsii's node launcher and the node runtime it starts)
     kids = [c for t in os.listdir(f"/proc/{pid}/task") for c in open(f"/proc/{pid}/task/{t}/children").read().split()]

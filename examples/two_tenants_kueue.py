@@ -14,8 +14,8 @@ import cdk8s
 import constructs
 
 from dra_constructs import Container, GpuDeployment, GpuModel
-from dra_constructs.sanitizer.construct import SanitizerDaemonSet
-from dra_constructs.sanitizer.runtime.config import AgentConfig, QuarantinePolicy
+from dra_constructs.agent.config import AgentConfig, QuarantinePolicy
+from dra_constructs.constructs.sanitizer.construct import SanitizerDaemonSet
 from dra_constructs.tenants import GpuTenant, KueueQueue, Mig, TenantPlatform
 
 #: Oldest target this example is synthesized for (Kueue's DRA integration needs resource.k8s.io/v1).

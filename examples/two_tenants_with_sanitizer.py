@@ -12,8 +12,8 @@ import cdk8s
 import constructs
 
 from dra_constructs import Container, GpuClaimTemplate, GpuDeployment, GpuJob, GpuModel, MigRequest, PreStop
-from dra_constructs.sanitizer.construct import SanitizerDaemonSet
-from dra_constructs.sanitizer.runtime.config import AgentConfig, QuarantinePolicy
+from dra_constructs.agent.config import AgentConfig, QuarantinePolicy
+from dra_constructs.constructs.sanitizer.construct import SanitizerDaemonSet
 
 #: The agent's base image (Python + the agent's dependencies), built from
 #: images/sanitizer/Dockerfile and pushed to your registry; pin it by the digest the push prints.

@@ -7,12 +7,21 @@ imported lazily on first access, so ``import dra_constructs`` never starts the j
 
 from __future__ import annotations
 
-from ._lazy import lazy_getattr
+from dra_constructs import _moved
+from dra_constructs._lazy import lazy_getattr
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing is a third of this module's cost
 
 if TYPE_CHECKING:
-    from ._scope import (
+    from dra_constructs.agent.policy import ContextsRemaining, PreemptionPolicy
+    from dra_constructs.catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
+    from dra_constructs.constructs.admission_policy import GuardrailsAdmissionPolicy
+    from dra_constructs.constructs.claims import CATALOG, GpuClaimTemplate
+    from dra_constructs.constructs.guardrails import GuardrailsError, enable_guardrails, suppress
+    from dra_constructs.constructs.plus import attach_claims
+    from dra_constructs.constructs.sanitizer.construct import SanitizerDaemonSet
+    from dra_constructs.constructs.sanitizer.policy_class import PreemptionPolicyDeviceClass
+    from dra_constructs.constructs.scope import (
         KUBERNETES_VERSION_CONTEXT,
         set_dra_extended_resources,
         set_inventory,
@@ -20,14 +29,11 @@ if TYPE_CHECKING:
         set_kueue_compatible,
         set_mig_mode,
     )
-    from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel
-    from .claims import CATALOG, GpuClaimTemplate
-    from .errors import DraConstructsError
-    from .guardrails.admission_policy import GuardrailsAdmissionPolicy
-    from .guardrails.app_validation import GuardrailsError, enable_guardrails, suppress
-    from .plus import attach_claims
-    from .podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
-    from .requests import (
+    from dra_constructs.constructs.tenants import GpuTenant, KueueQueue, TenantPlatform
+    from dra_constructs.constructs.workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
+    from dra_constructs.errors import DraConstructsError
+    from dra_constructs.podspec import ClaimUse, Container, PodClaim, PreStop, render_pod_spec
+    from dra_constructs.requests import (
         Alignment,
         CustomRequest,
         DeviceToleration,
@@ -38,14 +44,9 @@ if TYPE_CHECKING:
         NicRequest,
         render_claim_spec,
     )
-    from .sanitizer.construct import SanitizerDaemonSet
-    from .sanitizer.policy_class import PreemptionPolicyDeviceClass
-    from .sanitizer.runtime.policy import ContextsRemaining, PreemptionPolicy
-    from .target import Target
-    from .tenants.construct import GpuTenant, KueueQueue, TenantPlatform
-    from .tenants.quota import Mig, WholeGpu
-    from .workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
-    from .workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
+    from dra_constructs.target import Target
+    from dra_constructs.tenants.quota import Mig, WholeGpu
+    from dra_constructs.workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 __version__ = "0.1.0"
 
@@ -53,54 +54,54 @@ __version__ = "0.1.0"
 # (catalog models, CEL) costs ~0.5 s of imports and the construct layer starts Node, so
 # ``import dra_constructs`` itself imports neither (docs/performance.md, import time).
 _LAZY = {
-    "Alignment": ".requests",
-    "CATALOG": ".claims",
-    "ClaimUse": ".podspec",
-    "Container": ".podspec",
-    "ContextsRemaining": ".sanitizer.runtime.policy",
-    "CustomRequest": ".requests",
-    "DEVICE_CLASS_GPU": ".catalog",
-    "DEVICE_CLASS_MIG": ".catalog",
-    "DeviceToleration": ".requests",
-    "DraConstructsError": ".errors",
-    "FirstAvailable": ".requests",
-    "GpuClaimTemplate": ".claims",
-    "GpuDeployment": ".workloads",
-    "GpuJob": ".workloads",
-    "GpuModel": ".catalog",
-    "GpuPod": ".workloads",
-    "GpuRequest": ".requests",
-    "GpuStatefulSet": ".workloads",
-    "GpuTenant": ".tenants.construct",
-    "GuardrailsAdmissionPolicy": ".guardrails.admission_policy",
-    "GuardrailsError": ".guardrails.app_validation",
-    "KUBERNETES_VERSION_CONTEXT": "._scope",
-    "KueueQueue": ".tenants.construct",
-    "MatchAttribute": ".requests",
-    "Mig": ".tenants.quota",
-    "MigRequest": ".requests",
-    "NicRequest": ".requests",
-    "PodClaim": ".podspec",
-    "PodFailurePolicy": ".workload_options",
-    "PreStop": ".podspec",
-    "PreemptionPolicy": ".sanitizer.runtime.policy",
-    "PreemptionPolicyDeviceClass": ".sanitizer.policy_class",
-    "RollingUpdate": ".workload_options",
-    "SanitizerDaemonSet": ".sanitizer.construct",
-    "Target": ".target",
-    "TenantPlatform": ".tenants.construct",
-    "VolumeClaimTemplate": ".workload_options",
-    "WholeGpu": ".tenants.quota",
-    "attach_claims": ".plus",
-    "enable_guardrails": ".guardrails.app_validation",
-    "render_claim_spec": ".requests",
-    "render_pod_spec": ".podspec",
-    "set_dra_extended_resources": "._scope",
-    "set_inventory": "._scope",
-    "set_mig_mode": "._scope",
-    "set_kubernetes_version": "._scope",
-    "set_kueue_compatible": "._scope",
-    "suppress": ".guardrails.app_validation",
+    "Alignment": "dra_constructs.requests",
+    "CATALOG": "dra_constructs.constructs.claims",
+    "ClaimUse": "dra_constructs.podspec",
+    "Container": "dra_constructs.podspec",
+    "ContextsRemaining": "dra_constructs.agent.policy",
+    "CustomRequest": "dra_constructs.requests",
+    "DEVICE_CLASS_GPU": "dra_constructs.catalog",
+    "DEVICE_CLASS_MIG": "dra_constructs.catalog",
+    "DeviceToleration": "dra_constructs.requests",
+    "DraConstructsError": "dra_constructs.errors",
+    "FirstAvailable": "dra_constructs.requests",
+    "GpuClaimTemplate": "dra_constructs.constructs.claims",
+    "GpuDeployment": "dra_constructs.constructs.workloads",
+    "GpuJob": "dra_constructs.constructs.workloads",
+    "GpuModel": "dra_constructs.catalog",
+    "GpuPod": "dra_constructs.constructs.workloads",
+    "GpuRequest": "dra_constructs.requests",
+    "GpuStatefulSet": "dra_constructs.constructs.workloads",
+    "GpuTenant": "dra_constructs.constructs.tenants",
+    "GuardrailsAdmissionPolicy": "dra_constructs.constructs.admission_policy",
+    "GuardrailsError": "dra_constructs.constructs.guardrails",
+    "KUBERNETES_VERSION_CONTEXT": "dra_constructs.constructs.scope",
+    "KueueQueue": "dra_constructs.constructs.tenants",
+    "MatchAttribute": "dra_constructs.requests",
+    "Mig": "dra_constructs.tenants.quota",
+    "MigRequest": "dra_constructs.requests",
+    "NicRequest": "dra_constructs.requests",
+    "PodClaim": "dra_constructs.podspec",
+    "PodFailurePolicy": "dra_constructs.workload_options",
+    "PreStop": "dra_constructs.podspec",
+    "PreemptionPolicy": "dra_constructs.agent.policy",
+    "PreemptionPolicyDeviceClass": "dra_constructs.constructs.sanitizer.policy_class",
+    "RollingUpdate": "dra_constructs.workload_options",
+    "SanitizerDaemonSet": "dra_constructs.constructs.sanitizer.construct",
+    "Target": "dra_constructs.target",
+    "TenantPlatform": "dra_constructs.constructs.tenants",
+    "VolumeClaimTemplate": "dra_constructs.workload_options",
+    "WholeGpu": "dra_constructs.tenants.quota",
+    "attach_claims": "dra_constructs.constructs.plus",
+    "enable_guardrails": "dra_constructs.constructs.guardrails",
+    "render_claim_spec": "dra_constructs.requests",
+    "render_pod_spec": "dra_constructs.podspec",
+    "set_dra_extended_resources": "dra_constructs.constructs.scope",
+    "set_inventory": "dra_constructs.constructs.scope",
+    "set_mig_mode": "dra_constructs.constructs.scope",
+    "set_kubernetes_version": "dra_constructs.constructs.scope",
+    "set_kueue_compatible": "dra_constructs.constructs.scope",
+    "suppress": "dra_constructs.constructs.guardrails",
 }
 
 __all__ = [
@@ -157,3 +158,4 @@ __all__ = [
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
+_moved.install()

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .errors import DraConstructsError
+from dra_constructs.errors import DraConstructsError
 
 __all__ = ["run_parser"]
 

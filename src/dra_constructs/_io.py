@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .errors import DraConstructsError
+from dra_constructs.errors import DraConstructsError
 
 __all__ = [
     "MAX_INPUT_BYTES",

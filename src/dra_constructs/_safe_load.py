@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from .errors import DraConstructsError
+from dra_constructs.errors import DraConstructsError
 
 __all__ = [
     "MAX_ALIAS_NODES", "MAX_ALIAS_NODES_PER_INPUT", "MAX_DEPTH", "MAX_NODES_PER_DOCUMENT", "YamlDocument",

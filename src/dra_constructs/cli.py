@@ -13,8 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from . import __version__
-from ._cli_runner import run_parser
+from dra_constructs import __version__
+from dra_constructs._cli_runner import run_parser
 
 __all__ = ["main"]
 

@@ -11,11 +11,11 @@ from typing import Any, TypeVar
 
 from pydantic import Field
 
-from ._api_fields import CONTAINER_FIELDS, POD_SPEC_FIELDS, fields_for
-from .errors import DraConstructsError
-from .requests import _Model
-from .target import Target
-from .validation import (
+from dra_constructs._api_fields import CONTAINER_FIELDS, POD_SPEC_FIELDS, fields_for
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.requests import _Model
+from dra_constructs.target import Target
+from dra_constructs.validation import (
     Where,
     _where,
     check_dns_label,

@@ -12,12 +12,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel, GpuSpec, mig_profile
-from .catalog.network import DEVICE_CLASS_NIC, NIC_DRIVER
-from .cel import builder
-from .errors import DraConstructsError
-from .target import Target
-from .validation import (
+from dra_constructs.catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel, GpuSpec, mig_profile
+from dra_constructs.catalog.network import DEVICE_CLASS_NIC, NIC_DRIVER
+from dra_constructs.cel import builder
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.target import Target
+from dra_constructs.validation import (
     Where,
     _where,
     check_dns_label,

@@ -16,17 +16,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from .catalog import DEVICE_CLASS_SELECTORS, catalog_resource_slices
-from .catalog.network import NIC_CLASS_SELECTORS
-from .errors import DraConstructsError
-from .target import Target
-from .validation import Where, _where
+from dra_constructs.catalog import DEVICE_CLASS_SELECTORS, catalog_resource_slices
+from dra_constructs.catalog.network import NIC_CLASS_SELECTORS
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.target import Target
+from dra_constructs.validation import Where, _where
 
 if TYPE_CHECKING:
-    from .cel import Device
-    from .fit import Claim, DeviceClass, NodeResult
-    from .fit import Inventory as FitInventory
-    from .requests import DeviceRequest, ResolvedRequest
+    from dra_constructs.cel import Device
+    from dra_constructs.fit import Claim, DeviceClass, NodeResult
+    from dra_constructs.fit import Inventory as FitInventory
+    from dra_constructs.requests import DeviceRequest, ResolvedRequest
 
 __all__ = ["Inventory", "as_fit_inventory", "catalog_inventory", "check_requests"]
 
@@ -42,7 +42,7 @@ TOPOLOGY_ATTRIBUTES = frozenset({"resource.kubernetes.io/pcieRoot", "resource.ku
 @lru_cache(maxsize=4)
 def catalog_inventory(mig_mode: str = "static") -> FitInventory:
     """The catalog's GPUs (and NICs beside them) as a fit inventory: static MIG or DynamicMIG nodes."""
-    from .fit import Inventory as FitInventory
+    from dra_constructs.fit import Inventory as FitInventory
 
     slices = catalog_resource_slices(mig_mode="dynamic" if mig_mode == "dynamic" else "static", network=True)
     return FitInventory.from_slices(slices)
@@ -64,7 +64,7 @@ class CatalogDevices(Sequence["Device"]):
 
     def _all(self) -> tuple[Device, ...]:
         if self._devices is None:
-            from .cel import devices_from_slices
+            from dra_constructs.cel import devices_from_slices
 
             self._devices = tuple(devices_from_slices(catalog_resource_slices()))
         return self._devices
@@ -101,8 +101,8 @@ def catalog_table() -> dict[tuple[str, tuple[str, ...]], tuple[int, str | None]]
 
 def generated_catalog_requests() -> list[tuple[str, tuple[str, ...]]]:
     """(device class, selectors) of every request shape the catalog generates: each MIG profile, each model."""
-    from .catalog import GPU_SPECS
-    from .requests import GpuRequest, MigRequest
+    from dra_constructs.catalog import GPU_SPECS
+    from dra_constructs.requests import GpuRequest, MigRequest
 
     shapes: list[Any] = [GpuRequest(models=(spec.key,)) for spec in GPU_SPECS]
     shapes += [GpuRequest(models=tuple(spec.key for spec in GPU_SPECS))]
@@ -113,7 +113,7 @@ def generated_catalog_requests() -> list[tuple[str, tuple[str, ...]]]:
 def compute_best_pool(device_class: str, selectors: tuple[str, ...], target: Target,
                       inventory: Inventory) -> tuple[int, str | None]:
     """Evaluate the selectors on every device (the live path behind the table)."""
-    from .cel import explain_no_match, match_devices
+    from dra_constructs.cel import explain_no_match, match_devices
 
     class_selectors = [DEVICE_CLASS_SELECTORS[device_class]]
     results = match_devices(class_selectors, list(selectors), inventory, target)
@@ -135,7 +135,7 @@ _FIT_INVENTORIES: dict[int, tuple[Any, FitInventory]] = {}
 
 def as_fit_inventory(inventory: Inventory) -> FitInventory:
     """``inventory`` as a fit inventory (a sequence of devices becomes pools without counter sets)."""
-    from .fit import Inventory as FitInventory
+    from dra_constructs.fit import Inventory as FitInventory
 
     if isinstance(inventory, FitInventory):
         return inventory
@@ -148,7 +148,7 @@ def as_fit_inventory(inventory: Inventory) -> FitInventory:
 
 
 def _check_expression(where: Where, request: str, expression: str, target: Target) -> None:
-    from .cel import check
+    from dra_constructs.cel import check
 
     result = check(expression, target)
     if result.verdict != "OK":
@@ -170,7 +170,7 @@ def _runtime_error(device_class: str, selectors: tuple[str, ...], target: Target
     key = (device_class, selectors, target, id(inventory))
     if key in _ERROR_CACHE:
         return _ERROR_CACHE[key]
-    from .cel import match_devices
+    from dra_constructs.cel import match_devices
 
     devices: list[Device] = [d.device for d in inventory.devices]
     results = match_devices([KNOWN_CLASS_SELECTORS[device_class]], list(selectors), devices, target)
@@ -185,7 +185,7 @@ def _fit_failures(claim: Claim, target: Target, inventory: FitInventory,
     key = (claim, target, id(inventory), tuple(sorted((k, v.selectors) for k, v in classes.items())))
     if key in _FIT_CACHE:
         return _FIT_CACHE[key]
-    from .fit import fit
+    from dra_constructs.fit import fit
 
     gates = {**target.default_feature_gates, "DRAPartitionableDevices": target.has_partitionable_devices,
              "DRAPrioritizedList": target.has_first_available, "DRADeviceTaints": target.has_request_tolerations,
@@ -199,7 +199,7 @@ def _fit_failures(claim: Claim, target: Target, inventory: FitInventory,
 def _problem(failures: list[NodeResult], request: DeviceRequest, selectors: list[str], target: Target,
              inventory: FitInventory) -> str:
     """Why no node takes it, told about the node that got furthest (or the clause that excludes all)."""
-    from .cel import explain_no_match
+    from dra_constructs.cel import explain_no_match
 
     best = next((r for r in failures if not r.no_match), None)
     if best is not None:
@@ -239,8 +239,8 @@ def _check_fit(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target
     for parsed, (name, alternatives) in zip(claim.requests, resolved, strict=True):
         problems = []
         for sub, (request, selectors) in zip(parsed.alternatives, alternatives, strict=True):
-            from .fit import Claim as FitClaim
-            from .fit import Request as FitRequest
+            from dra_constructs.fit import Claim as FitClaim
+            from dra_constructs.fit import Request as FitRequest
 
             alone = FitClaim(claim.name, (FitRequest(parsed.name, (sub,), parsed.first_available),))
             failures = _fit_failures(alone, target, inventory, classes)
@@ -291,7 +291,7 @@ def check_requests(
                 continue
             error = _runtime_error(device_class, tuple(selectors), target, fit_inventory)
             if error is not None:
-                from .cel.fixes import suggest_fix
+                from dra_constructs.cel.fixes import suggest_fix
 
                 detail = "run-time error (the scheduler fails the allocation, it does not skip the device): " + error
                 raise DraConstructsError(
@@ -351,7 +351,7 @@ def _claim(spec: dict[str, Any], where: Where) -> Claim:
     key = json.dumps(spec, sort_keys=True)
     claim = _CLAIMS.get(key)
     if claim is None:
-        from .fit import claim_from_spec
+        from dra_constructs.fit import claim_from_spec
 
         claim = _CLAIMS[key] = claim_from_spec("claim", spec, _where(where))
     return claim
@@ -369,7 +369,7 @@ def _nvidia_only(resolved: Sequence[ResolvedRequest]) -> bool:
 
 def _classes(resolved: Sequence[ResolvedRequest]) -> dict[str, DeviceClass]:
     """Each request's class as the catalog class it narrows (a tenant class repeats the pins)."""
-    from .fit import DeviceClass
+    from dra_constructs.fit import DeviceClass
 
     return {r.device_class(): DeviceClass(r.device_class(), (KNOWN_CLASS_SELECTORS[r.catalog_class()],))
             for _, alts in resolved for r, _ in alts}

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from .errors import DraConstructsError
+from dra_constructs.errors import DraConstructsError
 
 __all__ = [
     "API_VERSIONS",

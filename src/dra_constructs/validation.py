@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import DraConstructsError
+from dra_constructs.errors import DraConstructsError
 
 __all__ = [
     "DNS1123_LABEL_MAX",

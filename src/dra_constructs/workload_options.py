@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import Field
 
-from .errors import DraConstructsError
-from .requests import _Model
-from .validation import Where, _where, check_dns_label, check_quantity
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.requests import _Model
+from dra_constructs.validation import Where, _where, check_dns_label, check_quantity
 
 __all__ = ["PodFailurePolicy", "RollingUpdate", "VolumeClaimTemplate", "render_strategy"]
 

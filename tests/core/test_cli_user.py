@@ -79,7 +79,7 @@ def test_both_console_scripts_share_the_pipe_handling(capsys: pytest.CaptureFixt
     import argparse
 
     from dra_constructs._cli_runner import run_parser
-    from dra_constructs.sanitizer.runtime import cli as sanitizer_cli
+    from dra_constructs.agent import cli as sanitizer_cli
 
     def closed_pipe(_args: argparse.Namespace) -> int:
         raise BrokenPipeError(32, "Broken pipe")
@@ -92,7 +92,7 @@ def test_both_console_scripts_share_the_pipe_handling(capsys: pytest.CaptureFixt
 
 
 def test_version_and_help_written_for_users() -> None:
-    for module, prog in (("dra_constructs.cli", "dra-constructs"), ("dra_constructs.sanitizer.runtime.cli",
+    for module, prog in (("dra_constructs.cli", "dra-constructs"), ("dra_constructs.agent.cli",
                                                                     "dra-sanitizer")):
         version = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True,
                                  check=True)

@@ -8,7 +8,7 @@ import string
 import cdk8s
 import constructs
 
-from dra_constructs._names import node_addr, to_dns_label
+from dra_constructs.constructs._names import node_addr, to_dns_label
 
 _ALPHABET = string.ascii_letters + string.digits + "-_.-"
 

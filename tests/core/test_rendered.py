@@ -9,7 +9,7 @@ import cdk8s
 import pytest
 
 from dra_constructs import Container, GpuClaimTemplate, GpuPod, GuardrailsError, set_kubernetes_version, suppress
-from dra_constructs._rendered import chart_manifests
+from dra_constructs.constructs._rendered import chart_manifests
 
 from .helpers import new_chart
 from .test_examples import MAIN

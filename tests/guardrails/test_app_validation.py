@@ -205,7 +205,7 @@ def test_synth_as_cdk8s_cli_runs_it(tmp_path: Path) -> None:
 
 def test_one_rule_run_per_synth_and_fresh_runs_for_later_synths(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import dra_constructs.guardrails.app_validation as app_validation
+    import dra_constructs.constructs.guardrails as app_validation
 
     runs: list[int] = []
     real_run = app_validation._run

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dra_constructs.agent.config import load_config
 from dra_constructs.cel import devices_from_slices, load_resource_slices
 from dra_constructs.cli import main
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.loader import load_text
-from dra_constructs.sanitizer.runtime.config import load_config
 
 from .helpers import assert_clean, run_cli
 

@@ -201,7 +201,7 @@ def test_bom_accepted_by_every_reader(tmp_path: Path) -> None:
 
 
 def test_node_agent_config_limits(tmp_path: Path) -> None:
-    module = "dra_constructs.sanitizer.runtime.cli"
+    module = "dra_constructs.agent.cli"
     for path, words in ((_write(tmp_path, "bomb.yaml", _bomb()), ("aliases expand",)),
                         (_write(tmp_path, "deep.json", "[" * 10_000), ("nested",)),
                         ("/dev/zero", ("character device",))):

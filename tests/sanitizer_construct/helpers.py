@@ -9,7 +9,7 @@ from typing import Any
 import cdk8s
 
 from dra_constructs import set_kubernetes_version
-from dra_constructs.sanitizer.construct import SanitizerDaemonSet
+from dra_constructs.constructs.sanitizer.construct import SanitizerDaemonSet
 
 IMAGE = "registry.example.com/platform/dra-sanitizer-base:0.1.0"
 DIGEST = "sha256:" + "0123456789abcdef" * 4

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from dra_constructs.sanitizer._agent_spec import agent_capabilities
-from dra_constructs.sanitizer._checkov import SUPPRESSIONS, suppressed_checks
-from dra_constructs.sanitizer.runtime.config import AgentConfig
+from dra_constructs.agent.config import AgentConfig
+from dra_constructs.constructs.sanitizer._agent_spec import agent_capabilities
+from dra_constructs.constructs.sanitizer._checkov import SUPPRESSIONS, suppressed_checks
 
 from .helpers import build
 

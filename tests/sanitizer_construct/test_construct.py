@@ -8,16 +8,16 @@ import pytest
 import yaml
 
 from dra_constructs import DraConstructsError
-from dra_constructs.guardrails import SANITIZER_LABEL
-from dra_constructs.sanitizer._agent_spec import (
+from dra_constructs.agent import zipapp as zipapp_module
+from dra_constructs.agent.config import AgentConfig, load_config
+from dra_constructs.constructs.sanitizer._agent_spec import (
     CLAIM_NAME,
     NVIDIA_HEALTH_TAINT_KEYS,
     agent_rules,
     device_class_selector,
 )
-from dra_constructs.sanitizer.construct import RUNTIME_HASH_ANNOTATION
-from dra_constructs.sanitizer.runtime import zipapp as zipapp_module
-from dra_constructs.sanitizer.runtime.config import AgentConfig, load_config
+from dra_constructs.constructs.sanitizer.construct import RUNTIME_HASH_ANNOTATION
+from dra_constructs.guardrails import SANITIZER_LABEL
 from dra_constructs.target import Target
 
 from .helpers import DIGEST, IMAGE, VERSIONS, agent_container, build, one, pod_spec

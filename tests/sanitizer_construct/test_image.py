@@ -10,7 +10,7 @@ import zipfile
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-from dra_constructs.sanitizer.runtime.zipapp import build_zipapp
+from dra_constructs.agent.zipapp import build_zipapp
 
 IMAGE_DIR = Path(__file__).resolve().parents[2] / "images" / "sanitizer"
 #: Modules whose distribution is not installed in the test venv (GPU-only extras).

@@ -19,8 +19,8 @@ from dra_constructs import (
     Target,
     set_kubernetes_version,
 )
-from dra_constructs.sanitizer.runtime.kube import allocated_devices
-from dra_constructs.sanitizer.runtime.policy import SANITIZER_DRIVER
+from dra_constructs.agent.kube import allocated_devices
+from dra_constructs.agent.policy import SANITIZER_DRIVER
 
 
 def new_chart(version: str) -> cdk8s.Chart:

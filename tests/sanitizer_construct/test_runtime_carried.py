@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dra_constructs.sanitizer.runtime.zipapp import build_zipapp
+from dra_constructs.agent.zipapp import build_zipapp
 
 from .helpers import build, extract_bundle
 
@@ -59,7 +59,7 @@ def test_the_configmap_carries_exactly_this_packages_runtime(
     assert zipapp.read_bytes() == build_zipapp()
     with zipfile.ZipFile(zipapp) as archive:
         names = set(archive.namelist())
-    assert "__main__.py" in names and "dra_constructs/sanitizer/runtime/barrier.py" in names
+    assert "__main__.py" in names and "dra_constructs/agent/barrier.py" in names
     assert not any(n.endswith(("construct.py", "claims.py", "workloads.py")) for n in names), "no cdk8s layer"
 
 
@@ -88,7 +88,7 @@ def test_the_agent_loads_the_extracted_config_and_runs_a_barrier(
     assert json.loads(evidence[-1])["device"] == device
     # The code that ran is the zipapp's, not the source tree's.
     where = subprocess.run(
-        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import dra_constructs.sanitizer.runtime"
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import dra_constructs.agent"
          ".barrier as b; print(b.__file__)", str(zipapp)], capture_output=True, text=True, check=True)
     assert where.stdout.strip().startswith(str(zipapp))
 

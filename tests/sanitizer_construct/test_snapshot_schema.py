@@ -17,7 +17,7 @@ import yaml
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from dra_constructs.sanitizer.construct import RUNTIME_HASH_ANNOTATION
+from dra_constructs.constructs.sanitizer.construct import RUNTIME_HASH_ANNOTATION
 from dra_constructs.target import Target
 
 from .helpers import VERSIONS, build

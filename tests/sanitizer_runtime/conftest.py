@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.backends.simulated import FaultInjector, SimulatedNode
-from dra_constructs.sanitizer.runtime.config import AgentConfig, KubeSettings, SimulatedBackendSettings
-from dra_constructs.sanitizer.runtime.runtime import Runtime, build_runtime
-from dra_constructs.sanitizer.runtime.simkube import SimulatedKube
+from dra_constructs.agent.backends.simulated import FaultInjector, SimulatedNode
+from dra_constructs.agent.config import AgentConfig, KubeSettings, SimulatedBackendSettings
+from dra_constructs.agent.runtime import Runtime, build_runtime
+from dra_constructs.agent.simkube import SimulatedKube
 
 from .fakeapi import FakeApi
 

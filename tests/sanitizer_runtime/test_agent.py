@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dra_constructs.sanitizer.runtime.agent import Agent
-from dra_constructs.sanitizer.runtime.backends.base import EnumerationError
-from dra_constructs.sanitizer.runtime.clock import VirtualClock
-from dra_constructs.sanitizer.runtime.config import AgentConfig, KubeSettings
-from dra_constructs.sanitizer.runtime.runtime import Runtime, build_runtime
-from dra_constructs.sanitizer.runtime.state import Phase
+from dra_constructs.agent.agent import Agent
+from dra_constructs.agent.backends.base import EnumerationError
+from dra_constructs.agent.clock import VirtualClock
+from dra_constructs.agent.config import AgentConfig, KubeSettings
+from dra_constructs.agent.runtime import Runtime, build_runtime
+from dra_constructs.agent.state import Phase
 
 from .conftest import sim_config
 from .fakeapi import FakeApi, claim

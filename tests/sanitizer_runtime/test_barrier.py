@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.backends.base import ComputeMode
-from dra_constructs.sanitizer.runtime.backends.simulated import FaultInjector, SimulatedCrash
-from dra_constructs.sanitizer.runtime.barrier import CRASH_POINTS
-from dra_constructs.sanitizer.runtime.config import SimulatedBackendSettings
-from dra_constructs.sanitizer.runtime.kube import Tenant
-from dra_constructs.sanitizer.runtime.state import Phase
+from dra_constructs.agent.backends.base import ComputeMode
+from dra_constructs.agent.backends.simulated import FaultInjector, SimulatedCrash
+from dra_constructs.agent.barrier import CRASH_POINTS
+from dra_constructs.agent.config import SimulatedBackendSettings
+from dra_constructs.agent.kube import Tenant
+from dra_constructs.agent.state import Phase
 
 from .conftest import SimEnv
 

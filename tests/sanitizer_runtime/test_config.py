@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dra_constructs.agent.cli import main
+from dra_constructs.agent.config import DEFAULT_TAINT_KEY, AgentConfig, QuarantinePolicy, load_config
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.sanitizer.runtime.cli import main
-from dra_constructs.sanitizer.runtime.config import DEFAULT_TAINT_KEY, AgentConfig, QuarantinePolicy, load_config
 
 
 def test_defaults_are_the_documented_ones() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.backends import simulated
-from dra_constructs.sanitizer.runtime.backends.base import VerifyResult
-from dra_constructs.sanitizer.runtime.simulate import simulate
+from dra_constructs.agent.backends import simulated
+from dra_constructs.agent.backends.base import VerifyResult
+from dra_constructs.agent.simulate import simulate
 
 
 @pytest.mark.slow

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.agent import Agent
-from dra_constructs.sanitizer.runtime.clock import VirtualClock
-from dra_constructs.sanitizer.runtime.config import KubeSettings
-from dra_constructs.sanitizer.runtime.guard import Guard, GuardError
-from dra_constructs.sanitizer.runtime.kube import ApiError, KubeClient, allocated_devices, retrying
-from dra_constructs.sanitizer.runtime.runtime import build_runtime
-from dra_constructs.sanitizer.runtime.state import Phase
+from dra_constructs.agent.agent import Agent
+from dra_constructs.agent.clock import VirtualClock
+from dra_constructs.agent.config import KubeSettings
+from dra_constructs.agent.guard import Guard, GuardError
+from dra_constructs.agent.kube import ApiError, KubeClient, allocated_devices, retrying
+from dra_constructs.agent.runtime import build_runtime
+from dra_constructs.agent.state import Phase
 from dra_constructs.target import Target
 
 from .conftest import sim_config

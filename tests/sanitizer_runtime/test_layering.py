@@ -7,21 +7,21 @@ import subprocess
 import sys
 
 MODULES = [
-    "dra_constructs.sanitizer.runtime",
-    "dra_constructs.sanitizer.runtime.cli",
-    "dra_constructs.sanitizer.runtime.agent",
-    "dra_constructs.sanitizer.runtime.runtime",
-    "dra_constructs.sanitizer.runtime.simulate",
-    "dra_constructs.sanitizer.runtime.zipapp",
-    "dra_constructs.sanitizer.runtime.backends.nvml",
-    "dra_constructs.sanitizer.runtime.backends.cuda",
+    "dra_constructs.agent",
+    "dra_constructs.agent.cli",
+    "dra_constructs.agent.agent",
+    "dra_constructs.agent.runtime",
+    "dra_constructs.agent.simulate",
+    "dra_constructs.agent.zipapp",
+    "dra_constructs.agent.backends.nvml",
+    "dra_constructs.agent.backends.cuda",
 ]
 
 PROBE = """
 import importlib, json, sys
 for name in {modules!r}:
     importlib.import_module(name)
-from dra_constructs.sanitizer.runtime.cli import main
+from dra_constructs.agent.cli import main
 rc = main(["simulate", "--devices", "2", "--cycles", "1", "--seed", "1"])
 print(json.dumps({{"rc": rc, "modules": sorted(sys.modules)}}))
 """
@@ -35,7 +35,7 @@ def test_runtime_never_imports_cdk8s_constructs_or_jsii() -> None:
     assert result["rc"] == 0
     forbidden = {m for m in loaded if m.split(".")[0] in ("cdk8s", "constructs", "jsii", "cdk8s_plus_28")}
     assert forbidden == set()
-    assert "dra_constructs.sanitizer.construct" not in loaded
+    assert "dra_constructs.constructs.sanitizer.construct" not in loaded
     # GPU libraries are imported lazily, inside the backends, never at import time. (The bare
     # ``cuda`` namespace is imported by cuda-bindings' own .pth file in every interpreter.)
     assert "pynvml" not in loaded and not any(m.startswith("cuda.bindings") for m in loaded)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from dra_constructs.agent.backends.nvml import host_pid_namespace, scrub_on_free_disabled
+from dra_constructs.agent.devices import gpu_device_name, mig_device_name, mig_memory_gb, mig_profile_name
+from dra_constructs.agent.taints import taint_rule, taint_rule_name
 from dra_constructs.catalog import mig_profile
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.sanitizer.runtime.backends.nvml import host_pid_namespace, scrub_on_free_disabled
-from dra_constructs.sanitizer.runtime.devices import gpu_device_name, mig_device_name, mig_memory_gb, mig_profile_name
-from dra_constructs.sanitizer.runtime.taints import taint_rule, taint_rule_name
 from dra_constructs.target import Target
 
 

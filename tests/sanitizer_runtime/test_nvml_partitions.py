@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.backends.base import BackendError
-from dra_constructs.sanitizer.runtime.backends.partitions import NvmlPartitions, parse_mig_name
-from dra_constructs.sanitizer.runtime.devices import DeviceInfo
+from dra_constructs.agent.backends.base import BackendError
+from dra_constructs.agent.backends.partitions import NvmlPartitions, parse_mig_name
+from dra_constructs.agent.devices import DeviceInfo
 
 
 class NVMLError(Exception):

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.backends.base import ComputeMode
-from dra_constructs.sanitizer.runtime.config import SimulatedBackendSettings
-from dra_constructs.sanitizer.runtime.kube import Tenant, allocated_devices
-from dra_constructs.sanitizer.runtime.policy import (
+from dra_constructs.agent.backends.base import ComputeMode
+from dra_constructs.agent.config import SimulatedBackendSettings
+from dra_constructs.agent.kube import Tenant, allocated_devices
+from dra_constructs.agent.policy import (
     SANITIZER_DRIVER,
     STRICTEST,
     ContextsRemaining,
     PreemptionPolicy,
     policy_for,
 )
-from dra_constructs.sanitizer.runtime.state import Phase
+from dra_constructs.agent.state import Phase
 
 from .conftest import SimEnv
 from .fakeapi import claim

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.agent import Agent
-from dra_constructs.sanitizer.runtime.backends.simulated import SimulatedCrash
-from dra_constructs.sanitizer.runtime.clock import VirtualClock
-from dra_constructs.sanitizer.runtime.config import KubeSettings
-from dra_constructs.sanitizer.runtime.kube import Tenant as ClaimTenant
-from dra_constructs.sanitizer.runtime.runtime import Runtime, build_runtime
-from dra_constructs.sanitizer.runtime.state import Phase
+from dra_constructs.agent.agent import Agent
+from dra_constructs.agent.backends.simulated import SimulatedCrash
+from dra_constructs.agent.clock import VirtualClock
+from dra_constructs.agent.config import KubeSettings
+from dra_constructs.agent.kube import Tenant as ClaimTenant
+from dra_constructs.agent.runtime import Runtime, build_runtime
+from dra_constructs.agent.state import Phase
 
 from .fakeapi import FakeApi, claim
 from .standin import CI, GI, GPU, NVML_ERROR_NO_PERMISSION, MiB, Tenant

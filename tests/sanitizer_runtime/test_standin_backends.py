@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.backends.base import EnumerationFailed
-from dra_constructs.sanitizer.runtime.backends.nvml import NvmlDevices
-from dra_constructs.sanitizer.runtime.config import AgentConfig, KubeSettings
-from dra_constructs.sanitizer.runtime.runtime import Runtime, build_runtime
+from dra_constructs.agent.backends.base import EnumerationFailed
+from dra_constructs.agent.backends.nvml import NvmlDevices
+from dra_constructs.agent.config import AgentConfig, KubeSettings
+from dra_constructs.agent.runtime import Runtime, build_runtime
 
 from .standin import (
     CI,
@@ -138,7 +138,7 @@ def test_a_tenant_on_the_second_compute_instance_is_drained(standin: MakeNode, t
 
 
 def test_compute_mode_covers_every_compute_instance(standin: MakeNode) -> None:
-    from dra_constructs.sanitizer.runtime.backends.base import ComputeMode
+    from dra_constructs.agent.backends.base import ComputeMode
 
     node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1), CI("MIG-ci2", 2)])])])
     nvml = NvmlDevices()
@@ -184,7 +184,7 @@ def test_evidence_says_what_the_fill_did_not_cover(standin: MakeNode, tmp_path: 
 def test_a_missing_nvrtc_is_named_in_the_reason(standin: MakeNode, tmp_path: Path, nvrtc_less_python: str) -> None:
     standin([GPU("GPU-a")])
     rt = build_runtime(agent_config(tmp_path), fsync=False)
-    from dra_constructs.sanitizer.runtime.backends.cuda import CudaScrubber
+    from dra_constructs.agent.backends.cuda import CudaScrubber
 
     rt.barrier.deps.scrubber = CudaScrubber(python=nvrtc_less_python)
     record = rt.barrier.run(rt.devices[0], "deallocated")
@@ -240,7 +240,7 @@ def test_the_verify_kernel_loads_on_a_driver_older_than_nvrtc(standin: MakeNode,
 def test_the_verify_kernel_uses_16_byte_loads() -> None:
     from cuda.bindings import nvrtc
 
-    from dra_constructs.sanitizer.runtime.backends.cuda import CudaContext
+    from dra_constructs.agent.backends.cuda import CudaContext
 
     ctx = CudaContext.__new__(CudaContext)
     ctx.nvrtc = nvrtc
@@ -269,7 +269,7 @@ def test_a_refused_signal_is_named(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from dra_constructs.sanitizer.runtime.backends.base import OsSignaller, SignalRefused
+    from dra_constructs.agent.backends.base import OsSignaller, SignalRefused
 
     if os.geteuid() != 0:
         target = _foreign_pid()
@@ -281,7 +281,7 @@ def test_a_refused_signal_is_named(tmp_path: Path) -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     probe = (  # import first: the unprivileged user may not read the interpreter's files
         "import os, signal, sys\n"
-        "from dra_constructs.sanitizer.runtime.backends.base import OsSignaller, SignalRefused\n"
+        "from dra_constructs.agent.backends.base import OsSignaller, SignalRefused\n"
         "os.setgid(65534); os.setuid(65534)\n"
         "try:\n"
         f"    OsSignaller().signal({sleeper.pid}, signal.SIGKILL)\n"
@@ -302,7 +302,7 @@ def test_sigkill_after_sigterm_goes_through_the_same_pidfd(monkeypatch: pytest.M
     import subprocess
     import sys
 
-    from dra_constructs.sanitizer.runtime.backends.base import OsSignaller
+    from dra_constructs.agent.backends.base import OsSignaller
 
     child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
                               "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
@@ -341,7 +341,7 @@ def test_workers_are_bounded_by_the_memory_limit(standin: MakeNode, tmp_path: Pa
 
 
 def test_the_cgroup_memory_limit_is_read(tmp_path: Path) -> None:
-    from dra_constructs.sanitizer.runtime.limits import cgroup_memory_limit, worker_slots
+    from dra_constructs.agent.limits import cgroup_memory_limit, worker_slots
 
     (tmp_path / "memory.max").write_text("max\n")
     assert cgroup_memory_limit(tmp_path) is None
@@ -359,7 +359,7 @@ def test_the_cgroup_memory_limit_is_read(tmp_path: Path) -> None:
 def test_a_barrier_waits_for_a_free_worker_slot(standin: MakeNode) -> None:
     import threading
 
-    from dra_constructs.sanitizer.runtime.backends.cuda import CudaScrubber
+    from dra_constructs.agent.backends.cuda import CudaScrubber
 
     standin([GPU("GPU-a"), GPU("GPU-b", minor=1)])
     devices = NvmlDevices().devices()
@@ -398,7 +398,7 @@ def test_a_verify_kernel_that_reads_nothing_fails_the_positive_control(standin: 
 
 
 def test_fill_bandwidth_is_the_memset_alone(standin: MakeNode, tmp_path: Path) -> None:
-    from dra_constructs.sanitizer.runtime.backends.cuda import CudaScrubber
+    from dra_constructs.agent.backends.cuda import CudaScrubber
 
     standin([GPU("GPU-a")])
     session = CudaScrubber().open(NvmlDevices().devices()[0], 60)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dra_constructs.sanitizer.runtime.zipapp import build_zipapp
+from dra_constructs.agent.zipapp import build_zipapp
 
 from .standin import CI, GI, GPU, MiB, Node, Tenant
 

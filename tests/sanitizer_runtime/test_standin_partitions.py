@@ -23,12 +23,12 @@ from typing import Any
 import pynvml
 import pytest
 
-from dra_constructs.sanitizer.runtime.agent import Agent
-from dra_constructs.sanitizer.runtime.backends.simulated import SimulatedCrash
-from dra_constructs.sanitizer.runtime.clock import VirtualClock
-from dra_constructs.sanitizer.runtime.kube import Tenant as ClaimTenant
-from dra_constructs.sanitizer.runtime.runtime import build_runtime
-from dra_constructs.sanitizer.runtime.state import Phase
+from dra_constructs.agent.agent import Agent
+from dra_constructs.agent.backends.simulated import SimulatedCrash
+from dra_constructs.agent.clock import VirtualClock
+from dra_constructs.agent.kube import Tenant as ClaimTenant
+from dra_constructs.agent.runtime import build_runtime
+from dra_constructs.agent.state import Phase
 
 from .standin import CI, GI, GI_1_SLICE, GI_2_SLICE, MiB, Node, Tenant
 from .test_standin_backends import MakeNode, a100_mig, agent_config, standin  # noqa: F401 - fixture

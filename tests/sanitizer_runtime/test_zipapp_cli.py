@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dra_constructs.sanitizer.runtime.cli import main
-from dra_constructs.sanitizer.runtime.metrics import HealthServer, Metrics
-from dra_constructs.sanitizer.runtime.zipapp import build_zipapp
+from dra_constructs.agent.cli import main
+from dra_constructs.agent.metrics import HealthServer, Metrics
+from dra_constructs.agent.zipapp import build_zipapp
 
 
 def test_zipapp_is_deterministic_small_and_runtime_only() -> None:
@@ -23,7 +23,7 @@ def test_zipapp_is_deterministic_small_and_runtime_only() -> None:
     assert data == build_zipapp() and len(data) < 500_000
     names = zipfile.ZipFile(BytesIO(data)).namelist()
     assert names == sorted(names) and "__main__.py" in names
-    assert "dra_constructs/sanitizer/runtime/barrier.py" in names and "dra_constructs/target.py" in names
+    assert "dra_constructs/agent/barrier.py" in names and "dra_constructs/target.py" in names
     assert not [n for n in names if n.endswith(("construct.py", "claims.py")) or "/cel/" in n or "guardrails" in n]
     assert {i.date_time for i in zipfile.ZipFile(BytesIO(data)).infolist()} == {(1980, 1, 1, 0, 0, 0)}
 
@@ -43,7 +43,7 @@ def test_zipapp_runs_simulate_without_the_repo_on_the_path(tmp_path: Path) -> No
     assert (tmp_path / "rec.jsonl").read_text().count("\n") == summary["barrier_records"] + summary[
         "operator_releases"]
     probe = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, 'agent.pyz'); "
-                            "import dra_constructs.sanitizer.runtime.cli as c; print(c.__file__)"],
+                            "import dra_constructs.agent.cli as c; print(c.__file__)"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     assert "agent.pyz" in probe.stdout  # loaded from the archive, not the repo
 

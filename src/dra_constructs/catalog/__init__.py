@@ -8,10 +8,9 @@ from __future__ import annotations
 import difflib
 from enum import StrEnum
 
-from ..errors import DraConstructsError
-from .data import GPU_SPECS
-from .devices import catalog_resource_slices
-from .driver import (
+from dra_constructs.catalog.data import GPU_SPECS
+from dra_constructs.catalog.devices import catalog_resource_slices
+from dra_constructs.catalog.driver import (
     ATTRIBUTE_DOMAIN,
     DEVICE_CLASS_GPU,
     DEVICE_CLASS_MIG,
@@ -22,7 +21,8 @@ from .driver import (
     MIG_ATTRIBUTES,
     MIG_CAPACITIES,
 )
-from .models import GpuSpec, MigProfile
+from dra_constructs.catalog.models import GpuSpec, MigProfile
+from dra_constructs.errors import DraConstructsError
 
 __all__ = [
     "ATTRIBUTE_DOMAIN",

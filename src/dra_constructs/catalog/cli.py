@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from . import GPU_SPECS, catalog_resource_slices, gpu_spec
+from dra_constructs.catalog import GPU_SPECS, catalog_resource_slices, gpu_spec
 
 __all__ = ["register"]
 

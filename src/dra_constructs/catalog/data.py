@@ -14,7 +14,7 @@ Sources (``shared/reference/dra-api.md`` sections 9.4 and 10):
 
 from __future__ import annotations
 
-from .models import GpuSpec, build_profiles
+from dra_constructs.catalog.models import GpuSpec, build_profiles
 
 __all__ = ["GPU_SPECS"]
 

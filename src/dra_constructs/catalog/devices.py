@@ -23,10 +23,10 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from .data import GPU_SPECS
-from .driver import ATTRIBUTE_DOMAIN, DRIVER, STANDARD_ATTRIBUTE_DOMAIN
-from .models import GpuSpec, MigProfile
-from .network import NIC_DRIVER, gpu_topology, nic_devices
+from dra_constructs.catalog.data import GPU_SPECS
+from dra_constructs.catalog.driver import ATTRIBUTE_DOMAIN, DRIVER, STANDARD_ATTRIBUTE_DOMAIN
+from dra_constructs.catalog.models import GpuSpec, MigProfile
+from dra_constructs.catalog.network import NIC_DRIVER, gpu_topology, nic_devices
 
 __all__ = ["MigMode", "catalog_resource_slices"]
 

@@ -8,11 +8,11 @@ no cdk8s import.
 
 from __future__ import annotations
 
-from ._runtime import CelRuntimeError
-from .checker import MAX_COST, MAX_LENGTH, CelCheck, Verdict, check
-from .fixes import suggest_fix
-from .inventory import Device, devices_from_slices, load_resource_slices
-from .matching import (
+from dra_constructs.cel._runtime import CelRuntimeError
+from dra_constructs.cel.checker import MAX_COST, MAX_LENGTH, CelCheck, Verdict, check
+from dra_constructs.cel.fixes import suggest_fix
+from dra_constructs.cel.inventory import Device, devices_from_slices, load_resource_slices
+from dra_constructs.cel.matching import (
     best_pool,
     evaluate,
     explain_no_match,
@@ -44,7 +44,7 @@ __all__ = [
 
 def catalog_devices() -> list[Device]:
     """The devices of ``dra_constructs.catalog.catalog_resource_slices()`` (the default inventory)."""
-    from ..catalog import catalog_resource_slices
+    from dra_constructs.catalog import catalog_resource_slices
 
     global _CATALOG
     if _CATALOG is None:

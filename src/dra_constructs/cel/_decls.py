@@ -20,7 +20,7 @@ import json
 import re
 from functools import cache
 
-from ..target import Target
+from dra_constructs.target import Target
 
 __all__ = ["QUANTITY", "SEMVER", "env_yaml", "function_names"]
 

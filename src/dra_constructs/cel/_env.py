@@ -20,8 +20,8 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, struct_pb2
 
-from ..target import Target
-from ._decls import CIDR, IP, QUANTITY, env_yaml
+from dra_constructs.cel._decls import CIDR, IP, QUANTITY, env_yaml
+from dra_constructs.target import Target
 
 __all__ = ["EnvKey", "check_env", "env_key"]
 

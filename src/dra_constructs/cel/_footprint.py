@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ._runtime import DeviceError, _attribute_value
-from .inventory import Device
-from .quantity import QuantityError, parse_quantity
+from dra_constructs.cel._runtime import DeviceError, _attribute_value
+from dra_constructs.cel.inventory import Device
+from dra_constructs.cel.quantity import QuantityError, parse_quantity
 
 __all__ = ["Read", "footprint", "reading"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import _astpb
+from dra_constructs.cel import _astpb
 
 __all__ = ["ANY_RANGE", "GoTypes", "go_types", "is_any", "type_name"]
 

@@ -27,12 +27,12 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from . import _astpb
-from ._env import EnvKey
-from ._regex import compile_pattern, find, find_all
-from .inventory import Device
-from .quantity import Quantity, QuantityError, parse_quantity
-from .semver import Semver, SemverError, normalize_and_parse, parse_semver
+from dra_constructs.cel import _astpb
+from dra_constructs.cel._env import EnvKey
+from dra_constructs.cel._regex import compile_pattern, find, find_all
+from dra_constructs.cel.inventory import Device
+from dra_constructs.cel.quantity import Quantity, QuantityError, parse_quantity
+from dra_constructs.cel.semver import Semver, SemverError, normalize_and_parse, parse_semver
 
 __all__ = ["CelRuntimeError", "DeviceError", "activation_for", "program_for", "run"]
 
@@ -665,7 +665,7 @@ def _functions(key: EnvKey) -> list[Any]:
         _fn("k8s_format_ok", _format_ok, [_ANY, "string"], "bool"),
         _fn("k8s_format_errors", _format_problems, [_ANY, "string"], "list(string)"),
     ]
-    from ._decls import FORMAT_NAMES
+    from dra_constructs.cel._decls import FORMAT_NAMES
 
     fns += [_fn(f"format.{name}", _format_constant(name), [], "kubernetes.NamedFormat") for name in FORMAT_NAMES]
     fns += _list_functions()

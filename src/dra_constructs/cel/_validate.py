@@ -17,9 +17,9 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from . import _astpb
-from ._gotypes import type_name
-from ._regex import compile_pattern
+from dra_constructs.cel import _astpb
+from dra_constructs.cel._gotypes import type_name
+from dra_constructs.cel._regex import compile_pattern
 
 __all__ = [
     "backtick_issue",

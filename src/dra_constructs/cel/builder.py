@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..catalog.driver import ATTRIBUTE_DOMAIN
-from ..catalog.models import GpuSpec, MigProfile
+from dra_constructs.catalog.driver import ATTRIBUTE_DOMAIN
+from dra_constructs.catalog.models import GpuSpec, MigProfile
 
 __all__ = [
     "all_of",

@@ -14,14 +14,12 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..errors import DraConstructsError
-from ..target import Target
-from . import _astpb
-from ._env import EnvKey, check_env, env_key
-from ._fold import folding_issue, folds_conversions
-from ._gotypes import go_types
-from ._nesting import collapse_redundant_parens
-from ._validate import (
+from dra_constructs.cel import _astpb
+from dra_constructs.cel._env import EnvKey, check_env, env_key
+from dra_constructs.cel._fold import folding_issue, folds_conversions
+from dra_constructs.cel._gotypes import go_types
+from dra_constructs.cel._nesting import collapse_redundant_parens
+from dra_constructs.cel._validate import (
     backtick_issue,
     backtick_offset,
     format_type,
@@ -31,8 +29,10 @@ from ._validate import (
     regex_literal_ok,
     validate,
 )
-from .cost import estimate_cost
-from .fixes import suggest_fix
+from dra_constructs.cel.cost import estimate_cost
+from dra_constructs.cel.fixes import suggest_fix
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.target import Target
 
 __all__ = [
     "MAX_COST",

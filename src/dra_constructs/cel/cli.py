@@ -17,10 +17,10 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .._io import display_name, read_input
-from .._safe_load import json_document
-from ..errors import DraConstructsError
-from ..target import DEFAULT_KUBERNETES_VERSION
+from dra_constructs._io import display_name, read_input
+from dra_constructs._safe_load import json_document
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.target import DEFAULT_KUBERNETES_VERSION
 
 __all__ = ["MAX_JSONL_RECORDS", "MAX_MATCH_EVALUATIONS", "register"]
 
@@ -119,8 +119,8 @@ def _utf8_expression(expression: str, where: str) -> str:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    from . import check
-    from .checker import parse_target
+    from dra_constructs.cel import check
+    from dra_constructs.cel.checker import parse_target
 
     target = parse_target(args.kubernetes_version)
     if args.jsonl is not None and args.expressions:
@@ -144,7 +144,7 @@ def _run_check(args: argparse.Namespace) -> int:
             expressions.extend(line for line in text.splitlines() if line.strip())
         else:
             expressions.append(_utf8_expression(expression, "cel check"))
-    from .fixes import misspelt_names
+    from dra_constructs.cel.fixes import misspelt_names
 
     all_ok = True
     for expression in expressions:
@@ -163,10 +163,10 @@ def _run_check(args: argparse.Namespace) -> int:
 
 
 def _run_match(args: argparse.Namespace) -> int:
-    from ..catalog import DEVICE_CLASS_SELECTORS as NVIDIA_CLASS_SELECTORS
-    from ..catalog.network import NIC_CLASS_SELECTORS
-    from . import check, devices_from_slices, load_resource_slices, match_devices
-    from .checker import parse_target
+    from dra_constructs.catalog import DEVICE_CLASS_SELECTORS as NVIDIA_CLASS_SELECTORS
+    from dra_constructs.catalog.network import NIC_CLASS_SELECTORS
+    from dra_constructs.cel import check, devices_from_slices, load_resource_slices, match_devices
+    from dra_constructs.cel.checker import parse_target
 
     target = parse_target(args.kubernetes_version)
     class_selectors: list[str] = []

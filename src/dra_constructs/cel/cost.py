@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..target import Target
-from . import _astpb
+from dra_constructs.cel import _astpb
+from dra_constructs.target import Target
 
 __all__ = ["MAX_UINT64", "estimate_cost"]
 

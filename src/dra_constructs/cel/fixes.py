@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from ..catalog.driver import GPU_CAPACITIES, MIG_ATTRIBUTES, MIG_CAPACITIES
+from dra_constructs.catalog.driver import GPU_CAPACITIES, MIG_ATTRIBUTES, MIG_CAPACITIES
 
 __all__ = ["misspelt_names", "rewrite_ordering", "suggest_fix"]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
-from .._io import ReadBudget, display_name, read_input
-from .._safe_load import json_document, no_gc, node_line, yaml_documents
-from ..errors import DraConstructsError
-from .slice_shape import dotted_path, slice_problem
+from dra_constructs._io import ReadBudget, display_name, read_input
+from dra_constructs._safe_load import json_document, no_gc, node_line, yaml_documents
+from dra_constructs.cel.slice_shape import dotted_path, slice_problem
+from dra_constructs.errors import DraConstructsError
 
 __all__ = ["Device", "devices_from_slices", "load_resource_slices"]
 

@@ -13,13 +13,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..errors import DraConstructsError
-from ..target import Target
-from ._footprint import Read, footprint, reading
-from ._runtime import CelRuntimeError, activation_for, program_for, run
-from .checker import CelCheck, Compiled, compile_selector, parse_target
-from .fixes import suggest_fix
-from .inventory import Device
+from dra_constructs.cel._footprint import Read, footprint, reading
+from dra_constructs.cel._runtime import CelRuntimeError, activation_for, program_for, run
+from dra_constructs.cel.checker import CelCheck, Compiled, compile_selector, parse_target
+from dra_constructs.cel.fixes import suggest_fix
+from dra_constructs.cel.inventory import Device
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.target import Target
 
 __all__ = [
     "CelRuntimeError",

@@ -11,11 +11,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..target import Target
-from .allocator import ALLOCATION_RESULTS_MAX_SIZE, AllocatedState, Allocator, DeviceResult, NodeResult
-from .inputs import FitInputs, collect, default_device_classes, feature_gates
-from .model import Claim, Constraint, DeviceClass, Inventory, Node, Request, SubRequest, Toleration, claim_from_spec
-from .validate import validate_allocation
+from dra_constructs.fit.allocator import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    AllocatedState,
+    Allocator,
+    DeviceResult,
+    NodeResult,
+)
+from dra_constructs.fit.inputs import FitInputs, collect, default_device_classes, feature_gates
+from dra_constructs.fit.model import (
+    Claim,
+    Constraint,
+    DeviceClass,
+    Inventory,
+    Node,
+    Request,
+    SubRequest,
+    Toleration,
+    claim_from_spec,
+)
+from dra_constructs.fit.validate import validate_allocation
+from dra_constructs.target import Target
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ..cel.matching import CelRuntimeError, explain_no_match, selector_matcher
-from ..target import Target
-from .model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
+from dra_constructs.cel.matching import CelRuntimeError, explain_no_match, selector_matcher
+from dra_constructs.fit.model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
+from dra_constructs.target import Target
 
 __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocatedState", "Allocator", "DeviceResult", "NodeResult"]
 
@@ -868,6 +868,6 @@ class _NodeSearch:
 
 
 def _policy_default(policy: Mapping[str, Any]) -> str:
-    from ..cel.quantity import parse_quantity
+    from dra_constructs.cel.quantity import parse_quantity
 
     return str(parse_quantity(str(policy["default"])).value)

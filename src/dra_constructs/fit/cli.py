@@ -13,11 +13,11 @@ import json
 import sys
 from typing import Any
 
-from ..errors import DraConstructsError
-from ..guardrails.loader import STDIN, load_paths
-from ..target import DEFAULT_KUBERNETES_VERSION, Target
-from . import FitReport, collect, default_device_classes, feature_gates, fit
-from .model import Inventory
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.fit import FitReport, collect, default_device_classes, feature_gates, fit
+from dra_constructs.fit.model import Inventory
+from dra_constructs.guardrails.loader import STDIN, load_paths
+from dra_constructs.target import DEFAULT_KUBERNETES_VERSION, Target
 
 __all__ = ["register", "run"]
 

@@ -6,12 +6,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..catalog.driver import DEVICE_CLASS_SELECTORS
-from ..catalog.network import NIC_CLASS_SELECTORS
-from ..errors import DraConstructsError
-from ..target import Target
-from .allocator import AllocatedState
-from .model import Claim, DeviceClass, Node, claim_from_spec, quantity
+from dra_constructs.catalog.driver import DEVICE_CLASS_SELECTORS
+from dra_constructs.catalog.network import NIC_CLASS_SELECTORS
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.fit.allocator import AllocatedState
+from dra_constructs.fit.model import Claim, DeviceClass, Node, claim_from_spec, quantity
+from dra_constructs.target import Target
 
 __all__ = ["FitInputs", "collect", "default_device_classes", "feature_gates"]
 

@@ -16,9 +16,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from ..cel.inventory import Device, devices_from_slices
-from ..cel.quantity import QuantityError, parse_quantity
-from ..errors import DraConstructsError
+from dra_constructs.cel.inventory import Device, devices_from_slices
+from dra_constructs.cel.quantity import QuantityError, parse_quantity
+from dra_constructs.errors import DraConstructsError
 
 __all__ = [
     "Claim",

@@ -13,10 +13,10 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
-from ..cel.matching import match_devices
-from ..target import Target
-from .allocator import AllocatedState, DeviceResult, _attribute
-from .model import Claim, DeviceClass, FitDevice, Inventory, Node
+from dra_constructs.cel.matching import match_devices
+from dra_constructs.fit.allocator import AllocatedState, DeviceResult, _attribute
+from dra_constructs.fit.model import Claim, DeviceClass, FitDevice, Inventory, Node
+from dra_constructs.target import Target
 
 __all__ = ["validate_allocation"]
 

@@ -10,26 +10,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_getattr
-from .context import SANITIZER_LABEL, TENANT_LABELS
-from .engine import AuditResult, audit
-from .loader import load_paths, load_text
-from .manifest import Manifest
-from .model import Finding, Rule, Severity, SuppressedFinding
-from .rules import RULES, RULES_BY_ID
-from .suppressions import SUPPRESSIONS_ANNOTATION, Suppression
+from dra_constructs._lazy import lazy_getattr
+from dra_constructs.guardrails.context import SANITIZER_LABEL, TENANT_LABELS
+from dra_constructs.guardrails.engine import AuditResult, audit
+from dra_constructs.guardrails.loader import load_paths, load_text
+from dra_constructs.guardrails.manifest import Manifest
+from dra_constructs.guardrails.model import Finding, Rule, Severity, SuppressedFinding
+from dra_constructs.guardrails.rules import RULES, RULES_BY_ID
+from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION, Suppression
 
 if TYPE_CHECKING:
-    from .admission_policy import GuardrailsAdmissionPolicy
-    from .app_validation import GuardrailsError, enable_guardrails, ensure_guardrails, suppress, validate_app
+    from dra_constructs.constructs.admission_policy import GuardrailsAdmissionPolicy
+    from dra_constructs.constructs.guardrails import (
+        GuardrailsError,
+        enable_guardrails,
+        ensure_guardrails,
+        suppress,
+        validate_app,
+    )
 
 _LAZY = {
-    "GuardrailsAdmissionPolicy": ".admission_policy",
-    "GuardrailsError": ".app_validation",
-    "enable_guardrails": ".app_validation",
-    "ensure_guardrails": ".app_validation",
-    "suppress": ".app_validation",
-    "validate_app": ".app_validation",
+    "GuardrailsAdmissionPolicy": "dra_constructs.constructs.admission_policy",
+    "GuardrailsError": "dra_constructs.constructs.guardrails",
+    "enable_guardrails": "dra_constructs.constructs.guardrails",
+    "ensure_guardrails": "dra_constructs.constructs.guardrails",
+    "suppress": "dra_constructs.constructs.guardrails",
+    "validate_app": "dra_constructs.constructs.guardrails",
 }
 
 __all__ = [

@@ -14,18 +14,18 @@ import json
 import sys
 from typing import Any
 
-from .._io import write_output
-from ..errors import DraConstructsError
-from ..target import DEFAULT_KUBERNETES_VERSION, Target
-from ..validation import did_you_mean
-from .engine import audit
-from .loader import load_paths
-from .locate import with_field_lines
-from .model import Rule, Severity
-from .report import to_json, to_text
-from .resources import parse_dra_extended_resources
-from .rules import RULES, RULES_BY_ID
-from .skipped import SkippedInput
+from dra_constructs._io import write_output
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.engine import audit
+from dra_constructs.guardrails.loader import load_paths
+from dra_constructs.guardrails.locate import with_field_lines
+from dra_constructs.guardrails.model import Rule, Severity
+from dra_constructs.guardrails.report import to_json, to_text
+from dra_constructs.guardrails.resources import parse_dra_extended_resources
+from dra_constructs.guardrails.rules import RULES, RULES_BY_ID
+from dra_constructs.guardrails.skipped import SkippedInput
+from dra_constructs.target import DEFAULT_KUBERNETES_VERSION, Target
+from dra_constructs.validation import did_you_mean
 
 __all__ = ["register", "run", "run_rules"]
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = to_json(result, skipped)
     elif args.format == "sarif":
-        from .sarif import to_sarif
+        from dra_constructs.guardrails.sarif import to_sarif
 
         text = json.dumps(to_sarif(result, skipped=skipped), indent=2) + "\n"
     else:

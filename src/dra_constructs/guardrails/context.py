@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..target import Target
-from .manifest import Manifest, PodView, as_dict, as_list, mapping_get
-from .resources import implicit_device_class, legacy_gpu_resources
+from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, as_list, mapping_get
+from dra_constructs.guardrails.resources import implicit_device_class, legacy_gpu_resources
+from dra_constructs.target import Target
 
 __all__ = [
     "GPU_DEVICE_CLASSES",
@@ -49,7 +49,7 @@ class CelVerdict:
 def _check_cel(expression: str, target: str) -> CelVerdict:
     # The checker belongs to dra_constructs.cel (API-server rules per target version); imported
     # lazily so the rest of the guardrails work while that package loads its CEL environment.
-    from ..cel import check
+    from dra_constructs.cel import check
 
     result = check(expression, target)
     return CelVerdict(str(result.verdict), result.error, result.fix)

@@ -6,13 +6,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..target import Target
-from .context import AuditContext
-from .manifest import Manifest, as_dict
-from .model import Finding, Hit, Rule, Severity, SuppressedFinding
-from .resources import parse_dra_extended_resources
-from .rules import RULES, RULES_BY_ID
-from .suppressions import SUPPRESSIONS_ANNOTATION, UNSUPPRESSIBLE, parse_suppressions
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, as_dict
+from dra_constructs.guardrails.model import Finding, Hit, Rule, Severity, SuppressedFinding
+from dra_constructs.guardrails.resources import parse_dra_extended_resources
+from dra_constructs.guardrails.rules import RULES, RULES_BY_ID
+from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION, UNSUPPRESSIBLE, parse_suppressions
+from dra_constructs.target import Target
 
 __all__ = ["AuditResult", "audit"]
 

@@ -18,12 +18,12 @@ from typing import IO, Any
 
 import yaml
 
-from .._io import ReadBudget, read_input
-from .._safe_load import count_nodes, json_document, no_gc, node_line, yaml_documents
-from ..errors import DraConstructsError
-from .manifest import Manifest, field_path
-from .shape import shape_problem
-from .skipped import SkippedInput, load_or_skip
+from dra_constructs._io import ReadBudget, read_input
+from dra_constructs._safe_load import count_nodes, json_document, no_gc, node_line, yaml_documents
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.manifest import Manifest, field_path
+from dra_constructs.guardrails.shape import shape_problem
+from dra_constructs.guardrails.skipped import SkippedInput, load_or_skip
 
 __all__ = ["MANIFEST_SUFFIXES", "STDIN", "STDIN_NAME", "load_paths", "load_text"]
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import yaml
 
-from .._io import read_input
-from .._safe_load import no_gc
-from ..errors import DraConstructsError
-from .engine import AuditResult
-from .model import Finding, SuppressedFinding
+from dra_constructs._io import read_input
+from dra_constructs._safe_load import no_gc
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.engine import AuditResult
+from dra_constructs.guardrails.model import Finding, SuppressedFinding
 
 __all__ = ["parse_field_path", "with_field_lines"]
 

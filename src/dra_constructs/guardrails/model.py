@@ -8,8 +8,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .context import AuditContext
-    from .manifest import Manifest
+    from dra_constructs.guardrails.context import AuditContext
+    from dra_constructs.guardrails.manifest import Manifest
 
 __all__ = ["Finding", "Hit", "Rule", "Severity", "SuppressedFinding"]
 

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DraConstructsError
-from .resources import IMPLICIT_EXTENDED_RESOURCE_PREFIX
-from .rules.env_selection import DEVICE_ENV_VARS, HIDING_VALUES, MPS_PREFIX
-from .suppressions import SUPPRESSIONS_ANNOTATION
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.resources import IMPLICIT_EXTENDED_RESOURCE_PREFIX
+from dra_constructs.guardrails.rules.env_selection import DEVICE_ENV_VARS, HIDING_VALUES, MPS_PREFIX
+from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION
 
 __all__ = ["POLICY_RULES", "PolicyKind", "admission_policy_manifests"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from .engine import AuditResult
-from .model import Finding
-from .skipped import SkippedInput
+from dra_constructs.guardrails.engine import AuditResult
+from dra_constructs.guardrails.model import Finding
+from dra_constructs.guardrails.skipped import SkippedInput
 
 __all__ = ["format_finding", "to_json", "to_text"]
 

@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import DraConstructsError
-from ..target import Target
-from .manifest import as_dict
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.manifest import as_dict
+from dra_constructs.target import Target
 
 __all__ = [
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",

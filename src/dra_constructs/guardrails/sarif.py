@@ -16,11 +16,11 @@ from sarif_kit.models import Location
 from sarif_kit.models import Result as SarifResult
 from sarif_kit.models import Rule as SarifRule
 
-from .. import __version__
-from .engine import AuditResult
-from .model import Finding, Rule
-from .rules import RULES
-from .skipped import SkippedInput
+from dra_constructs import __version__
+from dra_constructs.guardrails.engine import AuditResult
+from dra_constructs.guardrails.model import Finding, Rule
+from dra_constructs.guardrails.rules import RULES
+from dra_constructs.guardrails.skipped import SkippedInput
 
 __all__ = ["to_sarif"]
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from .._safe_load import yaml_documents
-from ..errors import DraConstructsError
-from .manifest import Manifest
+from dra_constructs._safe_load import yaml_documents
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.manifest import Manifest
 
 __all__ = ["SkippedInput", "load_or_skip", "unauditable"]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DraConstructsError
+from dra_constructs.errors import DraConstructsError
 
 __all__ = [
     "SUPPRESSIONS_ANNOTATION",

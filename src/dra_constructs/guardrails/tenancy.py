@@ -17,15 +17,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tenants.kueue import QUEUE_NAME_LABEL
-from ..tenants.quota import (
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, as_list, field_path, mapping_get
+from dra_constructs.tenants.kueue import QUEUE_NAME_LABEL
+from dra_constructs.tenants.quota import (
     CLAIM_COUNT_RESOURCE,
     DRIVER_CLASS_EXTENDED_NAMES,
     IMPLICIT_EXTENDED_PREFIX,
     PER_CLASS_SUFFIX,
 )
-from .context import AuditContext
-from .manifest import Manifest, PodView, as_dict, as_list, field_path, mapping_get
 
 __all__ = [
     "KUEUE_CONFIG_COMPONENT",

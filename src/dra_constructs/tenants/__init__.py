@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_getattr
-from .kueue import QUEUE_NAME_LABEL, kueue_configuration, kueue_inadmissible
-from .quota import Mig, QuotaKey, TenantDeviceClass, WholeGpu, device_class_for, resolve_quotas
+from dra_constructs._lazy import lazy_getattr
+from dra_constructs.tenants.kueue import QUEUE_NAME_LABEL, kueue_configuration, kueue_inadmissible
+from dra_constructs.tenants.quota import Mig, QuotaKey, TenantDeviceClass, WholeGpu, device_class_for, resolve_quotas
 
 if TYPE_CHECKING:
-    from .construct import GpuTenant, KueueQueue, TenantPlatform, set_kueue_compatible
+    from dra_constructs.constructs.tenants import GpuTenant, KueueQueue, TenantPlatform, set_kueue_compatible
 
 _LAZY = {
-    "GpuTenant": ".construct",
-    "KueueQueue": ".construct",
-    "TenantPlatform": ".construct",
-    "set_kueue_compatible": ".construct",
+    "GpuTenant": "dra_constructs.constructs.tenants",
+    "KueueQueue": "dra_constructs.constructs.tenants",
+    "TenantPlatform": "dra_constructs.constructs.tenants",
+    "set_kueue_compatible": "dra_constructs.constructs.tenants",
 }
 
 __all__ = [

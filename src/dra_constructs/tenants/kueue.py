@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..errors import DraConstructsError
-from ..target import Target
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.target import Target
 
 __all__ = [
     "KUEUE_API_VERSION",

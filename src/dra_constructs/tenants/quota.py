@@ -14,10 +14,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, DEVICE_CLASS_SELECTORS, GpuModel, gpu_spec, mig_profile
-from ..cel import builder
-from ..errors import DraConstructsError
-from ..target import Target
+from dra_constructs.catalog import (
+    DEVICE_CLASS_GPU,
+    DEVICE_CLASS_MIG,
+    DEVICE_CLASS_SELECTORS,
+    GpuModel,
+    gpu_spec,
+    mig_profile,
+)
+from dra_constructs.cel import builder
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.target import Target
 
 __all__ = [
     "CLAIM_COUNT_RESOURCE",

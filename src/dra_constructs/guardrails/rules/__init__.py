@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..model import Rule
-from . import (
+from dra_constructs.guardrails.model import Rule
+from dra_constructs.guardrails.rules import (
     claim_references,
     dra_extended_resources,
     env_selection,

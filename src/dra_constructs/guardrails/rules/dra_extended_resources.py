@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import AuditContext
-from ..manifest import Manifest, as_dict, as_list
-from ..model import Hit, Rule, Severity
-from .extended_resources import gpu_resource_requests
-from .selectors import selectors_pin_hardware
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list
+from dra_constructs.guardrails.model import Hit, Rule, Severity
+from dra_constructs.guardrails.rules.extended_resources import gpu_resource_requests
+from dra_constructs.guardrails.rules.selectors import selectors_pin_hardware
 
 __all__ = ["RULE"]
 

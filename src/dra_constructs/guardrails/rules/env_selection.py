@@ -7,9 +7,9 @@ import binascii
 from collections.abc import Iterator
 from typing import Any
 
-from ..context import AuditContext
-from ..manifest import Manifest, as_dict, as_list, field_path
-from ..model import Hit, Rule, Severity
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
 
 __all__ = ["DEVICE_ENV_VARS", "HIDING_VALUES", "MPS_PREFIX", "RULE", "selects_devices"]
 

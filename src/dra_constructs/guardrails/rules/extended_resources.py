@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import AuditContext
-from ..manifest import Manifest, field_path
-from ..model import Hit, Rule, Severity
-from ..resources import gpu_resources_in, implicit_device_class, is_legacy_gpu_resource, legacy_gpu_resources
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
+from dra_constructs.guardrails.resources import (
+    gpu_resources_in,
+    implicit_device_class,
+    is_legacy_gpu_resource,
+    legacy_gpu_resources,
+)
 
 __all__ = ["RULE", "gpu_resource_requests", "is_legacy_gpu_resource", "legacy_gpu_resources"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import AuditContext
-from ..manifest import Manifest, PodView, as_dict, field_path
-from ..model import Hit, Rule, Severity
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
 
 __all__ = ["MANAGED_BY_LABEL", "RULE"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...tenants.kueue import kueue_inadmissible
-from ..context import AuditContext
-from ..manifest import Manifest, field_path
-from ..model import Hit, Rule, Severity
-from ..tenancy import claim_device_usage, tenancy
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
+from dra_constructs.guardrails.tenancy import claim_device_usage, tenancy
+from dra_constructs.tenants.kueue import kueue_inadmissible
 
 __all__ = ["RULE"]
 

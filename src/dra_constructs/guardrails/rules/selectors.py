@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ...catalog import ATTRIBUTE_DOMAIN, GPU_ATTRIBUTES, GPU_CAPACITIES, MIG_ATTRIBUTES, MIG_CAPACITIES
-from ..context import AuditContext
-from ..manifest import Manifest, RequestView, as_dict, as_list, field_path
-from ..model import Hit, Rule, Severity
+from dra_constructs.catalog import ATTRIBUTE_DOMAIN, GPU_ATTRIBUTES, GPU_CAPACITIES, MIG_ATTRIBUTES, MIG_CAPACITIES
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, RequestView, as_dict, as_list, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
 
 __all__ = ["RULE", "references", "selectors_pin_hardware"]
 

@@ -7,12 +7,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from ..._safe_load import yaml_documents
-from ...errors import DraConstructsError
-from ..context import KAI_GPU_ANNOTATIONS, AuditContext, tenant_of
-from ..manifest import Manifest, as_dict, as_list, field_path
-from ..model import Hit, Rule, Severity
-from .extended_resources import gpu_resource_requests
+from dra_constructs._safe_load import yaml_documents
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.context import KAI_GPU_ANNOTATIONS, AuditContext, tenant_of
+from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
+from dra_constructs.guardrails.rules.extended_resources import gpu_resource_requests
 
 __all__ = ["KAI_SHARING_ANNOTATIONS", "RULE", "software_sharing_strategy"]
 

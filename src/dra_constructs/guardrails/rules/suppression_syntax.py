@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import AuditContext
-from ..manifest import Manifest, as_dict, field_path
-from ..model import Hit, Rule, Severity
-from ..suppressions import SUPPRESSIONS_ANNOTATION, parse_suppressions
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, as_dict, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
+from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION, parse_suppressions
 
 __all__ = ["RULE"]
 
 
 def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
-    from . import RULES_BY_ID  # the pack defines which ids can be suppressed
+    from dra_constructs.guardrails.rules import RULES_BY_ID  # the pack defines which ids can be suppressed
 
     places = [("metadata", m.metadata)]
     places += [(pod.metadata_path, pod.metadata) for pod in m.pods

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ...target import DRA_FIELDS, Target
-from ..context import AuditContext
-from ..manifest import Manifest, as_dict, as_list, field_path
-from ..model import Hit, Rule, Severity
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
+from dra_constructs.target import DRA_FIELDS, Target
 
 __all__ = ["RULE"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import SANITIZER_LABEL, AuditContext
-from ..manifest import Manifest
-from ..model import Hit, Rule, Severity
+from dra_constructs.guardrails.context import SANITIZER_LABEL, AuditContext
+from dra_constructs.guardrails.manifest import Manifest
+from dra_constructs.guardrails.model import Hit, Rule, Severity
 
 __all__ = ["RULE"]
 

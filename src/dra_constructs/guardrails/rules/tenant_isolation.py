@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import AuditContext
-from ..manifest import Manifest, as_dict, field_path
-from ..model import Hit, Rule, Severity
-from ..tenancy import tenancy
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, as_dict, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
+from dra_constructs.guardrails.tenancy import tenancy
 
 __all__ = ["RULE"]
 

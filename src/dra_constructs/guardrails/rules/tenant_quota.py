@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...tenants.quota import PER_CLASS_SUFFIX
-from ..context import AuditContext
-from ..manifest import Manifest, field_path
-from ..model import Hit, Rule, Severity
-from ..tenancy import claim_device_usage, tenancy
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
+from dra_constructs.guardrails.tenancy import claim_device_usage, tenancy
+from dra_constructs.tenants.quota import PER_CLASS_SUFFIX
 
 __all__ = ["RULE"]
 

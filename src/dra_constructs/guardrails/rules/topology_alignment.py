@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import AuditContext
-from ..manifest import Manifest, as_dict, as_list, field_path
-from ..model import Hit, Rule, Severity
+from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
+from dra_constructs.guardrails.model import Hit, Rule, Severity
 
 __all__ = ["RULE", "TOPOLOGY_ATTRIBUTES"]
 

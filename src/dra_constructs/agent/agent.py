@@ -1,0 +1,378 @@
+"""The ``run`` loop: watch claims and pods, guard allocated devices, run barriers on release.
+
+Startup (fail-closed): every device whose state is unknown, mid-barrier or still marked
+allocated although no claim holds it any more is sanitized before anything else; a verified
+release that was cut off is finished; quarantined devices get their guards re-applied.
+Then two watch threads (claims, the node's pods) feed :meth:`Agent.reconcile`; each watch is
+bounded by a server-side timeout and re-listed on ``410 Gone``. Barriers run in a thread pool,
+one per device at a time.
+
+API down at start (fail-closed): if the claims cannot be listed, nothing is known about who
+holds what, so no barrier that could signal a process runs: allocated and unknown devices
+keep their guards, mid-barrier devices get compute mode PROHIBITED again, only verified
+releases are finished and quarantines re-applied. The claims watch keeps retrying; its first
+successful list runs the normal startup recovery.
+
+A claim naming a device the agent did not enumerate (a MIG instance created after start,
+DynamicMIG, a name the agent derives differently, a device dropped by an enumeration error)
+is never skipped: the agent re-enumerates, and if the device is still unknown it alerts
+(Event ``UnmappedDevice``, metric ``dra_sanitizer_unmapped_claim_devices``, error log) and
+guards it with its DeviceTaintRule (value ``unmapped``) so it cannot be handed to anyone else
+until the agent can map and sanitize it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from dra_constructs.agent.backends.base import BackendError, ComputeMode
+from dra_constructs.agent.clock import Clock, RealClock
+from dra_constructs.agent.devices import DeviceInfo
+from dra_constructs.agent.kube import ApiError, Tenant, allocated_devices
+from dra_constructs.agent.metrics import HealthServer
+from dra_constructs.agent.runtime import Runtime
+from dra_constructs.agent.state import Phase
+
+__all__ = ["Agent"]
+
+
+
+_LOG = logging.getLogger("dra_sanitizer.agent")
+
+
+def _terminating(pod: dict[str, Any]) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp")) or (
+        (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"))
+
+
+class Agent:
+    """One node's sanitizer agent."""
+
+    def __init__(self, runtime: Runtime, reconcile_interval_s: float = 30.0, clock: Clock | None = None) -> None:
+        self.rt = runtime
+        self.clock: Clock = clock or RealClock()  # for Events about devices the agent does not know
+        #: Current device infos by name, shared with the barrier (a cold reset re-keys them).
+        self._devices = runtime.barrier.deps.inventory
+        if not self._devices:
+            self._devices.update({d.name: d for d in runtime.devices})
+        self._unmapped: dict[str, str] = {}  # device -> claim uid alerted for
+        self._enumeration_errors: list[str] = []
+        self._may_hide: Callable[[str], bool] = lambda _name: False
+        if runtime.enumeration is not None:
+            self._enumeration_errors = [str(e) for e in runtime.enumeration.errors]
+            self._may_hide = runtime.enumeration.may_hide
+        #: False while the claims could not be listed: no barrier that signals may run.
+        self.api_known = runtime.kube is None
+        self._pool = ThreadPoolExecutor(max_workers=runtime.config.max_parallel, thread_name_prefix="barrier")
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Future[Any]] = {}
+        self._allocated: dict[str, Tenant] = {}
+        self._claims: dict[str, dict[str, Any]] = {}
+        self._pods: dict[str, dict[str, Any]] = {}
+        self._listed = threading.Event()
+        self._started = threading.Event()
+        self.stop = threading.Event()
+        self._interval = reconcile_interval_s
+        self.server: HealthServer | None = None
+
+    # --- health -----------------------------------------------------------------------------
+
+    def healthy(self) -> bool:
+        """The process is alive and its loop not stopped."""
+        return not self.stop.is_set()
+
+    def ready(self) -> bool:
+        """Startup recovery done and (with an API) the claims listed once."""
+        return self._started.is_set() and (self.rt.kube is None or self._listed.is_set())
+
+    # --- barrier scheduling -----------------------------------------------------------------
+
+    def submit(self, device: str, job: Callable[[], Any]) -> Future[Any] | None:
+        """Run ``job`` for ``device`` unless one is already running for it."""
+        with self._lock:
+            running = self._inflight.get(device)
+            if running is not None and not running.done():
+                return None
+            future = self._pool.submit(self._guarded, device, job)
+            self._inflight[device] = future
+            return future
+
+    def wait(self) -> None:
+        """Wait for every barrier job submitted so far (tests, shutdown)."""
+        with self._lock:
+            futures = list(self._inflight.values())
+        for future in futures:
+            future.result()
+
+    def _guarded(self, device: str, job: Callable[[], Any]) -> None:
+        try:
+            job()
+        except Exception:  # keep the agent alive; the state file still says where the device is
+            _LOG.exception("barrier job for %s failed", device)
+        finally:
+            with self._lock:
+                tenant = self._allocated.get(device)
+            if tenant is not None:  # allocated again meanwhile (only possible without taints)
+                self.rt.barrier.mark_allocated(self._devices[device], tenant)
+
+    def startup(self) -> None:
+        """Recover every device (see module docstring); waits for the resulting barriers."""
+        if not self.api_known:
+            self._hold_without_api()
+            return
+        store = self.rt.barrier.deps.store
+        futures = []
+        for name, info in list(self._devices.items()):
+            state = store.load(name, info.uuid)
+            tenant = self._allocated.get(name)
+            if tenant is not None and state.phase in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
+                # Held by a live claim: guard it now, sanitize when it is released (never kill a tenant).
+                self.rt.barrier.mark_allocated(info, tenant)
+                continue
+            job: Callable[[], Any]
+            if state.phase is Phase.ALLOCATED and tenant is None:
+                job = partial(self.rt.barrier.run, info, "deallocated-while-down",
+                              Tenant(state.claim, state.tenant_namespace))
+            else:
+                job = partial(self.rt.barrier.recover, info)
+            future = self.submit(name, job)
+            if future is not None:
+                futures.append(future)
+        for future in futures:
+            future.result()
+        self.rt.metrics.api_unknown.set(0)
+        self._started.set()
+
+    def _hold_without_api(self) -> None:
+        """Startup while the claims cannot be listed: keep every guard, signal nobody."""
+        store = self.rt.barrier.deps.store
+        self.rt.metrics.api_unknown.set(1)
+        for name, info in list(self._devices.items()):
+            state = store.load(name, info.uuid)
+            if state.phase in (Phase.RELEASING, Phase.QUARANTINED):
+                self.submit(name, partial(self.rt.barrier.recover, info))  # finishes or re-guards; kills nobody
+            elif state.phase not in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
+                # Cut off mid-barrier: nobody may create a context until the barrier can run again.
+                try:
+                    self.rt.barrier.deps.nvml.set_compute_mode(info, ComputeMode.PROHIBITED)
+                except BackendError as error:
+                    _LOG.warning("%s: cannot re-apply PROHIBITED while the API is unknown: %s", name, error)
+        _LOG.error("claims unknown (API unreachable): every guard is kept, no barrier runs, nothing is "
+                   "killed; retrying")
+
+    # --- inventory --------------------------------------------------------------------------
+
+    def refresh_devices(self) -> list[DeviceInfo]:
+        """Re-enumerate (new MIG instances, DynamicMIG, reconfiguration); the devices that are new."""
+        nvml = self.rt.barrier.deps.nvml
+        try:
+            result = nvml.enumerate()
+        except BackendError as error:
+            self._enumeration_errors = [str(error)]
+            self._may_hide = lambda _name: True  # nothing is known: any name may be hidden
+            self.rt.metrics.enumeration_errors.inc()
+            _LOG.error("device enumeration failed: %s", error)
+            return []
+        found = result.devices
+        self._enumeration_errors = [str(e) for e in result.errors]
+        self._may_hide = result.may_hide
+        if self._enumeration_errors:
+            self.rt.metrics.enumeration_errors.inc(len(self._enumeration_errors))
+            _LOG.error("device enumeration had errors (devices may be missing): %s",
+                       "; ".join(self._enumeration_errors))
+        new = []
+        with self._lock:
+            for info in found:
+                old = self._devices.get(info.name)
+                if old is not None and old.dynamic:
+                    continue  # a DynamicMIG placement: its instance comes and goes, the device stays
+                if old is None or (old.uuid != info.uuid and not info.dynamic):
+                    new.append(info)
+                self._devices[info.name] = info
+        for info in new:
+            _LOG.warning("device %s (%s) appeared after start", info.name, info.uuid)
+        return new
+
+    def _map(self, claims: list[dict[str, Any]]) -> dict[str, Tenant]:
+        """Allocated devices of this node; unknown names: re-enumerate, then alert and guard."""
+        cfg = self.rt.config
+        allocated = allocated_devices(claims, cfg.node_name, cfg.tenant_boundary)
+        if any(name not in self._devices for name in allocated):
+            self.refresh_devices()
+        for name, tenant in allocated.items():
+            if name not in self._devices:
+                self._alert_unmapped(name, tenant)
+            elif name in self._unmapped:
+                del self._unmapped[name]
+                self.rt.metrics.unmapped_devices.labels(name).set(0)
+                _LOG.warning("device %s named by claim %s is mapped now", name, tenant.claim)
+        return {name: tenant for name, tenant in allocated.items() if name in self._devices}
+
+    def _alert_unmapped(self, name: str, tenant: Tenant) -> None:
+        """A claim holds a device the agent cannot map: alert (once per claim) and guard it."""
+        self.rt.metrics.unmapped_devices.labels(name).set(1)
+        clock = self.clock
+        if self._unmapped.get(name) == tenant.uid:
+            return
+        self._unmapped[name] = str(tenant.uid)
+        errors = (f"; enumeration errors that may hide it: {'; '.join(self._enumeration_errors)}"
+                  if self._may_hide(name) else "")
+        message = (f"claim {tenant.claim} holds {name}, which the agent cannot map to a device it enumerated"
+                   f"{errors}; guarded until it can be mapped and sanitized")
+        _LOG.error("%s", message)
+        self.rt.guard.event(name, "UnmappedDevice", message, clock)
+        try:
+            if not self.rt.guard.taint(name, "unmapped", clock, message):
+                _LOG.error("%s: no DeviceTaintRule here (%s): nothing keeps it from the next claim",
+                           name, self.rt.guard.describe(name))
+        except Exception as error:  # GuardError or an API failure: alerted already, keep going
+            _LOG.error("%s: cannot guard the unmapped device: %s", name, error)
+
+    def reconcile(self) -> None:
+        """Compare claim allocations with what we knew: guard new ones, sanitize released ones."""
+        now = self._map(list(self._claims.values()))
+        if not self._started.is_set():
+            # The first successful list after the API was down at start: recover now, knowing the claims.
+            self.api_known = True
+            with self._lock:
+                self._allocated = now
+            self.startup()
+            return
+        with self._lock:
+            before, self._allocated = self._allocated, now
+        for name, tenant in now.items():
+            old = before.get(name)
+            if old is not None and old.uid == tenant.uid:
+                continue
+            if old is not None:  # another claim took it without a release in between
+                self.submit(name, partial(self.rt.barrier.run, self._devices[name], "claim-replaced", old))
+            elif self._started.is_set():
+                self.rt.barrier.mark_allocated(self._devices[name], tenant)
+        for name, tenant in before.items():
+            if name not in now:
+                self.submit(name, partial(self.rt.barrier.run, self._devices[name], "deallocated", tenant))
+
+    def pods_changed(self) -> None:
+        """Without taints: refuse new contexts as soon as every pod of a claim is terminating."""
+        if self.rt.guard.has_taints:
+            return
+        node = self.rt.config.node_name
+        for claim in list(self._claims.values()):
+            reserved = [r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or []]
+            if not reserved or not all(uid in self._pods and _terminating(self._pods[uid]) for uid in reserved):
+                continue
+            for name in allocated_devices([claim], node, self.rt.config.tenant_boundary):
+                if name in self._devices:
+                    self.rt.barrier.tenant_leaving(self._devices[name])
+
+    # --- watches ----------------------------------------------------------------------------
+
+    def _watch_loop(self, list_fn: Callable[[], tuple[list[dict[str, Any]], str]],
+                    watch_fn: Callable[[str], Iterator[tuple[str, dict[str, Any]]]],
+                    cache: dict[str, dict[str, Any]], changed: Callable[[], None], name: str) -> None:
+        backoff = self.rt.config.kube.retry_backoff_s
+        while not self.stop.is_set():
+            try:
+                items, version = list_fn()
+                cache.clear()
+                cache.update({str(i["metadata"].get("uid")): i for i in items})
+                changed()
+                if name == "claims":
+                    self._listed.set()
+                backoff = self.rt.config.kube.retry_backoff_s
+                while not self.stop.is_set():
+                    for kind, obj in watch_fn(version):
+                        meta = obj.get("metadata") or {}
+                        version = str(meta.get("resourceVersion") or version)
+                        if kind == "DELETED":
+                            cache.pop(str(meta.get("uid")), None)
+                        elif kind in ("ADDED", "MODIFIED"):
+                            cache[str(meta.get("uid"))] = obj
+                        else:
+                            continue  # BOOKMARK
+                        changed()
+                        if self.stop.is_set():
+                            return
+            except ApiError as error:
+                if error.status == 410:
+                    _LOG.info("%s watch expired (410); re-listing", name)
+                    continue
+                _LOG.warning("%s watch failed: %s; retrying in %.1fs", name, error, backoff)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 60.0)
+            except Exception:  # a bug in a reconcile must not end the watch: nothing would be sanitized again
+                _LOG.exception("%s watch: unexpected error; re-listing in %.1fs", name, backoff)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 60.0)
+
+    def run(self) -> int:
+        """Serve until :attr:`stop` is set; returns the exit code."""
+        cfg = self.rt.config
+        self.server = HealthServer(self.rt.metrics, cfg.metrics_address, cfg.metrics_port, self.healthy, self.ready)
+        self.server.start()
+        kube = self.rt.kube
+        threads: list[threading.Thread] = []
+        self.initial_list()
+        self.startup()
+        if kube is not None:
+            resource_version = self.rt.target.resource_version
+            threads = [
+                threading.Thread(target=self._watch_loop, name="watch-claims", daemon=True, args=(
+                    lambda: kube.list_claims(resource_version),
+                    lambda since: kube.watch_claims(resource_version, since),
+                    self._claims, self.reconcile, "claims")),
+                threading.Thread(target=self._watch_loop, name="watch-pods", daemon=True, args=(
+                    lambda: kube.list_pods(cfg.node_name), lambda since: kube.watch_pods(cfg.node_name, since),
+                    self._pods, self.pods_changed, "pods")),
+            ]
+            for thread in threads:
+                thread.start()
+        while not self.stop.wait(self._interval):
+            self.tick()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.server.stop()
+        return 0
+
+    def initial_list(self) -> bool:
+        """List the claims once before startup; False (API state unknown) if that fails."""
+        kube = self.rt.kube
+        if kube is None:
+            self.api_known = True
+            return True
+        try:
+            items, _ = kube.list_claims(self.rt.target.resource_version)
+        except ApiError as error:
+            _LOG.error("cannot list claims at startup (%s): allocations unknown; keeping every guard, "
+                       "killing nothing, retrying", error)
+            self.api_known = False
+            return False
+        self._claims = {str(i["metadata"].get("uid")): i for i in items}
+        self._allocated = self._map(items)
+        self.api_known = True
+        return True
+
+    def tick(self) -> None:
+        """Periodic: finish interrupted releases, re-apply quarantine guards, find new devices, gauges."""
+        if self._started.is_set():
+            new = self.refresh_devices()
+            with self._lock:
+                allocated = dict(self._allocated)
+            for info in new:
+                if info.name in allocated:
+                    self.rt.barrier.mark_allocated(info, allocated[info.name])
+                else:  # appeared free after start (MIG reconfiguration): proven clean before anyone gets it
+                    self.submit(info.name, partial(self.rt.barrier.recover, info))
+        counts: dict[str, int] = {}
+        for name, info in list(self._devices.items()):
+            state = self.rt.barrier.deps.store.load(name, info.uuid)
+            counts[state.phase.value] = counts.get(state.phase.value, 0) + 1
+            if state.phase in (Phase.RELEASING, Phase.QUARANTINED) or (
+                    self._started.is_set() and state.phase is Phase.DIRTY):
+                self.submit(name, partial(self.rt.barrier.recover, info))
+        for phase in Phase:
+            self.rt.metrics.devices.labels(phase.value).set(counts.get(phase.value, 0))

@@ -1,0 +1,649 @@
+"""The preemption barrier, per device: guard, drain, verify contexts, zero-fill, verify, release.
+
+Fail-closed: any failure (a drain past its limit, a context that should not be there, a CUDA
+error, coverage below the threshold, a non-zero word, an unexpected exception) quarantines the
+device, and only that device: state ``quarantined`` with the reason, the DeviceTaintRule value
+``quarantined``, NVML compute mode ``PROHIBITED`` (policy permitting), an Event, and an
+evidence record. It stays so until an operator release, which runs the whole barrier again.
+
+Crash safety: the phase being entered is persisted before any of its effects (see
+:mod:`.state`); ``crash_hook`` lets fault tests kill the agent at every such point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dra_constructs.agent.backends.base import (
+    BackendError,
+    ComputeMode,
+    MemoryScrubber,
+    NvmlBackend,
+    PartitionBackend,
+    ProcessSignaller,
+    ScrubSession,
+    VerifyResult,
+)
+from dra_constructs.agent.clock import Clock
+from dra_constructs.agent.config import AgentConfig, PartitionReset, QuarantinePolicy
+from dra_constructs.agent.devices import DeviceInfo
+from dra_constructs.agent.evidence import EvidenceRecord, EvidenceWriter
+from dra_constructs.agent.guard import Guard, GuardError
+from dra_constructs.agent.kube import Tenant
+from dra_constructs.agent.metrics import Metrics
+from dra_constructs.agent.policy import ContextsRemaining, PreemptionPolicy
+from dra_constructs.agent.state import DeviceState, Phase, ResetRecord, StateStore, VerifyFigures
+
+__all__ = ["AWAITING_ZERO_CONTEXTS", "CRASH_POINTS", "Barrier", "BarrierDeps", "BarrierFailure"]
+
+_LOG = logging.getLogger("dra_sanitizer.barrier")
+
+#: Every point at which fault tests may kill the agent (``crash_hook(device, point)``).
+CRASH_POINTS: tuple[str, ...] = (
+    "guard", "drain", "drain-signalled", "drain-killed", "verify-contexts", "fill", "fill-opened",
+    "filled", "verify", "verified", "releasing", "release-mode", "release-untainted", "quarantine",
+    "quarantine-mode", "quarantine-tainted", "resetting", "reset-destroyed", "reset-created", "transient-created",
+    "transient-destroyed",
+)
+
+#: Reason prefix of a device quarantined by a claim's ``onContextsRemaining: Quarantine`` policy:
+#: the agent itself sanitizes it once NVML reports zero contexts (no operator needed).
+AWAITING_ZERO_CONTEXTS = "awaiting zero contexts"
+
+
+_AFTER_DRAIN = "after the drain"
+_SAME_RECOVERY_AS_GUARD = frozenset({Phase.DRAIN, Phase.VERIFY_CONTEXTS, Phase.FILL, Phase.VERIFY})
+
+
+class BarrierFailure(Exception):
+    """The device could not be proven clean; the message is the quarantine reason."""
+
+
+@dataclass
+class BarrierDeps:
+    """Everything a barrier talks to; real or simulated."""
+
+    config: AgentConfig
+    nvml: NvmlBackend
+    scrubber: MemoryScrubber
+    signaller: ProcessSignaller
+    guard: Guard
+    store: StateStore
+    evidence: EvidenceWriter
+    clock_for: Callable[[str], Clock]
+    metrics: Metrics | None = None
+    crash_hook: Callable[[str, str], None] | None = None
+    scrub_on_free_disabled: bool | None = None
+    own_pids: set[int] = field(default_factory=set)
+    partitions: PartitionBackend | None = None
+    #: The current info of every device by name (a cold reset changes a MIG device's UUID).
+    inventory: dict[str, DeviceInfo] = field(default_factory=dict)
+
+
+class _Cycle:
+    """The mutable bookkeeping of one run: evidence record + phase timing."""
+
+    def __init__(self, deps: BarrierDeps, device: DeviceInfo, state: DeviceState, trigger: str) -> None:
+        self.deps = deps
+        self.device = device
+        #: The hardware the cycle works on: the device, its current MIG instance, a transient
+        #: instance (DynamicMIG), the recreated one after a reset; None: no instance exists.
+        self.target: DeviceInfo | None = device
+        self.transient: DeviceInfo | None = None
+        #: A cold reset was cut off (crash): the instance may be gone or have a new UUID.
+        self.resuming_reset = state.phase is Phase.RESETTING or (
+            state.reset is not None and state.reset.new_uuid is None)  # or one that failed half-way
+        self.state = state
+        self.clock = deps.clock_for(device.name)
+        self.policy = PreemptionPolicy.model_validate(state.policy) if state.policy else None
+        self.record = EvidenceRecord(
+            node=deps.config.node_name, device=device.name, uuid=device.uuid, cycle=state.cycle,
+            trigger=trigger, claim=state.claim, tenant_namespace=state.tenant_namespace,
+            started_at=self.clock.wall(), scrub_on_free_disabled=deps.scrub_on_free_disabled,
+            taint=deps.guard.describe(device.name), boundary=state.boundary, policy=state.policy,
+        )
+        self._phase: str | None = None
+        self._phase_start = 0.0
+
+    def enter(self, phase: Phase, point: str | None = None) -> None:
+        """Persist ``phase`` (before its effects), time the previous one, then the crash point."""
+        now = self.clock.monotonic()
+        if self._phase is not None:
+            self.record.phase_seconds[self._phase] = round(now - self._phase_start, 6)
+        self._phase, self._phase_start = phase.value, now
+        self.state.phase = phase
+        self.state.updated = self.clock.wall()
+        # Phases after GUARD and before RELEASING all recover alike: no fsync needed for them.
+        self.deps.store.save(self.state, durable=phase not in _SAME_RECOVERY_AS_GUARD)
+        self.crash(point or phase.value)
+
+    def end_phase(self) -> None:
+        if self._phase is not None:
+            self.record.phase_seconds[self._phase] = round(self.clock.monotonic() - self._phase_start, 6)
+            self._phase = None
+
+    def crash(self, point: str) -> None:
+        if self.deps.crash_hook is not None:
+            self.deps.crash_hook(self.device.name, point)
+
+    def set_mode(self, mode: ComputeMode) -> bool:
+        """Best-effort compute-mode change; failures become warnings in the evidence."""
+        if self.target is None:
+            return False  # no instance at this placement (DynamicMIG): nothing can hold a context
+        try:
+            self.deps.nvml.set_compute_mode(self.target, mode)
+            return True
+        except BackendError as error:
+            self.record.warnings.append(f"compute mode {mode.value}: {error}")
+            return False
+
+
+class Barrier:
+    """Runs barrier cycles; thread-safe across devices (one per-device file lock each)."""
+
+    def __init__(self, deps: BarrierDeps) -> None:
+        self.deps = deps
+        self._parent_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _parent_lock(self, device: DeviceInfo) -> threading.Lock | None:
+        """DynamicMIG: one barrier at a time per GPU (overlapping placements share memory slices)."""
+        if not device.dynamic or device.parent_uuid is None:
+            return None
+        with self._locks_lock:
+            return self._parent_locks.setdefault(device.parent_uuid, threading.Lock())
+
+    # --- entry points -----------------------------------------------------------------------
+
+    def run(self, device: DeviceInfo, trigger: str, tenant: Tenant | None = None) -> EvidenceRecord:
+        """One full cycle from the guard on; returns (and writes) its evidence record."""
+        parent = self._parent_lock(device)
+        with contextlib.ExitStack() as stack:
+            if parent is not None:
+                stack.enter_context(parent)
+            stack.enter_context(self.deps.store.lock(device.name))
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.phase is not Phase.RESETTING:
+                state.uuid = device.uuid
+            state.cycle += 1
+            state.verify = None
+            if tenant is not None:
+                state.claim, state.tenant_namespace = tenant.claim, tenant.namespace
+                state.boundary = tenant.boundary or state.boundary
+                if tenant.policy is not None:
+                    state.policy = tenant.policy.model_dump(by_alias=True, mode="json")
+            cycle = _Cycle(self.deps, device, state, trigger)
+            if state.phase is Phase.RESETTING and state.reset is not None:
+                cycle.record.warnings.append(
+                    f"recovering from a {state.reset.reset_type} reset cut off at {state.reset.started:.3f} "
+                    f"(old UUID {state.reset.old_uuid})")
+                cycle.record.reset_old_uuid = state.reset.old_uuid
+            return self._cycle(cycle)
+
+    def recover(self, device: DeviceInfo) -> EvidenceRecord | None:
+        """After a restart: redo an interrupted barrier, finish a verified release, re-guard."""
+        state = self.deps.store.load(device.name, device.uuid)
+        if state.phase.needs_barrier:
+            return self.run(device, "recovery" if state.phase is not Phase.UNKNOWN else "startup-unknown")
+        if state.phase is Phase.RELEASING:
+            with self.deps.store.lock(device.name):
+                state = self.deps.store.load(device.name, device.uuid)
+                if state.phase is not Phase.RELEASING or state.verified_cycle != state.cycle:
+                    return None
+                cycle = _Cycle(self.deps, device, state, "recovery-release")
+                cycle.record.result = "released"
+                if state.verify is not None:  # the proof of the verify that passed before the crash
+                    for name, value in state.verify.model_dump().items():
+                        setattr(cycle.record, name, value)
+                if state.reset is not None and state.reset.new_uuid:
+                    self._reset_evidence(cycle, state.reset)
+                if device.dynamic and self.deps.partitions is not None:
+                    # DynamicMIG: what is at the placement now (the transient may be gone already:
+                    # killed between its destroy and the state write); a placeholder UUID has no handle.
+                    found = self.deps.partitions.instance(device)
+                    cycle.target = found
+                    if found is not None and found.uuid == state.transient_uuid:
+                        cycle.transient = found
+                return self._finish(cycle, self._release(cycle))
+        if state.phase is Phase.QUARANTINED:
+            clock = self.deps.clock_for(device.name)
+            if self.deps.config.quarantine_policy is QuarantinePolicy.TAINT_AND_PROHIBIT:
+                try:
+                    self.deps.nvml.set_compute_mode(device, ComputeMode.PROHIBITED)
+                except BackendError as error:
+                    _LOG.warning("%s: cannot re-apply PROHIBITED: %s", device.name, error)
+            try:
+                self.deps.guard.taint(device.name, "quarantined", clock, state.reason)
+            except GuardError as error:
+                _LOG.warning("%s: cannot re-apply quarantine taint: %s", device.name, error)
+            if (state.reason or "").startswith(AWAITING_ZERO_CONTEXTS) and self._no_contexts(device):
+                return self.run(device, "zero-contexts")  # the claim's policy: sanitize once they are gone
+        return None
+
+    def _no_contexts(self, device: DeviceInfo) -> bool:
+        """True if NVML lists no process on the device (an error: False, keep waiting)."""
+        try:
+            pids = self.deps.nvml.processes(device)
+        except BackendError:
+            return False
+        return not [p for p in pids if p not in self.deps.own_pids]
+
+    def mark_allocated(self, device: DeviceInfo, tenant: Tenant) -> None:
+        """A claim now holds the device: guard it for the moment it is released."""
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.phase not in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
+                # Quarantined or mid-barrier (possible only without taints): the barrier owns it.
+                _LOG.warning("%s allocated to %s while %s", device.name, tenant.claim, state.phase.value)
+                return
+            state.uuid, state.phase = device.uuid, Phase.ALLOCATED
+            state.claim, state.tenant_namespace = tenant.claim, tenant.namespace
+            state.boundary = tenant.boundary
+            state.policy = tenant.policy.model_dump(by_alias=True, mode="json") if tenant.policy else None
+            state.updated = self.deps.clock_for(device.name).wall()
+            self.deps.store.save(state)
+        try:
+            self.deps.guard.taint(device.name, "in-use", self.deps.clock_for(device.name))
+        except GuardError as error:
+            _LOG.error("%s: cannot place the guard taint while allocated: %s", device.name, error)
+        if tenant.policy_problem:
+            _LOG.error("%s: claim %s: %s", device.name, tenant.claim, tenant.policy_problem)
+            self.deps.guard.event(device.name, "PreemptionPolicyInvalid", f"{tenant.claim}: {tenant.policy_problem}",
+                                  self.deps.clock_for(device.name))
+
+    def tenant_leaving(self, device: DeviceInfo) -> None:
+        """The last pod using the device is terminating: without taints, refuse new contexts now."""
+        if self.deps.guard.has_taints:
+            return
+        try:
+            self.deps.nvml.set_compute_mode(device, ComputeMode.PROHIBITED)
+        except BackendError as error:
+            _LOG.error("%s: no taint API and compute mode PROHIBITED failed: %s", device.name, error)
+
+    def operator_release(self, device: DeviceInfo, reason: str, operator: str) -> EvidenceRecord:
+        """An operator releases a quarantined device: logged, then a full barrier must pass."""
+        state = self.deps.store.load(device.name, device.uuid)
+        clock = self.deps.clock_for(device.name)
+        note = EvidenceRecord(
+            kind="operator-release", node=self.deps.config.node_name, device=device.name, uuid=device.uuid,
+            cycle=state.cycle, trigger="operator", started_at=clock.wall(), result="operator-release",
+            reason=f"{reason} (was: {state.phase.value}: {state.reason})", operator=operator,
+        )
+        self.deps.evidence.write(note)
+        _LOG.warning("operator %s releases %s: %s", operator, device.name, reason)
+        return self.run(device, f"operator-release: {reason}")
+
+    # --- the cycle --------------------------------------------------------------------------
+
+    def _cycle(self, c: _Cycle) -> EvidenceRecord:
+        session: ScrubSession | None = None
+        try:
+            if self.deps.config.require_scrub_on_free and self.deps.scrub_on_free_disabled:
+                raise BarrierFailure("the driver's scrub-on-free is disabled (RMDisableScrubOnFree) and "
+                                     "require_scrub_on_free is set")
+            c.enter(Phase.GUARD)
+            c.target = self._instance(c)
+            self._guard(c)
+            c.enter(Phase.DRAIN)
+            if c.target is not None:
+                self._drain(c)
+            c.enter(Phase.VERIFY_CONTEXTS)
+            if c.target is not None:
+                self._verify_no_contexts(c, allowed=set(), what=_AFTER_DRAIN)
+            else:
+                c.record.contexts_after_drain = 0  # no instance at the placement: nobody can hold one
+            reset = self._reset_type(c)
+            if reset is not None:
+                self._reset(c, reset)
+            if c.target is None:
+                self._create_transient(c)
+            c.enter(Phase.FILL)
+            c.set_mode(ComputeMode.EXCLUSIVE_PROCESS)  # our context will be the only one
+            assert c.target is not None
+            self._check_unaccounted_memory(c)
+            session = self.deps.scrubber.open(c.target, self.deps.config.fill_timeout_s)
+            c.crash("fill-opened")
+            # Re-checked right before the fill: nobody but our own worker holds a context.
+            self._verify_no_contexts(c, allowed={session.pid}, what="right before the fill")
+            fill = session.fill()
+            c.record.bytes_total, c.record.bytes_free = fill.bytes_total, fill.bytes_free
+            c.record.bytes_zeroed = fill.bytes_zeroed
+            fill_seconds = fill.memset_seconds if fill.memset_seconds is not None else fill.seconds
+            if fill_seconds > 0:  # the memset alone: allocation time is not fill bandwidth
+                c.record.fill_bytes_per_s = fill.bytes_zeroed / fill_seconds
+            if c.record.bytes_free_before_context is not None:
+                c.record.bytes_context = max(0, c.record.bytes_free_before_context - fill.bytes_free)
+            c.crash("filled")
+            c.enter(Phase.VERIFY)
+            result = session.verify()
+            self._record_verify(c, fill.bytes_free, fill.bytes_total, result)
+            c.crash("verified")
+            self._check_verify(c, fill.bytes_zeroed, result)
+            c.set_mode(ComputeMode.PROHIBITED)  # nobody slips in between our close and the release
+            session.close()
+            session = None
+            self._verify_no_contexts(c, allowed=set(), what="after the verify")
+            c.state.verified_cycle = c.state.cycle
+            # The proof travels with the releasing state: a release finished after a crash carries it.
+            c.state.verify = VerifyFigures(**{k: getattr(c.record, k) for k in VerifyFigures.model_fields})
+            c.enter(Phase.RELEASING)
+            c.record.result = "released"
+            return self._finish(c, self._release(c))
+        except (BarrierFailure, BackendError, GuardError) as error:
+            return self._quarantine(c, str(error), session)
+        except Exception as error:  # a bug must not release a device: fail closed
+            _LOG.exception("%s: internal error in the barrier", c.device.name)
+            return self._quarantine(c, f"internal error: {type(error).__name__}: {error}", session)
+        finally:
+            if session is not None:
+                session.close()
+
+    # --- partitions: DynamicMIG and cold reset ----------------------------------------------
+
+    def _instance(self, c: _Cycle) -> DeviceInfo | None:
+        """The hardware at the device now: itself, its current MIG instance, or None (no instance)."""
+        parts = self.deps.partitions
+        if parts is None or not (c.device.dynamic or (c.device.is_mig and c.resuming_reset)):
+            return c.device  # static devices: no extra NVML calls unless a reset was cut off
+        found = parts.instance(c.device)
+        if found is not None and c.state.transient_uuid == found.uuid:
+            c.transient = found  # ours, from a cycle cut off by a crash: destroyed at the release
+        if found is not None and not c.device.dynamic and found.uuid != c.device.uuid:
+            self._rekey(c, found)  # recreated (a reset finished before a crash)
+        return found
+
+    def _create_transient(self, c: _Cycle) -> None:
+        """No instance at the placement: create one to fill (DynamicMIG), or recreate a lost static one."""
+        parts = self.deps.partitions
+        if parts is None:
+            raise BarrierFailure("no MIG instance at the placement and no partition backend to create one")
+        created = parts.create(c.device)
+        c.target = created
+        c.set_mode(ComputeMode.PROHIBITED)  # a new instance starts in DEFAULT
+        if c.device.dynamic:
+            c.transient = created
+            c.record.transient_instance = created.uuid
+            c.state.transient_uuid = created.uuid
+            self.deps.store.save(c.state)
+        else:
+            self._rekey(c, created)
+        c.crash("transient-created")
+
+    def _reset_type(self, c: _Cycle) -> str | None:
+        """The cold reset this release needs (config or the claim's policy), or None."""
+        mode = self.deps.config.partition_reset
+        if mode is PartitionReset.OFF and not (c.policy is not None and c.policy.cold_reset_on_release):
+            return None
+        if c.state.claim is None and not c.resuming_reset:
+            return None  # no tenant released it (startup, operator): nothing crossed a boundary
+        if c.device.dynamic:
+            return None  # the instance is destroyed at unprepare; the transient one is fresh anyway
+        if c.device.is_mig or c.device.placement is not None:
+            return PartitionReset.MIG_INSTANCE.value
+        return PartitionReset.GPU.value
+
+    def _reset(self, c: _Cycle, kind: str) -> None:
+        """Cold reset: destroy and recreate the MIG instance at its placement, or reset the GPU."""
+        parts = self.deps.partitions
+        if parts is None:
+            raise BarrierFailure(f"partition reset {kind} requested but this backend cannot reset")
+        old = c.target
+        previous = c.state.reset if c.resuming_reset else None  # a reset cut off before: keep its old UUID
+        old_uuid = old.uuid if old else (previous.old_uuid if previous else "")
+        c.state.reset = ResetRecord(reset_type=kind, old_uuid=old_uuid, started=c.clock.wall(),
+                                    device=dataclasses.asdict(c.device))
+        c.enter(Phase.RESETTING)
+        start = c.clock.monotonic()
+        if kind == PartitionReset.MIG_INSTANCE.value:
+            if old is not None:
+                parts.destroy(old)
+            c.target = None
+            c.crash("reset-destroyed")
+            new = parts.create(c.device)
+            c.crash("reset-created")
+        else:
+            assert old is not None
+            new = parts.reset_gpu(old, self.deps.config.reset_timeout_s)
+        c.target = new
+        c.set_mode(ComputeMode.PROHIBITED)  # a new instance (or a reset GPU) starts in DEFAULT
+        seconds = c.clock.monotonic() - start
+        c.state.reset.new_uuid, c.state.reset.seconds = new.uuid, round(seconds, 6)
+        self._rekey(c, new)
+        self._reset_evidence(c, c.state.reset)
+        if seconds > self.deps.config.reset_timeout_s:
+            raise BarrierFailure(f"{kind} reset took {seconds:.1f}s, more than reset_timeout_s "
+                                 f"{self.deps.config.reset_timeout_s:g}")
+        self.deps.guard.event(c.device.name, "PartitionReset", f"{kind} reset: {c.state.reset.old_uuid} -> "
+                              f"{new.uuid}; the DRA driver must re-enumerate in static-MIG mode", c.clock,
+                              warning=False)
+
+    @staticmethod
+    def _reset_evidence(c: _Cycle, reset: ResetRecord) -> None:
+        c.record.reset_type, c.record.reset_old_uuid = reset.reset_type, reset.old_uuid
+        c.record.reset_new_uuid, c.record.reset_seconds = reset.new_uuid, reset.seconds
+
+    def _rekey(self, c: _Cycle, new: DeviceInfo) -> None:
+        """The device has a new UUID: state, evidence and the inventory follow it."""
+        if c.device.dynamic:
+            return
+        c.device = new
+        c.state.uuid = new.uuid
+        c.record.uuid = new.uuid
+        self.deps.inventory[new.name] = new
+        self.deps.store.save(c.state)
+
+    def _check_unaccounted_memory(self, c: _Cycle) -> None:
+        """Before our context: free must be total - reserved, less a small epsilon.
+
+        Memory that no listed process holds (a process in another PID namespace, a leaked
+        allocation) is invisible to the process list and to coverage of free memory; it is
+        exactly what the next tenant could read, so it fails the barrier.
+        """
+        try:
+            assert c.target is not None
+            memory = self.deps.nvml.memory(c.target)
+        except BackendError as error:
+            if error.fatal:
+                raise
+            raise BarrierFailure(f"cannot read the device's memory before the fill: {error}") from error
+        c.record.bytes_reserved = memory.reserved
+        c.record.bytes_free_before_context = memory.free
+        usable = memory.total - memory.reserved
+        epsilon = self.deps.config.unaccounted_memory_bytes
+        if epsilon is None:
+            epsilon = int((1 - self.deps.config.coverage_threshold) * usable)
+        missing = usable - memory.free
+        if missing > epsilon:
+            raise BarrierFailure(
+                f"unaccounted memory: {missing} bytes of the device are in use although no process holds a "
+                f"context (free {memory.free} of {memory.total}, driver-reserved {memory.reserved}, allowed "
+                f"{epsilon}); a process NVML does not list (another PID namespace?) holds memory the fill "
+                f"cannot reach")
+
+    def _record_verify(self, c: _Cycle, bytes_free: int, bytes_total: int, result: VerifyResult) -> None:
+        c.record.bytes_verified, c.record.nonzero_words = result.bytes_verified, result.nonzero_words
+        c.record.control_planted, c.record.control_found = result.control_planted, result.control_found
+        if result.seconds > 0:
+            c.record.verify_bytes_per_s = result.bytes_verified / result.seconds
+        c.record.coverage = result.bytes_verified / bytes_free if bytes_free else 0.0
+        c.record.coverage_of_total = result.bytes_verified / bytes_total if bytes_total else 0.0
+        c.record.bytes_not_covered = max(0, bytes_total - result.bytes_verified)
+
+    def _check_verify(self, c: _Cycle, bytes_zeroed: int, result: VerifyResult) -> None:
+        if result.control_planted is not None and result.control_found != result.control_planted:
+            raise BarrierFailure(f"verify positive control failed: the kernel counted {result.control_found} of "
+                                 f"{result.control_planted} planted marker words, so its zero count is not proof")
+        if result.nonzero_words:
+            raise BarrierFailure(f"verify found {result.nonzero_words} non-zero 64-bit words after the fill")
+        if result.bytes_verified != bytes_zeroed:  # counted by the kernel itself, not echoed back
+            raise BarrierFailure(f"the verify kernel read {result.bytes_verified} of {bytes_zeroed} zeroed bytes")
+        threshold = self.deps.config.coverage_threshold
+        if c.record.coverage < threshold:
+            raise BarrierFailure(f"coverage {c.record.coverage:.4f} of free memory is below {threshold}")
+
+    def _guard(self, c: _Cycle) -> None:
+        c.record.compute_mode_guard = c.set_mode(ComputeMode.PROHIBITED)
+        try:
+            tainted = self.deps.guard.taint(c.device.name, "sanitizing", c.clock)
+        except GuardError as error:
+            # Sanitizing is still the best thing to do; the evidence says the taint is missing.
+            c.record.warnings.append(f"guard taint: {error}")
+            tainted = False
+        if not tainted:
+            c.record.taint = f"missing: {self.deps.guard.describe(c.device.name)}"
+        c.record.guarded_overlaps = self.deps.guard.overlaps(c.device.name)
+
+    def _processes(self, c: _Cycle) -> list[int] | None:
+        """NVML's process list; None on a transient error (a fatal one raises)."""
+        assert c.target is not None
+        try:
+            return self.deps.nvml.processes(c.target)
+        except BackendError as error:
+            if error.fatal:
+                raise
+            c.record.warnings.append(str(error))
+            return None
+
+    def _drain(self, c: _Cycle) -> None:
+        cfg = self.deps.config
+        grace, timeout = cfg.grace_period_s, cfg.drain_timeout_s
+        kill = True
+        if c.policy is not None:  # the claim's own policy (guideline rule 4)
+            if c.policy.grace_period_seconds is not None:
+                grace = c.policy.grace_period_seconds
+                timeout = max(timeout, grace + (cfg.drain_timeout_s - cfg.grace_period_s))
+            kill = c.policy.on_contexts_remaining is ContextsRemaining.KILL
+        start = c.clock.monotonic()
+        killed = False
+        termed: set[int] = set()
+        while True:
+            now = c.clock.monotonic()
+            pids = self._processes(c)
+            if pids is not None:
+                pids = [p for p in pids if p not in self.deps.own_pids]
+                if not pids:
+                    return
+                pids = self._pinned(c, pids)
+                if kill and not killed and now - start >= grace:
+                    killed = True
+                    c.crash("drain-killed")
+                if killed:
+                    for pid in pids:
+                        if pid not in c.record.pids_sigkill:
+                            c.record.pids_sigkill.append(pid)
+                        self.deps.signaller.signal(pid, signal.SIGKILL)
+                else:
+                    for pid in pids:
+                        if pid not in termed:
+                            termed.add(pid)
+                            c.record.pids_sigterm.append(pid)
+                            self.deps.signaller.signal(pid, signal.SIGTERM)
+                    c.crash("drain-signalled")
+            if now - start >= timeout:
+                still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, pids))
+                if not kill:
+                    raise BarrierFailure(f"{AWAITING_ZERO_CONTEXTS} (claim policy onContextsRemaining: "
+                                         f"Quarantine; no SIGKILL): pids {still} after {timeout:g}s")
+                raise BarrierFailure(f"drain timeout after {timeout:g}s: contexts still held by "
+                                     f"pids {still}")
+            c.clock.sleep(cfg.poll_interval_s)
+
+    def _pinned(self, c: _Cycle, pids: list[int]) -> list[int]:
+        """The listed pids that are safe to signal: pinned by a pidfd, then seen in a fresh listing.
+
+        A PID can be reused between NVML's listing and the first signal; a pidfd opened after
+        that would point at the PID's next owner. So each newly pinned pid must still be listed
+        after its pidfd exists; an NVML error on that listing signals none of them (unsure).
+        """
+        pin = getattr(self.deps.signaller, "pin", None)
+        if pin is None:
+            return pids
+        fresh = {p for p in pids if pin(p)}
+        if not fresh:
+            return pids
+        again = self._processes(c)
+        still = set(again) if again is not None else set()
+        return [p for p in pids if p not in fresh or p in still]
+
+    def _verify_no_contexts(self, c: _Cycle, allowed: set[int], what: str) -> None:
+        for _ in range(3):  # a transient NVML error gets two more tries
+            pids = self._processes(c)
+            if pids is not None:
+                others = [p for p in pids if p not in allowed and p not in self.deps.own_pids]
+                if what == _AFTER_DRAIN:
+                    c.record.contexts_after_drain = len(others)
+                if others:
+                    raise BarrierFailure(f"{len(others)} context(s) on the device {what}: pids "
+                                         f"{', '.join(map(str, others))}")
+                return
+            c.clock.sleep(self.deps.config.poll_interval_s)
+        raise BarrierFailure(f"cannot list the device's processes {what}: NVML keeps failing")
+
+    def _release(self, c: _Cycle) -> EvidenceRecord:
+        """Verified: compute mode back to DEFAULT, then remove the guard, then CLEAN."""
+        c.crash("releasing")
+        if c.transient is not None:  # DynamicMIG: our instance goes; the driver creates its own at prepare
+            try:
+                assert self.deps.partitions is not None
+                self.deps.partitions.destroy(c.transient)
+            except BackendError as error:
+                c.record.result = "interrupted"
+                c.record.reason = f"verified clean; destroying the transient instance failed (retried later): {error}"
+                return c.record
+            c.crash("transient-destroyed")
+            c.target = None
+            c.state.transient_uuid = None
+            self.deps.store.save(c.state)
+        elif c.target is None:  # DynamicMIG, no instance at the placement: no compute mode to restore
+            c.state.transient_uuid = None
+        elif not c.set_mode(ComputeMode.DEFAULT):
+            # Clean but unusable for CUDA; retry on the next reconcile, keep it out of service.
+            c.record.result = "interrupted"
+            c.record.reason = "verified clean; restoring compute mode DEFAULT failed (retried later)"
+            return c.record
+        c.crash("release-mode")
+        try:
+            self.deps.guard.untaint(c.device.name, c.clock)
+        except GuardError as error:
+            c.record.result = "interrupted"
+            c.record.reason = f"verified clean; guard removal failed (retried later): {error}"
+            return c.record
+        c.crash("release-untainted")
+        c.end_phase()
+        c.state.phase, c.state.updated = Phase.CLEAN, c.clock.wall()
+        c.state.claim = c.state.tenant_namespace = c.state.reason = c.state.boundary = None
+        c.state.policy = c.state.reset = None
+        self.deps.store.save(c.state)
+        return c.record
+
+    def _quarantine(self, c: _Cycle, reason: str, session: ScrubSession | None) -> EvidenceRecord:
+        _LOG.error("quarantining %s: %s", c.device.name, reason)
+        c.state.reason = reason
+        c.enter(Phase.QUARANTINED, point="quarantine")
+        if session is not None:
+            session.close()
+        c.record.result, c.record.reason = "quarantined", reason
+        if self.deps.config.quarantine_policy is QuarantinePolicy.TAINT_AND_PROHIBIT:
+            c.record.compute_mode_guard = c.set_mode(ComputeMode.PROHIBITED)
+        c.crash("quarantine-mode")
+        try:
+            if not self.deps.guard.taint(c.device.name, "quarantined", c.clock, reason):
+                c.record.warnings.append(f"quarantine taint: {self.deps.guard.describe(c.device.name)}")
+        except GuardError as error:
+            c.record.warnings.append(f"quarantine taint failed (retried by the agent): {error}")
+        c.crash("quarantine-tainted")
+        self.deps.guard.event(c.device.name, "DeviceQuarantined", reason, c.clock)
+        return self._finish(c, c.record)
+
+    def _finish(self, c: _Cycle, record: EvidenceRecord) -> EvidenceRecord:
+        c.end_phase()
+        self.deps.evidence.write(record)
+        if self.deps.metrics is not None:
+            self.deps.metrics.observe(record)
+        return record

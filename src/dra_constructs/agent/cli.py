@@ -1,0 +1,198 @@
+"""``dra-sanitizer``: the node agent and its operator commands.
+
+``run`` (the agent), ``once --device ID`` (one barrier cycle by hand), ``release --device ID
+--reason TEXT`` (operator release of a quarantined device: logged, then a full barrier),
+``status`` (the persisted state of every device) and ``simulate`` (the real barrier on the
+simulated backend under random faults). Exit codes: 0 success, 1 a failed check (a device
+quarantined by ``once``/``release``, a dirty release in ``simulate``), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+from dra_constructs._cli_runner import run_parser
+from dra_constructs.agent.config import AgentConfig, load_config
+from dra_constructs.errors import DraConstructsError
+
+__all__ = ["build_parser", "main"]
+
+_PROG = "dra-sanitizer"
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def _config(args: argparse.Namespace) -> AgentConfig:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "node", None):
+        overrides["node_name"] = args.node
+    if getattr(args, "backend", None):
+        overrides["backend"] = args.backend
+    config = load_config(args.config, **overrides)
+    if not config.node_name and os.environ.get("NODE_NAME"):
+        config = config.model_copy(update={"node_name": os.environ["NODE_NAME"]})
+    _setup_logging(config.log_level)
+    return config
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from dra_constructs.agent.agent import Agent
+    from dra_constructs.agent.runtime import build_runtime
+
+    agent = Agent(build_runtime(_config(args)))
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        logging.getLogger("dra_sanitizer").info("signal %d: stopping", signum)
+        agent.stop.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    return agent.run()
+
+
+def _print(record: Any) -> None:
+    print(record.model_dump_json(indent=2) if hasattr(record, "model_dump_json") else json.dumps(record, indent=2))
+
+
+def _cmd_once(args: argparse.Namespace) -> int:
+    from dra_constructs.agent.runtime import build_runtime
+
+    rt = build_runtime(_config(args))
+    record = rt.barrier.run(rt.device(args.device), "once")
+    _print(record)
+    return 0 if record.result == "released" else 1
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    from dra_constructs.agent.runtime import build_runtime
+    from dra_constructs.agent.state import Phase
+
+    if not args.reason.strip():
+        raise DraConstructsError("release", "--reason", args.reason, "an operator release needs a reason",
+                                 "say why the device may go back into service")
+    rt = build_runtime(_config(args))
+    device = rt.device(args.device)
+    state = rt.barrier.deps.store.load(device.name, device.uuid)
+    if state.phase is not Phase.QUARANTINED and not args.force:
+        raise DraConstructsError("release", "--device", args.device, f"the device is {state.phase.value}, "
+                                 "not quarantined", "release only quarantined devices (or pass --force)")
+    record = rt.barrier.operator_release(device, args.reason, args.operator or getpass.getuser())
+    _print(record)
+    return 0 if record.result == "released" else 1
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from dra_constructs.agent.state import StateStore, dump_states
+
+    config = _config(args)
+    print(dump_states(StateStore(config.state_dir, fsync=False).all()))
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from dra_constructs.agent.simulate import simulate
+
+    if not 0.0 <= args.fault_rate <= 1.0:
+        raise DraConstructsError("simulate", "--fault-rate", args.fault_rate, "not a probability",
+                                 "pass a number between 0 and 1")
+    if args.devices < 1 or args.cycles < 0:
+        raise DraConstructsError("simulate", "--devices/--cycles", (args.devices, args.cycles),
+                                 "out of range", "pass --devices >= 1 and --cycles >= 0")
+    logging.basicConfig(level=logging.CRITICAL if not args.verbose else logging.INFO, stream=sys.stderr)
+    summary = simulate(devices=args.devices, cycles=args.cycles, fault_rate=args.fault_rate, seed=args.seed,
+                       records=args.records, kubernetes_version=args.kubernetes_version,
+                       crash_rate=args.crash_rate, memory_bytes=args.memory_bytes,
+                       partition_reset=args.partition_reset, dynamic_mig=args.dynamic_mig)
+    print(json.dumps(summary.as_dict(), indent=2, sort_keys=True))
+    bad = (summary.dirty_releases or summary.failures_without_reason or summary.stuck_tenants_released
+           or summary.released_without_proof)
+    return 1 if bad else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dra-sanitizer`` argument parser."""
+    from dra_constructs import __version__
+
+    parser = argparse.ArgumentParser(
+        prog=_PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The GPU node agent: when a device leaves a tenant it is guarded, drained, zero-filled "
+                    "and verified before it is handed out again (or quarantined with the reason).",
+        epilog="exit codes: 0 success, 1 a failed check (a device quarantined by once/release, a dirty "
+               "release in simulate), 2 bad input.\n"
+               "examples:\n"
+               "  dra-sanitizer status --config /etc/dra-sanitizer/config.yaml\n"
+               "  dra-sanitizer release --device gpu-0 --reason 'memory test passed (ticket 123)'\n"
+               "  dra-sanitizer simulate --devices 8 --cycles 3",
+    )
+    parser.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def agent_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", metavar="PATH", help="AgentConfig as JSON or YAML (default: defaults)")
+        p.add_argument("--node", "--node-name", dest="node",
+                       help="node name (overrides node_name; default: $NODE_NAME if node_name is empty)")
+        p.add_argument("--backend", choices=("nvml", "simulated"), help="override the backend")
+
+    run = sub.add_parser("run", help="run the agent", description="Run the node agent: watch this node's "
+                         "devices and put every device that leaves a tenant through the barrier (guard, drain, "
+                         "zero-fill, verify, release or quarantine). Runs until SIGTERM.")
+    agent_args(run)
+    run.set_defaults(func=_cmd_run)
+    once = sub.add_parser("once", help="run one barrier cycle on one device by hand",
+                          description="Run one barrier cycle on one device now; exit 1 if it ends quarantined.")
+    agent_args(once)
+    once.add_argument("--device", required=True, help="DRA device name (gpu-0, gpu-0-mig-...) or UUID")
+    once.set_defaults(func=_cmd_once)
+    release = sub.add_parser("release", help="operator release of a quarantined device (runs a full barrier)",
+                             description="Release a quarantined device after review: the release is logged "
+                                         "with --reason and --operator, then a full barrier runs; exit 1 if the "
+                                         "device fails it again.")
+    agent_args(release)
+    release.add_argument("--device", required=True, help="DRA device name (gpu-0, gpu-0-mig-...) or UUID")
+    release.add_argument("--reason", required=True, help="why it may go back into service (logged)")
+    release.add_argument("--operator", help="who releases it (default: the current user)")
+    release.add_argument("--force", action="store_true", help="also for a device that is not quarantined")
+    release.set_defaults(func=_cmd_release)
+    status = sub.add_parser("status", help="print the persisted state of every device",
+                            description="Print the persisted barrier state of every device of this node.")
+    agent_args(status)
+    status.set_defaults(func=_cmd_status)
+    sim = sub.add_parser("simulate", help="the real barrier on the simulated backend with random faults",
+                         description="Run the real barrier against a simulated node with injected faults and "
+                                     "print a JSON summary; exit 1 if any device was released dirty.")
+    sim.add_argument("--devices", type=int, default=56, help="simulated devices (default 56)")
+    sim.add_argument("--cycles", type=int, default=10, help="barrier cycles per device (default 10)")
+    sim.add_argument("--fault-rate", type=float, default=0.05, help="fault chance per step (default 0.05)")
+    sim.add_argument("--seed", type=int, default=0, help="random seed, for reproducible runs (default 0)")
+    sim.add_argument("--records", metavar="FILE", help="append the evidence records (JSON lines) here")
+    sim.add_argument("--kubernetes-version", default="1.34", help="target: 1.32 has no DeviceTaintRule")
+    sim.add_argument("--crash-rate", type=float, default=None, help="agent crash chance per point")
+    sim.add_argument("--memory-bytes", type=int, default=4096, help="simulated memory per device")
+    sim.add_argument("--partition-reset", choices=("off", "mig-instance", "gpu"), default="off",
+                     help="cold partition reset at every release")
+    sim.add_argument("--dynamic-mig", action="store_true",
+                     help="DynamicMIG GPUs: every placement a device, instances only while prepared")
+    sim.add_argument("--verbose", action="store_true", help="log every barrier step to stderr")
+    sim.set_defaults(func=_cmd_simulate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    return run_parser(build_parser(), argv, _PROG)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""``SanitizerDaemonSet``: the preemption-barrier agent on every GPU node, in one construct.
+
+It emits everything the agent needs and nothing more:
+
+- a Namespace with the admin-access label(s) of the target (both keys through the 1.33 -> 1.34
+  rename) and Pod Security ``privileged`` (the agent needs hostPID and capabilities);
+- a ServiceAccount, a ClusterRole/Binding with exactly the verbs the agent's API calls use
+  (no wildcards, no secrets) and a Role/Binding for the Events it posts in its namespace;
+- a DeviceClass covering every device of the NVIDIA GPU and MIG classes, and an admin-access
+  ResourceClaimTemplate (``allocationMode: All``, ``adminAccess: true``) through which the agent
+  gets the node's devices from DRA, tolerating its own and the driver's device taints;
+- an immutable ConfigMap carrying the agent zipapp of this package version and its validated
+  configuration (name and pod-template annotations carry their hashes: a change rolls the pods);
+- the DaemonSet (``hostPID``, ``system-node-critical``, probes, seccomp ``RuntimeDefault``,
+  read-only root filesystem, every capability dropped but the ones the configuration needs).
+
+cdk8s-plus-28 builds the Namespace, ServiceAccount, RBAC and ConfigMap; the DaemonSet and the
+DRA objects are ``cdk8s.ApiObject``s because cdk8s-plus-28's 1.28 schema drops DRA pod fields
+and has no ``hostPID``.
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import cdk8s
+import cdk8s_plus_28 as kplus
+import constructs
+from pydantic import ValidationError
+
+from dra_constructs import __version__
+from dra_constructs.agent.config import AgentConfig
+from dra_constructs.constructs.claims import GpuClaimTemplate
+from dra_constructs.constructs.sanitizer._agent_spec import (
+    CLAIM_NAME,
+    COMPONENT_LABEL,
+    COMPONENT_VALUE,
+    CONFIG_FILE,
+    DEFAULT_NODE_SELECTOR,
+    DEFAULT_NODE_TOLERATIONS,
+    EVENT_RULE,
+    ZIPAPP_FILE,
+    Rule,
+    agent_capabilities,
+    agent_rules,
+    device_class_selector,
+    device_tolerations,
+)
+from dra_constructs.constructs.sanitizer._bundle import RuntimeBundle, build_bundle
+from dra_constructs.constructs.sanitizer._checkov import checkov_skips
+from dra_constructs.constructs.sanitizer._pod import PodInputs, render_agent_pod_spec
+from dra_constructs.constructs.scope import resolve_target
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.requests import CustomRequest, DeviceToleration
+from dra_constructs.target import Target
+from dra_constructs.validation import check_dns_label, check_quantity
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "DEFAULT_REQUESTS",
+    "RUNTIME_HASH_ANNOTATION",
+    "SanitizerDaemonSet",
+]
+
+#: Pod-template annotations with the SHA-256 of the runtime zipapp and of the configuration.
+RUNTIME_HASH_ANNOTATION = "sanitizer.dra-constructs.io/runtime-sha256"
+CONFIG_HASH_ANNOTATION = "sanitizer.dra-constructs.io/config-sha256"
+DEFAULT_REQUESTS: Mapping[str, str] = {"cpu": "100m", "memory": "256Mi"}
+#: The agent reads this limit back from its cgroup (``memory.max``) and runs at most
+#: ``(limit - agent_memory_bytes) // worker_memory_bytes`` CUDA fill workers at once (110-160 MB
+#: each): 9 under 2Gi, so an 8 x 7 MIG node sanitizes in waves. Raise it for more at once.
+DEFAULT_LIMITS: Mapping[str, str] = {"cpu": "2", "memory": "2Gi"}
+REQUEST_NAME = "devices"
+
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_LOOPBACK = ("127.", "::1", "localhost")
+
+
+class SanitizerDaemonSet(constructs.Construct):
+    """The sanitizer agent (preemption barrier) on every GPU node, with least privilege.
+
+    :param image: container image with Python 3.11+ and the agent's dependencies (build it from
+        ``images/sanitizer/Dockerfile``); the agent code itself comes from the ConfigMap.
+    :param image_digest: ``sha256:<64 hex>``: pins the image (``image@digest``, pull policy
+        ``IfNotPresent``). Default: none (pull policy ``Always``; checkov then reports CKV_K8S_43).
+    :param config: the agent configuration (``AgentConfig`` or a mapping of its fields): grace
+        period, coverage threshold, quarantine policy, taint key, state and evidence paths,
+        metrics port... Default: ``AgentConfig()``. The node name, the API access mode, the Event
+        namespace and the Kubernetes version are filled in by the construct.
+    :param name: name of every object, a DNS label (DeviceClass: ``<name>-nvidia-devices``, ConfigMap:
+        ``<name>-runtime-<hash>``). Default ``dra-sanitizer``.
+    :param namespace: namespace of the agent. Default ``dra-sanitizer``.
+    :param create_namespace: emit the Namespace (with the admin-access labels). Default True; with
+        False the namespace must exist and carry the labels ``admin_access_labels`` lists.
+    :param node_selector: GPU nodes. Default ``{"nvidia.com/gpu.present": "true"}``.
+    :param tolerations: node taints of GPU nodes. Default: ``nvidia.com/gpu`` (Exists, any effect).
+    :param device_toleration_keys: more device taint keys the admin claim tolerates, besides the
+        agent's own taint key and the NVIDIA driver's health taints. Default: none.
+    :param requests / limits: container resources. Default ``DEFAULT_REQUESTS`` / ``DEFAULT_LIMITS``.
+    :param termination_grace_period_seconds: the agent's own shutdown time. Default 30.
+    :param priority_class_name: default ``system-node-critical`` (None: no priority class).
+    :param python: the interpreter in the image that runs the zipapp. Default ``python3``.
+    :param network_policy: emit a NetworkPolicy: ingress only to the metrics port, egress only to
+        ``api_server_ports`` (TCP, any address: the API server's address is not known at synth).
+        Default True.
+    :param api_server_ports: the API server's ports after Service DNAT. Default 443 and 6443.
+    :param labels: extra labels on every object (they cannot override the construct's own). Default: none.
+    :param kubernetes_version: target. Default: the app's context, else 1.32.
+    """
+
+    def __init__(
+        self,
+        scope: constructs.Construct,
+        id: str,
+        *,
+        image: str,
+        image_digest: str | None = None,
+        config: AgentConfig | Mapping[str, Any] | None = None,
+        name: str = "dra-sanitizer",
+        namespace: str = "dra-sanitizer",
+        create_namespace: bool = True,
+        node_selector: Mapping[str, str] | None = DEFAULT_NODE_SELECTOR,
+        tolerations: Sequence[Mapping[str, Any]] = DEFAULT_NODE_TOLERATIONS,
+        device_toleration_keys: Sequence[str] = (),
+        requests: Mapping[str, str] | None = None,
+        limits: Mapping[str, str] | None = None,
+        termination_grace_period_seconds: int = 30,
+        priority_class_name: str | None = "system-node-critical",
+        python: str = "python3",
+        network_policy: bool = True,
+        api_server_ports: Sequence[int] = (443, 6443),
+        labels: Mapping[str, str] | None = None,
+        kubernetes_version: str | Target | None = None,
+    ) -> None:
+        where = f"{scope.node.path}/{id}" if scope.node.path else id
+        target = resolve_target(scope, kubernetes_version, where)
+        check_dns_label(where, "name", name)  # also a label value (app.kubernetes.io/instance)
+        check_dns_label(where, "namespace", namespace)
+        image_ref, pinned = _image_reference(where, image, image_digest)
+        requests = dict(DEFAULT_REQUESTS if requests is None else requests)
+        limits = dict(DEFAULT_LIMITS if limits is None else limits)
+        for kind, values in (("requests", requests), ("limits", limits)):
+            for key in ("cpu", "memory"):
+                if key not in values:
+                    raise DraConstructsError(where, f"{kind}[{key!r}]", None, f"{kind} must set {key}",
+                                             f"give both cpu and memory, e.g. {dict(DEFAULT_LIMITS)}")
+            for key, value in values.items():
+                check_quantity(where, f"{kind}[{key!r}]", value)
+        if termination_grace_period_seconds < 1:
+            raise DraConstructsError(where, "termination_grace_period_seconds", termination_grace_period_seconds,
+                                     "the agent needs time to persist its state on SIGTERM", "use at least 1")
+        super().__init__(scope, id)
+
+        self.target = target
+        self.namespace = namespace
+        self.agent_config = _resolve_config(where, config, namespace, target)
+        self.bundle: RuntimeBundle = build_bundle(self.agent_config, where)
+        self.capabilities = agent_capabilities(self.agent_config)
+        self.rules: list[Rule] = agent_rules(target)
+        self.admin_access_labels: dict[str, str] = {key: "true" for key in target.admin_access_namespace_labels}
+        # The user's labels first: they must not change the selector or the guardrails' label.
+        common = {
+            **dict(labels or {}),
+            "app.kubernetes.io/name": "dra-sanitizer",
+            "app.kubernetes.io/instance": name,
+            "app.kubernetes.io/part-of": "dra-constructs",
+            "app.kubernetes.io/version": __version__,
+            COMPONENT_LABEL: COMPONENT_VALUE,
+        }
+        self._chart_namespace = cdk8s.Chart.of(self).namespace
+
+        if create_namespace:
+            self.namespace_object: kplus.Namespace | None = kplus.Namespace(
+                self, "Namespace", metadata=cdk8s.ApiObjectMetadata(name=namespace, labels={
+                    **common, **self.admin_access_labels,
+                    # hostPID and added capabilities are outside the baseline Pod Security level.
+                    "pod-security.kubernetes.io/enforce": "privileged",
+                }))
+            self._cluster_scoped(cdk8s.ApiObject.of(self.namespace_object))
+        else:
+            self.namespace_object = None
+
+        meta = cdk8s.ApiObjectMetadata(name=name, namespace=namespace, labels=common)
+        self.service_account = kplus.ServiceAccount(self, "ServiceAccount", metadata=meta)
+        cluster_meta = cdk8s.ApiObjectMetadata(name=name, labels=common)
+        self.cluster_role = kplus.ClusterRole(self, "ClusterRole", metadata=cluster_meta)
+        for rule in self.rules:
+            self.cluster_role.allow(list(rule.verbs), _api_resource(rule))
+        self.cluster_role_binding = kplus.ClusterRoleBinding(
+            self, "ClusterRoleBinding", role=self.cluster_role, metadata=cluster_meta)
+        self.cluster_role_binding.add_subjects(self.service_account)
+        self._cluster_scoped(cdk8s.ApiObject.of(self.cluster_role))
+        self._cluster_scoped(cdk8s.ApiObject.of(self.cluster_role_binding))
+        self.role = kplus.Role(self, "Role", metadata=meta)
+        self.role.allow(list(EVENT_RULE.verbs), _api_resource(EVENT_RULE))
+        self.role_binding = kplus.RoleBinding(self, "RoleBinding", role=self.role, metadata=meta)
+        self.role_binding.add_subjects(self.service_account)
+
+        self.device_class_name = f"{name}-nvidia-devices"
+        self.device_class = cdk8s.ApiObject(
+            self, "DeviceClass", api_version=target.resource_api_version, kind="DeviceClass",
+            metadata=cdk8s.ApiObjectMetadata(name=self.device_class_name, labels=common))
+        self.device_class.add_json_patch(cdk8s.JsonPatch.add(
+            "/spec", {"selectors": [{"cel": {"expression": device_class_selector()}}]}))
+        self._cluster_scoped(self.device_class)
+        self.claim_template = self._claim_template(name, namespace, common, device_toleration_keys)
+
+        self.config_map = kplus.ConfigMap(
+            self, "Runtime", immutable=True,
+            metadata=cdk8s.ApiObjectMetadata(
+                name=f"{name}-runtime-{self.bundle.sha256[:10]}", namespace=namespace, labels=common),
+            data={CONFIG_FILE: self.bundle.config_yaml},
+            binary_data={ZIPAPP_FILE: base64.b64encode(self.bundle.zipapp).decode("ascii")},
+        )
+        pod_spec = render_agent_pod_spec(PodInputs(
+            image=image_ref, image_pull_policy="IfNotPresent" if pinned else "Always",
+            config=self.agent_config, capabilities=self.capabilities,
+            config_map_name=self.config_map.name, service_account_name=name,
+            claim_template_name=self.claim_template.template_name,
+            node_selector=dict(node_selector or {}), tolerations=list(tolerations),
+            requests=requests, limits=limits,
+            termination_grace_period_seconds=termination_grace_period_seconds,
+            priority_class_name=priority_class_name, python=python,
+        ))
+        selector = {"app.kubernetes.io/name": "dra-sanitizer", "app.kubernetes.io/instance": name}
+        self.daemon_set = cdk8s.ApiObject(
+            self, "DaemonSet", api_version="apps/v1", kind="DaemonSet",
+            metadata=cdk8s.ApiObjectMetadata(
+                name=name, namespace=namespace, labels=common,
+                annotations=checkov_skips(self.capabilities)))
+        self.network_policy = (
+            self._network_policy(name, namespace, common, selector, api_server_ports) if network_policy else None)
+        self.daemon_set.add_json_patch(cdk8s.JsonPatch.add("/spec", {
+            "selector": {"matchLabels": selector},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {
+                "metadata": {
+                    "labels": common,
+                    "annotations": {
+                        RUNTIME_HASH_ANNOTATION: self.bundle.runtime_sha256,
+                        CONFIG_HASH_ANNOTATION: self.bundle.config_sha256,
+                    },
+                },
+                "spec": pod_spec,
+            },
+        }))
+
+    def _claim_template(self, name: str, namespace: str, labels: Mapping[str, str],
+                        extra_keys: Sequence[str]) -> GpuClaimTemplate:
+        tolerations = (
+            tuple(DeviceToleration(**t) for t in device_tolerations(self.agent_config, extra_keys))
+            if self.target.has_request_tolerations else ()  # 1.32 has no device taints
+        )
+        request = CustomRequest(name=REQUEST_NAME, device_class_name=self.device_class_name,
+                                allocation_mode="All", admin_access=True, tolerations=tolerations)
+        return GpuClaimTemplate(
+            self, "AdminClaimTemplate", requests=[request], name=name, namespace=namespace,
+            labels=labels, claim_name=CLAIM_NAME, kubernetes_version=self.target, inventory=None)
+
+    def _network_policy(self, name: str, namespace: str, labels: Mapping[str, str], selector: Mapping[str, str],
+                        api_server_ports: Sequence[int]) -> kplus.NetworkPolicy:
+        """Deny by default; metrics in, API server out (the agent needs no DNS: it dials the API IP)."""
+        for port in (*api_server_ports, self.agent_config.metrics_port):
+            if not 1 <= port <= 65535:
+                raise DraConstructsError(self.node.path, "api_server_ports", port, "not a TCP port",
+                                         "use ports between 1 and 65535")
+        policy = kplus.NetworkPolicy(
+            self, "NetworkPolicy",
+            metadata=cdk8s.ApiObjectMetadata(name=name, namespace=namespace, labels=labels),
+            selector=kplus.Pods.select(self, "AgentPods", labels=dict(selector)),
+            ingress=kplus.NetworkPolicyTraffic(default=kplus.NetworkPolicyTrafficDefault.DENY),
+            egress=kplus.NetworkPolicyTraffic(default=kplus.NetworkPolicyTrafficDefault.DENY),
+        )
+        egress_ports = [kplus.NetworkPolicyPort.tcp(p) for p in api_server_ports]
+        metrics = [kplus.NetworkPolicyPort.tcp(self.agent_config.metrics_port)]
+        for peer in (kplus.NetworkPolicyIpBlock.any_ipv4(self, "AnyIPv4"),
+                     kplus.NetworkPolicyIpBlock.any_ipv6(self, "AnyIPv6")):
+            policy.add_ingress_rule(peer, metrics)
+            if egress_ports:
+                policy.add_egress_rule(peer, egress_ports)
+        return policy
+
+    def _cluster_scoped(self, api_object: cdk8s.ApiObject) -> None:
+        """Drop the namespace a namespaced Chart would put on a cluster-scoped object."""
+        if self._chart_namespace:
+            api_object.add_json_patch(cdk8s.JsonPatch.remove("/metadata/namespace"))
+
+
+def _api_resource(rule: Rule) -> kplus.ApiResource:
+    return kplus.ApiResource.custom(api_group=rule.api_group, resource_type=rule.resource)
+
+
+def _image_reference(where: str, image: str, digest: str | None) -> tuple[str, bool]:
+    """``image`` or ``image@digest``, and whether the result is pinned by digest."""
+    if not image or any(c.isspace() for c in image):
+        raise DraConstructsError(where, "image", image, "not an image reference",
+                                 "build images/sanitizer/Dockerfile, push it, and pass its reference")
+    if "@" in image:
+        if digest is not None:
+            raise DraConstructsError(where, "image_digest", digest, "the image already has a digest",
+                                     "pass the digest once, in image= or in image_digest=")
+        digest = image.partition("@")[2]
+        image = image.partition("@")[0]
+    if digest is None:
+        return image, False
+    if not _DIGEST.match(digest):
+        raise DraConstructsError(where, "image_digest", digest, "not a sha256 image digest",
+                                 "write sha256: followed by 64 lowercase hex digits (docker inspect RepoDigests)")
+    return f"{image}@{digest}", True
+
+
+def _resolve_config(where: str, config: AgentConfig | Mapping[str, Any] | None, namespace: str,
+                    target: Target) -> AgentConfig:
+    """The user's configuration with the construct's parts filled in, or a clear error."""
+    if config is None:
+        config = AgentConfig()
+    elif not isinstance(config, AgentConfig):
+        try:
+            config = AgentConfig.model_validate(dict(config))
+        except ValidationError as error:
+            first = error.errors()[0]
+            raise DraConstructsError(
+                where, "config." + ".".join(str(p) for p in first["loc"]), first.get("input"), first["msg"],
+                "see AgentConfig in dra_constructs.agent.config",
+            ) from None
+    problems: list[tuple[str, Any, str, str]] = []
+    if config.node_name:
+        problems.append(("node_name", config.node_name, "every node runs the agent with its own name",
+                         "leave node_name empty: the pod passes spec.nodeName"))
+    if config.backend != "nvml":
+        problems.append(("backend", config.backend, "the DaemonSet sanitizes real GPUs",
+                         "use backend='nvml' (the simulated backend is for tests and `simulate`)"))
+    if config.kube.mode != "in-cluster":
+        problems.append(("kube.mode", config.kube.mode, "the agent reaches the API with its service account",
+                         "leave kube.mode='in-cluster'"))
+    if config.metrics_port == 0:
+        problems.append(("metrics_port", 0, "the probes need a fixed port", "pick a port, e.g. 9402"))
+    if config.metrics_address.startswith(_LOOPBACK):
+        problems.append(("metrics_address", config.metrics_address, "the kubelet probes the pod IP",
+                         "listen on 0.0.0.0 (or the pod IP)"))
+    # The host directories mounted (state_dir, the evidence file's directory) must not be "/".
+    directories = (("state_dir", config.state_dir, config.state_dir),
+                   ("evidence_file", config.evidence_file, posixpath.dirname(config.evidence_file)))
+    for field, path, directory in directories:
+        if not path.startswith("/") or posixpath.normpath(directory) == "/" or (
+                field == "evidence_file" and path.endswith("/")):
+            problems.append((field, path, "must be an absolute path in a directory of its own (mounted from "
+                             "the host)", "use e.g. /var/lib/dra-sanitizer or /var/log/dra-sanitizer/evidence.jsonl"))
+    kube_set = config.kube.model_fields_set
+    if "event_namespace" in kube_set and config.kube.event_namespace != namespace:
+        problems.append(("kube.event_namespace", config.kube.event_namespace,
+                         "the agent may create Events only in its own namespace", f"leave it unset or {namespace!r}"))
+    if config.kube.kubernetes_version is not None and Target.parse(
+            config.kube.kubernetes_version, where) != Target.parse(str(target), where):
+        problems.append(("kube.kubernetes_version", config.kube.kubernetes_version,
+                         f"differs from the construct's target {target}",
+                         "set kubernetes_version= on the construct (or the app) instead"))
+    if problems:
+        field, value, problem, fix = problems[0]
+        raise DraConstructsError(where, f"config.{field}", value, problem, fix)
+    kube = config.kube.model_copy(update={"event_namespace": namespace, "kubernetes_version": str(target)})
+    return config.model_copy(update={"kube": kube})
