@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from dra_constructs._io import read_input
-from dra_constructs._safe_load import no_gc
+from dra_constructs._safe_load import no_gc, node_line
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.engine import AuditResult
 from dra_constructs.guardrails.model import Finding, SuppressedFinding
@@ -99,22 +99,6 @@ class _File:
                     self.nodes[item.start_mark.line + 1 + start] = (item, start)
 
 
-def _field_line(node: yaml.Node, keys: Sequence[str | int]) -> int:
-    """Line (in ``node``'s own text) of the deepest key (or list item) of ``keys`` present under ``node``."""
-    line = int(node.start_mark.line) + 1
-    for key in keys:
-        if isinstance(node, yaml.MappingNode) and isinstance(key, str):
-            pair = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
-            if pair is None:
-                break
-            line, node = int(pair[0].start_mark.line) + 1, pair[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
-            node = node.value[key]
-            line = int(node.start_mark.line) + 1
-        else:
-            break
-    return line
-
 
 def _relocate(findings: Sequence[Finding], files: dict[str, _File]) -> list[Finding]:
     out = []
@@ -126,7 +110,7 @@ def _relocate(findings: Sequence[Finding], files: dict[str, _File]) -> list[Find
             out.append(finding)
             continue
         node, offset = located
-        out.append(dataclasses.replace(finding, line=_field_line(node, keys) + offset))
+        out.append(dataclasses.replace(finding, line=node_line(node, keys) + offset))
     return out
 
 
