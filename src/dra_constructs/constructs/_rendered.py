@@ -1,72 +1,160 @@
-"""The library's own objects hand their rendered manifest to the synth-time guardrails.
+"""The library's own objects render their manifests in Python: one jsii call each instead of three.
 
-Construct layer (imports cdk8s). A ``GpuPod`` or ``GpuClaimTemplate`` knows its manifest when
-it is built: the metadata it passed and the one JSON patch it added. The guardrails used to ask
-Node for every object again (``chart.to_json()``: one more resolution of each object in JS and
-its JSON marshalled back, ~0.2 ms an object); :func:`chart_manifests` takes the library's dicts
-instead and renders through Node only what it cannot vouch for:
+Construct layer (imports cdk8s). A ``GpuPod`` or ``GpuClaimTemplate`` knows its manifest when it
+is built: the metadata it passed to cdk8s and its ``/spec``. Instead of handing the spec to Node
+as a JSON patch (``JsonPatch.add`` and ``add_json_patch``: two jsii round trips an object), it
+keeps it in Python and overrides ``to_json``: cdk8s asks for it once, at synth. The guardrails
+read the same dicts (:func:`chart_manifests`) and Node renders only what Python cannot vouch for:
 
 - objects of other code (hand-written ``ApiObject``, cdk8s-plus, ``Include``): ``to_json()`` each;
-- library objects touched after construction: any access to ``metadata`` (``add_label``,
-  ``add_annotation``, ``suppress``) or to ``add_json_patch`` marks the object as modified;
-- whole charts whose rendering Python cannot reproduce: nested charts, an App with its own
-  resolvers.
+- library objects touched after construction: the first access to ``metadata`` or
+  ``add_json_patch`` (``add_label``, ``add_annotation``, ``suppress``, a user's patch) first
+  gives Node the deferred spec patch, then hands rendering back to cdk8s for good;
+- objects whose rendering Python cannot reproduce: an App with its own resolvers, or
+  ``CDK8S_DISABLE_SORT`` set;
+- whole charts with nested charts (guardrails only: ``chart.to_json()``).
 
-Chart labels and namespace are merged the way cdk8s merges them. The list follows the tree's
-order; cdk8s orders by dependencies (``add_dependency``) first, which only changes the order of
-findings, not which ones. tests/core/test_rendered.py
-checks that the dicts equal cdk8s's rendering for every example app and for modified objects.
+The Python rendering is cdk8s's ``ApiObject.toJson`` for plain JSON values: chart labels and
+namespace merged as the ApiObject constructor merges them, metadata sanitized (empty and null
+values dropped, keys sorted as JavaScript sorts them), then ``apiVersion``, ``kind``,
+``metadata`` and the patched fields in patch order. tests/core/test_rendered.py checks that the
+YAML is byte-identical to cdk8s's own rendering (``cdk8s_rendering()``) for every example app,
+target and the edge cases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import weakref
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import cdk8s
 import constructs
 
-__all__ = ["OwnManifest", "chart_manifests"]
+__all__ = ["OwnManifest", "cdk8s_rendering", "chart_manifests"]
 
 #: Attribute access that may change an object's JSON after construction.
 _MUTATORS = frozenset({"metadata", "add_json_patch"})
 _DEFAULT_RESOLVERS = (cdk8s.LazyResolver, cdk8s.ImplicitTokenResolver, cdk8s.NumberStringUnionResolver)
+_MAX_ARRAY_INDEX = 2**32 - 2  # JavaScript enumerates array-index keys first, in numeric order
+
+
+class _Switch:
+    python_rendering = True
+
+
+@contextmanager
+def cdk8s_rendering() -> Iterator[None]:
+    """Within the block, the library's objects render through cdk8s (Node), as plain ApiObjects do.
+
+    For tests and for debugging a suspected difference: the output must be byte-identical.
+    """
+    previous, _Switch.python_rendering = _Switch.python_rendering, False
+    try:
+        yield
+    finally:
+        _Switch.python_rendering = previous
+
+
+@dataclass(frozen=True)
+class _ChartDefaults:
+    """What cdk8s merges into an object's metadata, and whether Python can render it at all."""
+
+    labels: Mapping[str, str]
+    namespace: str | None
+    python_renderable: bool
+
+
+_DEFAULTS: weakref.WeakKeyDictionary[constructs.Construct, _ChartDefaults] = weakref.WeakKeyDictionary()
+
+
+def _chart_defaults(scope: constructs.Construct) -> _ChartDefaults:
+    """The nearest chart's labels and namespace and the App's resolvers (fixed at construction), per scope."""
+    cached = _DEFAULTS.get(scope)
+    if cached is None:
+        chart = cdk8s.Chart.of(scope)
+        cached = _ChartDefaults(dict(chart.labels or {}), chart.namespace, _python_renderable(scope.node.root))
+        _DEFAULTS[scope] = cached
+    return cached
 
 
 class OwnManifest:
-    """Mixin for the library's ``ApiObject`` subclasses: remembers the manifest they were built with.
+    """Mixin for the library's ``ApiObject`` subclasses: keeps the manifest and renders it in Python.
 
     ``__getattribute__`` rather than overriding ``metadata``/``add_json_patch``: jsii registers
-    overridden members as callbacks, so Node would call into Python on every ``toJson``.
+    overridden members as callbacks, so Node would call into Python on every access.
     """
 
     _dra_manifest: dict[str, Any] | None = None
+    _dra_patches: tuple[tuple[str, Any], ...] = ()
+    _dra_scope: constructs.Construct | None = None
 
     def __getattribute__(self, name: str) -> Any:
         if name in _MUTATORS:
-            object.__setattr__(self, "_dra_manifest", None)
+            _materialize(self)
         return super().__getattribute__(name)
 
-    def _dra_record(self, api_version: str, kind: str, metadata: Mapping[str, Any] | None, name: str,
-                    spec: Mapping[str, Any] | None = None, fields: Mapping[str, Any] | None = None) -> None:
-        """Remember the manifest: ``metadata`` as passed to cdk8s, ``name``, and the patched ``/spec``.
+    def _dra_record(self, scope: constructs.Construct, api_version: str, kind: str,
+                    metadata: Mapping[str, Any] | None, name: str, spec: Mapping[str, Any] | None = None,
+                    fields: Mapping[str, Any] | None = None) -> None:
+        """Keep the manifest: ``metadata`` as passed to cdk8s, ``name``, ``spec`` and other top-level ``fields``.
 
-        ``fields``: other top-level fields the object's one JSON patch added (instead of ``spec``).
-        Call it last in ``__init__``, after the object's own ``add_json_patch``.
+        Call it last in ``__init__`` instead of adding ``/spec`` (and ``fields``) as JSON patches:
+        Node gets them only if something later needs cdk8s's own rendering.
         """
         manifest: dict[str, Any] = {"apiVersion": api_version, "kind": kind,
                                     "metadata": {**(metadata or {}), "name": name}}
-        if spec is not None:
-            manifest["spec"] = spec
-        if fields:
-            manifest.update(fields)
+        patches = ([("spec", spec)] if spec is not None else []) + list((fields or {}).items())
+        manifest.update(patches)
         object.__setattr__(self, "_dra_manifest", manifest)
+        object.__setattr__(self, "_dra_patches", tuple(patches))
+        object.__setattr__(self, "_dra_scope", scope)
+
+    def to_json(self) -> Any:
+        """The manifest (called by cdk8s at synth; a jsii override)."""
+        rendered = _python_rendering(self)
+        if rendered is None:
+            _materialize(self)
+            return cdk8s.ApiObject.to_json(self)  # type: ignore[arg-type]
+        return rendered
+
+
+def _materialize(obj: OwnManifest) -> None:
+    """Give Node the deferred patches; from now on cdk8s renders ``obj`` (its metadata may change)."""
+    patches = object.__getattribute__(obj, "_dra_patches")
+    object.__setattr__(obj, "_dra_manifest", None)
+    if patches:
+        object.__setattr__(obj, "_dra_patches", ())
+        cdk8s.ApiObject.add_json_patch(obj, *(cdk8s.JsonPatch.add(f"/{key}", value)  # type: ignore[arg-type]
+                                              for key, value in patches))
+
+
+def _python_rendering(obj: OwnManifest) -> dict[str, Any] | None:
+    """``obj``'s manifest as cdk8s renders it, or ``None`` where Python cannot vouch for it."""
+    manifest = obj._dra_manifest
+    scope = obj._dra_scope
+    if manifest is None or scope is None or not _Switch.python_rendering or os.environ.get("CDK8S_DISABLE_SORT"):
+        return None
+    defaults = _chart_defaults(scope)
+    if not defaults.python_renderable:
+        return None
+    return _with_chart_defaults(manifest, defaults.labels, defaults.namespace)
+
+
+def _js_key(key: str) -> tuple[int, int, bytes]:
+    """Sort key of JavaScript's ``Object.keys(o).sort()`` as the object then enumerates them."""
+    if key.isascii() and key.isdigit() and (key == "0" or key[0] != "0") and int(key) <= _MAX_ARRAY_INDEX:
+        return (0, int(key), b"")
+    return (1, 0, key.encode("utf-16-be"))
 
 
 def _clean(value: Any) -> Any:
-    """cdk8s's ``sanitizeValue`` with ``filterEmptyArrays``/``filterEmptyObjects`` (metadata)."""
+    """cdk8s's ``sanitizeValue`` with ``filterEmptyArrays``/``filterEmptyObjects`` and sorted keys (metadata)."""
     if isinstance(value, dict):
-        cleaned = {k: c for k, v in value.items() if (c := _clean(v)) is not None}
+        cleaned = {k: c for k in sorted(value, key=_js_key) if (c := _clean(value[k])) is not None}
         return cleaned or None
     if isinstance(value, list):
         return [_clean(v) for v in value] if value else None
@@ -74,6 +162,7 @@ def _clean(value: Any) -> Any:
 
 
 def _with_chart_defaults(manifest: dict[str, Any], labels: Mapping[str, str], namespace: str | None) -> dict[str, Any]:
+    """The ApiObject constructor's merge (chart labels under the object's, the chart's namespace as default)."""
     metadata = dict(manifest["metadata"])
     if labels:
         metadata["labels"] = {**labels, **(metadata.get("labels") or {})}
@@ -82,31 +171,25 @@ def _with_chart_defaults(manifest: dict[str, Any], labels: Mapping[str, str], na
     return {**manifest, "metadata": _clean(metadata)}
 
 
-def _python_renderable(root: constructs.Construct) -> bool:
+def _python_renderable(root: constructs.IConstruct) -> bool:
     resolvers = getattr(root, "resolvers", None)
     return resolvers is None or all(isinstance(r, _DEFAULT_RESOLVERS) for r in resolvers)
 
 
 def chart_manifests(chart: cdk8s.Chart, root: constructs.Construct) -> list[Any]:
     """The chart's manifests as ``chart.to_json()`` renders them, with the library's own dicts where valid."""
-    children = chart.node.find_all()
     api_objects: list[cdk8s.ApiObject] = []
     own = 0
-    for child in children:
+    for child in chart.node.find_all():
         if isinstance(child, cdk8s.Chart) and child is not chart:
             return list(chart.to_json())  # nested chart: its objects are its own
         if isinstance(child, cdk8s.ApiObject):
             api_objects.append(child)
-            own += getattr(child, "_dra_manifest", None) is not None
-    if own == 0 or not _python_renderable(root):
-        return list(chart.to_json())
-    labels: Mapping[str, str] = chart.labels or {}
-    namespace = chart.namespace
+            own += isinstance(child, OwnManifest)
+    if own == 0:
+        return list(chart.to_json())  # one jsii call for the chart instead of one per object
     manifests: list[Any] = []
     for obj in api_objects:
-        manifest = getattr(obj, "_dra_manifest", None)
-        if manifest is None:
-            manifests.append(obj.to_json())
-        else:
-            manifests.append(_with_chart_defaults(manifest, labels, namespace))
+        rendered = _python_rendering(obj) if isinstance(obj, OwnManifest) else None
+        manifests.append(obj.to_json() if rendered is None else rendered)
     return manifests

@@ -163,10 +163,10 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
             from dra_constructs.tenants.kueue import check_kueue_admissible
 
             check_kueue_admissible(template["spec"], target, where())
-        self.add_json_patch(cdk8s.JsonPatch.add("/spec", template))
         guard(scope)
         self._template_name = name if name is not None else object_name(self, scope, id)
-        self._dra_record(target.resource_api_version, "ResourceClaimTemplate", metadata, self._template_name, template)
+        self._dra_record(scope, target.resource_api_version, "ResourceClaimTemplate", metadata, self._template_name,
+                         template)
 
     @property
     def template_name(self) -> str:

@@ -150,8 +150,8 @@ class GpuPod(OwnManifest, cdk8s.ApiObject):
         except RuntimeError as error:
             raise duplicate_id(error, where, id) from None
         guard(scope)
-        self.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
-        self._dra_record("v1", "Pod", metadata, (metadata or {}).get("name") or object_name(self, scope, id), spec)
+        self._dra_record(scope, "v1", "Pod", metadata, (metadata or {}).get("name") or object_name(self, scope, id),
+                         spec)
 
 
 class _TemplatedWorkload(OwnManifest, cdk8s.ApiObject):
@@ -212,8 +212,7 @@ class _TemplatedWorkload(OwnManifest, cdk8s.ApiObject):
         if template_metadata:
             template["metadata"] = template_metadata
         spec["template"] = template
-        self.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
-        self._dra_record(self._api_version, self._kind, metadata, object_name_, spec)
+        self._dra_record(scope, self._api_version, self._kind, metadata, object_name_, spec)
 
 
 class GpuDeployment(_TemplatedWorkload):
