@@ -24,22 +24,26 @@ target and the edge cases.
 
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import cdk8s
 import constructs
 
+from dra_constructs.errors import DraConstructsError
+
 __all__ = ["OwnManifest", "cdk8s_rendering", "chart_manifests"]
 
-#: Attribute access that may change an object's JSON after construction.
-_MUTATORS = frozenset({"metadata", "add_json_patch"})
+# Exact types: a Python subclass of LazyResolver (say) can replace values, which Python would not do.
 _DEFAULT_RESOLVERS = (cdk8s.LazyResolver, cdk8s.ImplicitTokenResolver, cdk8s.NumberStringUnionResolver)
 _MAX_ARRAY_INDEX = 2**32 - 2  # JavaScript enumerates array-index keys first, in numeric order
+#: What Python renders itself: JSON scalars (``str`` covers str enums, ``int`` bools and int enums).
+_SCALARS = (str, int, float, type(None))
 
 
 class _Switch:
@@ -81,21 +85,38 @@ def _chart_defaults(scope: constructs.Construct) -> _ChartDefaults:
     return cached
 
 
+class _Materializing:
+    """``metadata`` / ``add_json_patch`` of an :class:`OwnManifest`: the ApiObject's, after materializing.
+
+    A non-data descriptor, not a Python override (jsii registers overridden methods and data
+    descriptors as callbacks, so Node would call into Python on every access), and not
+    ``__getattribute__``: ``super().metadata`` in a user's subclass bypasses that, and the label
+    it added was lost from the Python rendering.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._member = getattr(cdk8s.ApiObject, name)
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        _materialize(obj)
+        return self._member.__get__(obj, owner)
+
+
 class OwnManifest:
     """Mixin for the library's ``ApiObject`` subclasses: keeps the manifest and renders it in Python.
 
-    ``__getattribute__`` rather than overriding ``metadata``/``add_json_patch``: jsii registers
-    overridden members as callbacks, so Node would call into Python on every access.
+    Any access to ``metadata`` or ``add_json_patch`` (also through ``super()``) hands rendering to
+    cdk8s for good. Calling ``cdk8s.ApiObject``'s implementation unbound bypasses that: don't.
     """
 
     _dra_manifest: dict[str, Any] | None = None
     _dra_patches: tuple[tuple[str, Any], ...] = ()
     _dra_scope: constructs.Construct | None = None
 
-    def __getattribute__(self, name: str) -> Any:
-        if name in _MUTATORS:
-            _materialize(self)
-        return super().__getattribute__(name)
+    metadata = _Materializing("metadata")
+    add_json_patch = _Materializing("add_json_patch")
 
     def _dra_record(self, scope: constructs.Construct, api_version: str, kind: str,
                     metadata: Mapping[str, Any] | None, name: str, spec: Mapping[str, Any] | None = None,
@@ -109,9 +130,20 @@ class OwnManifest:
                                     "metadata": {**(metadata or {}), "name": name}}
         patches = ([("spec", spec)] if spec is not None else []) + list((fields or {}).items())
         manifest.update(patches)
-        object.__setattr__(self, "_dra_manifest", manifest)
         object.__setattr__(self, "_dra_patches", tuple(patches))
         object.__setattr__(self, "_dra_scope", scope)
+        bad = _not_plain_json(manifest, "")
+        if bad is None:
+            object.__setattr__(self, "_dra_manifest", manifest)
+            return
+        path, value = bad
+        if isinstance(value, float):  # jsii cannot send NaN/Infinity to Node: it fails with a JSON SyntaxError
+            raise DraConstructsError(cast(Any, self).node.path, path.lstrip("."), value,
+                                     "not a JSON number (NaN and infinities have no JSON form)",
+                                     "use a finite number, or a string if the API field takes one")
+        # A datetime, a jsii object...: cdk8s's JSON patch turns it to JSON (a Date to an ISO string)
+        # and Python would hand it over as is. Let cdk8s render this object, as a plain ApiObject.
+        _materialize(self)
 
     def to_json(self) -> Any:
         """The manifest (called by cdk8s at synth; a jsii override)."""
@@ -120,6 +152,25 @@ class OwnManifest:
             _materialize(self)
             return cdk8s.ApiObject.to_json(self)  # type: ignore[arg-type]
         return _json_copy(rendered)  # a fresh document each call, as cdk8s returns (~7 us)
+
+
+def _not_plain_json(value: Any, path: str) -> tuple[str, Any] | None:
+    """The first value in ``value`` that is not plain JSON (with its path), or ``None``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path}.{key!r}", key
+            if (bad := _not_plain_json(item, f"{path}.{key}")) is not None:
+                return bad
+        return None
+    if isinstance(value, list):  # not a tuple: jsii cannot send one inside a map (cdk8s fails at construction)
+        for i, item in enumerate(value):
+            if (bad := _not_plain_json(item, f"{path}[{i}]")) is not None:
+                return bad
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    return None if isinstance(value, _SCALARS) else (path, value)
 
 
 def _materialize(obj: OwnManifest) -> None:
@@ -181,8 +232,8 @@ def _with_chart_defaults(manifest: dict[str, Any], labels: Mapping[str, str], na
 
 
 def _python_renderable(root: constructs.IConstruct) -> bool:
-    resolvers = getattr(root, "resolvers", None)
-    return resolvers is None or all(isinstance(r, _DEFAULT_RESOLVERS) for r in resolvers)
+    """An App with cdk8s's resolvers only (no App at the root: cdk8s fails, Python must not render)."""
+    return isinstance(root, cdk8s.App) and all(type(r) in _DEFAULT_RESOLVERS for r in root.resolvers)
 
 
 def chart_manifests(chart: cdk8s.Chart, root: constructs.Construct) -> list[Any]:
@@ -199,6 +250,9 @@ def chart_manifests(chart: cdk8s.Chart, root: constructs.Construct) -> list[Any]
         return list(chart.to_json())  # one jsii call for the chart instead of one per object
     manifests: list[Any] = []
     for obj in api_objects:
-        rendered = _python_rendering(obj) if isinstance(obj, OwnManifest) else None
+        # A user's subclass overriding to_json changes what is synthesized: the guardrails read that.
+        rendered = None
+        if isinstance(obj, OwnManifest) and getattr(type(obj), "to_json", None) is OwnManifest.to_json:
+            rendered = _python_rendering(obj)
         manifests.append(obj.to_json() if rendered is None else rendered)
     return manifests
