@@ -414,3 +414,27 @@ def test_a_foreign_resolver_falls_back_even_when_it_changes_nothing() -> None:
     assert tmpl._dra_manifest is None and pod._dra_manifest is None
     with cdk8s_rendering():
         assert fast == app.synth_yaml()
+
+
+def test_a_key_jsii_cannot_send_is_refused_at_construction() -> None:
+    chart = cdk8s.Chart(_app(), "c")
+    with pytest.raises(DraConstructsError, match=r"c/p: spec\.overhead\.'__proto__'=.*jsii cannot pass"):
+        GpuPod(chart, "p", containers=[Container(name="c", image=IMAGE)], extra_spec={"overhead": {"__proto__": "1"}})
+
+
+def test_a_refused_hand_over_keeps_the_deferred_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = _app()
+    tmpl, pod = _pair(cdk8s.Chart(app, "c"), "w")
+
+    def refuse(path: str, value: Any) -> cdk8s.JsonPatch:
+        raise RuntimeError("jsii refused the value")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cdk8s.JsonPatch, "add", refuse)
+        with pytest.raises(RuntimeError, match="refused"):
+            pod.metadata.add_label("x", "y")
+    # before the fix: the spec was gone, and the next synth wrote the pod without it
+    assert "resourceClaimTemplateName" in pod.to_json()["spec"]["resourceClaims"][0]
+    pod.metadata.add_label("lbl", "set")
+    fast, slow, _ = _both(app)
+    assert fast == slow and "resourceClaims:" in fast and "lbl: set" in fast

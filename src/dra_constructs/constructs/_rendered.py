@@ -42,6 +42,7 @@ __all__ = ["OwnManifest", "cdk8s_rendering", "chart_manifests"]
 # Exact types: a Python subclass of LazyResolver (say) can replace values, which Python would not do.
 _DEFAULT_RESOLVERS = (cdk8s.LazyResolver, cdk8s.ImplicitTokenResolver, cdk8s.NumberStringUnionResolver)
 _MAX_ARRAY_INDEX = 2**32 - 2  # JavaScript enumerates array-index keys first, in numeric order
+_PROTO = "__proto__"
 #: What Python renders itself: JSON scalars (``str`` covers str enums, ``int`` bools and int enums).
 _SCALARS = (str, int, float, type(None))
 
@@ -141,6 +142,9 @@ class OwnManifest:
             raise DraConstructsError(cast(Any, self).node.path, path.lstrip("."), value,
                                      "not a JSON number (NaN and infinities have no JSON form)",
                                      "use a finite number, or a string if the API field takes one")
+        if value == _PROTO:  # jsii refuses the key in either rendering (a SerializationError at synth)
+            raise DraConstructsError(cast(Any, self).node.path, path.lstrip("."), value,
+                                     "jsii cannot pass a '__proto__' key to Node", "remove the key")
         # A datetime, a jsii object...: cdk8s's JSON patch turns it to JSON (a Date to an ISO string)
         # and Python would hand it over as is. Let cdk8s render this object, as a plain ApiObject.
         _materialize(self)
@@ -158,7 +162,7 @@ def _not_plain_json(value: Any, path: str) -> tuple[str, Any] | None:
     """The first value in ``value`` that is not plain JSON (with its path), or ``None``."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if not isinstance(key, str):
+            if not isinstance(key, str) or key == _PROTO:
                 return f"{path}.{key!r}", key
             if (bad := _not_plain_json(item, f"{path}.{key}")) is not None:
                 return bad
@@ -174,13 +178,17 @@ def _not_plain_json(value: Any, path: str) -> tuple[str, Any] | None:
 
 
 def _materialize(obj: OwnManifest) -> None:
-    """Give Node the deferred patches; from now on cdk8s renders ``obj`` (its metadata may change)."""
+    """Give Node the deferred patches; from now on cdk8s renders ``obj`` (its metadata may change).
+
+    State changes only once Node has the patches: when jsii refuses one, the next synth must fail
+    again, not render the object without its spec (the guardrails swallow a RuntimeError).
+    """
     patches = object.__getattribute__(obj, "_dra_patches")
-    object.__setattr__(obj, "_dra_manifest", None)
     if patches:
+        cdk8s.ApiObject.add_json_patch(obj, *[cdk8s.JsonPatch.add(f"/{key}", value)  # type: ignore[arg-type]
+                                              for key, value in patches])
         object.__setattr__(obj, "_dra_patches", ())
-        cdk8s.ApiObject.add_json_patch(obj, *(cdk8s.JsonPatch.add(f"/{key}", value)  # type: ignore[arg-type]
-                                              for key, value in patches))
+    object.__setattr__(obj, "_dra_manifest", None)
 
 
 def _python_rendering(obj: OwnManifest) -> dict[str, Any] | None:
