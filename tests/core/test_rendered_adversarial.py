@@ -85,6 +85,24 @@ def test_charts_without_name_hashes_or_with_their_own_name_generator() -> None:
     assert "resourceClaimTemplateName: pre-b-slice\n" in fast  # the pod's reference uses the same name
 
 
+def test_generated_names_of_odd_ids_and_deep_or_nested_scopes() -> None:
+    app = _app()
+    chart = cdk8s.Chart(app, "c")
+    objs: list[Any] = [GpuPod(chart, "first", containers=[Container(name="c", image=IMAGE)])]
+    deep: constructs.Construct = chart
+    for i in range(6):
+        deep = constructs.Construct(deep, f"level-with-a-long-name-{i}")
+    scopes = [(chart, ["Default", "Resource", "UPPER", "a.b", "a_b", "x" * 70, "a--b", "0"]), (deep, ["leaf", "leaf2"]),
+              (constructs.Construct(cdk8s.Chart(app, "c2"), "Default"), ["Default", "inner"]),
+              (constructs.Construct(cdk8s.Chart(app, "c3"), "Resource"), ["x"])]
+    for scope, ids in scopes:
+        objs += [GpuPod(scope, id, containers=[Container(name="c", image=IMAGE)]) for id in ids]
+    objs.append(GpuPod(objs[0], "child-of-a-pod", containers=[Container(name="c", image=IMAGE)]))
+    objs.append(GpuDeployment(chart, "d" + "y" * 70, containers=[Container(name="c", image=IMAGE)]))
+    fast, slow, in_python = _both(app, *objs)
+    assert fast == slow and in_python
+
+
 def test_nested_charts_plain_scopes_and_an_explicit_namespace() -> None:
     app = _app()
     outer = cdk8s.Chart(app, "outer", namespace="ns-out", labels={"level": "outer", "o": "1"})
@@ -163,7 +181,7 @@ def _files(root: Path) -> dict[str, bytes]:
 def test_every_yaml_output_type_writes_the_same_files(output: cdk8s.YamlOutputType, tmp_path: Path) -> None:
     results = []
     for mode in ("python", "cdk8s"):
-        app = cdk8s.App(outdir=str(tmp_path / mode), yaml_output_type=output)
+        app = cdk8s.App(outdir=str(tmp_path / mode), yaml_output_type=output, record_construct_metadata=True)
         _build_for_files(app)
         if mode == "cdk8s":
             with cdk8s_rendering():
@@ -199,7 +217,8 @@ def test_include_and_hand_written_objects_in_the_same_chart(tmp_path: Path) -> N
     later = _pair(chart, "after")
     fast, slow, in_python = _both(app, tmpl, pod, *later)
     assert fast == slow and in_python
-    assert [d["metadata"]["name"] for d in chart_manifests(chart, app)] == [d["metadata"]["name"] for d in chart.to_json()]
+    names = [d["metadata"]["name"] for d in chart.to_json()]
+    assert [d["metadata"]["name"] for d in chart_manifests(chart, app)] == names
 
 
 def test_json_patches_on_metadata_and_on_deferred_fields() -> None:
@@ -353,7 +372,7 @@ def test_an_error_in_to_json_surfaces_and_the_kernel_keeps_working() -> None:
 
 def test_a_value_python_would_hand_over_as_is_renders_through_cdk8s() -> None:
     app = _app()
-    when = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
     pod = GpuPod(cdk8s.Chart(app, "c"), "p", containers=[Container(name="c", image=IMAGE)],
                  extra_spec={"overhead": {"when": when, "size": cdk8s.Size.gibibytes(1)}})
     assert pod._dra_manifest is None  # handed to cdk8s at construction
@@ -424,7 +443,7 @@ def test_a_key_jsii_cannot_send_is_refused_at_construction() -> None:
 
 def test_a_refused_hand_over_keeps_the_deferred_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     app = _app()
-    tmpl, pod = _pair(cdk8s.Chart(app, "c"), "w")
+    _, pod = _pair(cdk8s.Chart(app, "c"), "w")
 
     def refuse(path: str, value: Any) -> cdk8s.JsonPatch:
         raise RuntimeError("jsii refused the value")

@@ -10,8 +10,12 @@ read the same dicts (:func:`chart_manifests`) and Node renders only what Python 
 - library objects touched after construction: the first access to ``metadata`` or
   ``add_json_patch`` (``add_label``, ``add_annotation``, ``suppress``, a user's patch) first
   gives Node the deferred spec patch, then hands rendering back to cdk8s for good;
-- objects whose rendering Python cannot reproduce: an App with its own resolvers, or
-  ``CDK8S_DISABLE_SORT`` set;
+- objects whose rendering Python cannot reproduce: an App with its own resolvers (also a Python
+  subclass of a default one), no ``cdk8s.App`` at the root, ``CDK8S_DISABLE_SORT`` set, a spec
+  holding values that are not plain JSON (a ``datetime``, a jsii object, a tuple: handed to Node
+  at construction); NaN, infinities and ``'__proto__'`` keys, which jsii cannot send, are a
+  ``DraConstructsError`` at construction;
+- objects of a user's subclass that overrides ``to_json``: the guardrails read what it returns;
 - whole charts with nested charts (guardrails only: ``chart.to_json()``).
 
 The Python rendering is cdk8s's ``ApiObject.toJson`` for plain JSON values: chart labels and
@@ -19,7 +23,8 @@ namespace merged as the ApiObject constructor merges them, metadata sanitized (e
 values dropped, keys sorted as JavaScript sorts them), then ``apiVersion``, ``kind``,
 ``metadata`` and the patched fields in patch order. tests/core/test_rendered.py checks that the
 YAML is byte-identical to cdk8s's own rendering (``cdk8s_rendering()``) for every example app,
-target and the edge cases.
+target and the edge cases; tests/core/test_rendered_adversarial.py holds a review's attempts to
+make them differ.
 """
 
 from __future__ import annotations
