@@ -181,3 +181,13 @@ def test_python_to_json_orders_keys_as_cdk8s_returns_them() -> None:
         slow = pod.to_json()
     assert json.dumps(fast) == json.dumps(slow)
     assert list(fast["metadata"]["labels"]) == ["2", "10", "01", "Z", "a", "b"]
+
+
+def test_changing_what_to_json_returned_changes_nothing() -> None:
+    chart = new_chart()
+    _, pod = _workload(chart)
+    doc = pod.to_json()
+    doc["spec"]["containers"][0]["image"] = "evil/x:1"
+    doc["metadata"]["name"] = "other"
+    assert cdk8s.Testing.synth(chart)[1]["spec"]["containers"][0]["image"] == "registry.example/a:1"
+    assert pod.to_json()["metadata"]["name"] == pod.name

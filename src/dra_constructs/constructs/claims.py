@@ -70,8 +70,9 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
     *Where* on the node the devices sit is ``align=``: ``Alignment(on='numaNode' | 'pcieRoot' |
     'parentGPU', requests=...)`` becomes ``matchAttribute`` constraints.
 
-    The construct *is* the API object (a subclass of ``cdk8s.ApiObject``, built with one JSON patch):
-    wrapping it in a separate construct costs a jsii round trip per object (see docs/performance.md).
+    The construct *is* the API object (a subclass of ``cdk8s.ApiObject``) and renders its manifest in
+    Python (``to_json``): one jsii call to build it, one at synth (see docs/performance.md).
+    ``add_json_patch`` and ``metadata`` work as on any ApiObject (cdk8s renders it from then on).
 
     :param requests: the device requests (``MigRequest``, ``GpuRequest``, ``NicRequest``, ``CustomRequest``,
         ``FirstAvailable`` alternatives on 1.33+).

@@ -5,8 +5,9 @@ that need no spare GPU, Jobs that survive preemption). For everything else cdk8s
 (probes, secrets as env, volumes, Services), build the workload with cdk8s-plus and add the
 claims with :func:`dra_constructs.attach_claims`.
 
-These constructs are ``cdk8s.ApiObject`` subclasses built with one JSON patch, which is also the
-cheapest route through jsii (cdk8s-plus-28's 1.28 L1 would drop the DRA fields).
+These constructs are ``cdk8s.ApiObject`` subclasses that render their manifests in Python
+(``constructs/_rendered.py``), the cheapest route through jsii (cdk8s-plus-28's 1.28 L1 would drop
+the DRA fields). ``add_json_patch`` and ``metadata`` work as on any ApiObject.
 """
 
 from __future__ import annotations

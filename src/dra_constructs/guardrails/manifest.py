@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 __all__ = [
@@ -58,6 +58,11 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+@lru_cache(maxsize=1024)
+def _is_identifier(part: str) -> bool:
+    return _IDENTIFIER.match(part) is not None
+
+
 def field_path(base: str, *parts: str | int) -> str:
     """Extend a field path: ``field_path("spec", "containers", 0, "env")`` -> ``spec.containers[0].env``.
 
@@ -67,7 +72,7 @@ def field_path(base: str, *parts: str | int) -> str:
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif _IDENTIFIER.match(part):
+        elif _is_identifier(part):
             out = f"{out}.{part}" if out else part
         else:
             out += f"[{part!r}]"
@@ -323,8 +328,15 @@ class Manifest:
             return (spec, "spec.spec") if isinstance(spec, dict) else None
         return None
 
-    def requests(self) -> Iterator[RequestView]:
-        """Every device request of a claim (subrequests of ``firstAvailable`` included)."""
+    def requests(self) -> tuple[RequestView, ...]:
+        """Every device request of a claim (subrequests of ``firstAvailable`` included); several rules ask."""
+        return self._requests
+
+    @cached_property
+    def _requests(self) -> tuple[RequestView, ...]:
+        return tuple(self._find_requests())
+
+    def _find_requests(self) -> Iterator[RequestView]:
         if self.claim_spec is None:
             return
         spec, base = self.claim_spec

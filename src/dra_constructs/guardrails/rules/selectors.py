@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 from dra_constructs.catalog import ATTRIBUTE_DOMAIN, GPU_ATTRIBUTES, GPU_CAPACITIES, MIG_ATTRIBUTES, MIG_CAPACITIES
 from dra_constructs.guardrails.context import AuditContext
@@ -26,17 +27,19 @@ _MODEL_ATTRIBUTES = frozenset({"productName", "architecture", "cudaComputeCapabi
 _EXACT_ATTRIBUTES = frozenset({"productName", "uuid"})
 
 
-def references(expression: str) -> tuple[set[str], set[str], set[str]]:
+@lru_cache(maxsize=4096)
+def references(expression: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     """``(attributes, capacities, guarded attributes)`` of the NVIDIA domain an expression reads.
 
     A textual scan (the CEL checker owns parsing); it only decides whether a selector pins the
-    hardware and whether it reads attributes the device class does not publish.
+    hardware and whether it reads attributes the device class does not publish. Cached: the
+    same selectors recur in every object a construct or a template generates.
     """
     attributes = {m.group(2) or m.group(3) for m in _ATTRIBUTE.finditer(expression) if m.group(1) == ATTRIBUTE_DOMAIN}
     capacities = {m.group(2) or m.group(3) for m in _CAPACITY.finditer(expression) if m.group(1) == ATTRIBUTE_DOMAIN}
     guarded = {m.group(1) for m in _GUARD_IN.finditer(expression) if m.group(2) == ATTRIBUTE_DOMAIN}
     guarded |= {m.group(2) for m in _GUARD_HAS.finditer(expression) if m.group(1) == ATTRIBUTE_DOMAIN}
-    return attributes, capacities, guarded
+    return frozenset(attributes), frozenset(capacities), frozenset(guarded)
 
 
 def _cel_hits(ctx: AuditContext, path: str, expression: object, label: str) -> Iterator[Hit]:
