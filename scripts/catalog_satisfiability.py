@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Write (or --check) src/dra_constructs/catalog/satisfiability.json.
 
-For every request shape the catalog generates (each MIG profile of each model, each whole-GPU
-model, all models), the best number of matching devices on one node of the catalog inventory,
-computed with the CEL evaluator. Claims built from these shapes then skip evaluating 1,040
-devices at first use (docs/performance.md). tests/core/test_catalog_satisfiability.py recomputes every
-entry for every supported target.
+For every request shape the catalog generates (each whole-GPU model, all models, each MIG
+profile of each model) and every (MIG mode, target minor) a claim can be checked in against
+the catalog: the largest count for which one request of that shape passes today's live check
+(``check_requests`` with the catalog inventory: the CEL run-time check on every catalog device,
+then the allocator in ``dra_constructs.fit`` with the target's gates), or ``null`` when the
+selectors fail at run time on some catalog device. ``GpuClaimTemplate`` answers such claims
+from the table without building the catalog inventory (docs/performance.md, issue 14);
+tests/core/test_catalog_satisfiability.py recomputes the entries. Regenerate after changing the
+catalog, the selector builder, the CEL evaluator or the allocator (about 2 minutes of CPU):
 
-    python scripts/catalog_satisfiability.py [--check]
+    PYTHONPATH=src .venv/bin/python scripts/catalog_satisfiability.py [--check]
 """
 
 from __future__ import annotations
@@ -18,21 +22,19 @@ import sys
 
 from dra_constructs.selector_checks import (
     CATALOG_TABLE_PATH,
-    CatalogDevices,
-    compute_best_pool,
+    catalog_modes,
     generated_catalog_requests,
+    live_catalog_answer,
 )
-from dra_constructs.target import Target
 
 
 def render() -> str:
-    devices = CatalogDevices()
-    target = Target.parse("1.32")
-    entries = []
-    for device_class, selectors in generated_catalog_requests():
-        best, detail = compute_best_pool(device_class, selectors, target, devices)
-        entries.append({"class": device_class, "selectors": list(selectors), "best": best, "detail": detail})
-    return json.dumps(entries, indent=1) + "\n"
+    shapes = generated_catalog_requests()
+    max_count = {f"{mode}/{minor}": [live_catalog_answer(mode, minor, shape) for shape in shapes]
+                 for mode, minor in catalog_modes()}
+    lines = ['{"shapes": [', ",\n".join(json.dumps([c, list(s)]) for c, s in shapes), "],", '"max_count": {',
+             ",\n".join(f"{json.dumps(key)}: {json.dumps(counts)}" for key, counts in max_count.items()), "}}"]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
@@ -47,7 +49,8 @@ def main() -> int:
             return 1
         return 0
     CATALOG_TABLE_PATH.write_text(text)
-    print(f"wrote {CATALOG_TABLE_PATH} ({len(json.loads(text))} entries)")
+    table = json.loads(text)
+    print(f"wrote {CATALOG_TABLE_PATH} ({len(table['shapes'])} shapes x {len(table['max_count'])} modes/targets)")
     return 0
 
 

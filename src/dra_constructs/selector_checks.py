@@ -10,11 +10,11 @@ node: counters, constraints, ``firstAvailable`` and taints included.
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from dra_constructs.catalog import DEVICE_CLASS_SELECTORS, catalog_resource_slices
 from dra_constructs.catalog.network import NIC_CLASS_SELECTORS
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from dra_constructs.fit import Inventory as FitInventory
     from dra_constructs.requests import DeviceRequest, ResolvedRequest
 
-__all__ = ["Inventory", "as_fit_inventory", "catalog_inventory", "check_requests"]
+__all__ = ["Inventory", "LazyCatalog", "as_fit_inventory", "catalog_inventory", "catalog_table", "check_requests"]
 
 #: Devices (``dra_constructs.cel.Device``) or a fit inventory with pools and counter sets.
 Inventory = Any
@@ -48,86 +48,127 @@ def catalog_inventory(mig_mode: str = "static") -> FitInventory:
     return FitInventory.from_slices(slices)
 
 
-class CatalogDevices(Sequence["Device"]):
-    """The catalog's 1,040 synthetic devices, built on first use (~0.15 s with their CEL index).
+@dataclass(frozen=True)
+class LazyCatalog:
+    """The catalog inventory of one MIG mode, built only when :func:`catalog_table` cannot vouch.
 
-    Claims whose selectors are all generated from the catalog never build them: their answer
-    is in :data:`CATALOG_TABLE_PATH` (see :func:`catalog_table`).
+    ``GpuClaimTemplate`` passes one for the default inventory (``CATALOG``): a claim made only
+    of generated request shapes within the table's counts passes without the inventory (~0.12 s
+    to build) and without evaluating its selectors on the catalog's devices (~0.15 s).
     """
 
-    def __init__(self) -> None:
-        self._devices: tuple[Device, ...] | None = None
+    mig_mode: str
 
-    @property
-    def materialized(self) -> bool:
-        return self._devices is not None
-
-    def _all(self) -> tuple[Device, ...]:
-        if self._devices is None:
-            from dra_constructs.cel import devices_from_slices
-
-            self._devices = tuple(devices_from_slices(catalog_resource_slices()))
-        return self._devices
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-    @overload
-    def __getitem__(self, index: int) -> Device: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Device]: ...
-    def __getitem__(self, index: int | slice) -> Device | Sequence[Device]:
-        return self._all()[index]
-
-    def __iter__(self) -> Iterator[Device]:
-        return iter(self._all())
+    def build(self) -> FitInventory:
+        return catalog_inventory(self.mig_mode)
 
 
-_CATALOG_DEVICES = CatalogDevices()
+#: A generated request shape: (device class, selectors).
+Shape = tuple[str, tuple[str, ...]]
 
-
-#: Precomputed (best pool count, explanation) of the selectors the library generates, against the
-#: catalog (``scripts/catalog_satisfiability.py`` writes it; tests/core/test_catalog_satisfiability.py
-#: recomputes every entry with the CEL evaluator, for every supported target).
+#: Precomputed answers of the live check for the catalog's generated request shapes, per MIG mode
+#: and target (``scripts/catalog_satisfiability.py`` writes it; tests/core/test_catalog_satisfiability.py
+#: recomputes the entries with the allocator and the CEL evaluator).
 CATALOG_TABLE_PATH = Path(__file__).with_name("catalog") / "satisfiability.json"
 
 
 @lru_cache(maxsize=1)
-def catalog_table() -> dict[tuple[str, tuple[str, ...]], tuple[int, str | None]]:
-    """(device class, selectors) -> (best pool count, explanation) for the catalog's generated selectors."""
-    entries = json.loads(CATALOG_TABLE_PATH.read_text())
-    return {(e["class"], tuple(e["selectors"])): (e["best"], e["detail"]) for e in entries}
+def catalog_table() -> dict[tuple[str, int], dict[Shape, int | None]]:
+    """(mig mode, target minor) -> shape -> the largest count that passes (``None``: a run-time error).
+
+    A count from 1 to that number passes :func:`check_requests` against the catalog; above it,
+    or with a run-time error of the selectors on some catalog device, the live check answers.
+    """
+    table = json.loads(CATALOG_TABLE_PATH.read_text())
+    shapes: list[Shape] = [(device_class, tuple(selectors)) for device_class, selectors in table["shapes"]]
+    answers: dict[tuple[str, int], dict[Shape, int | None]] = {}
+    for key, counts in table["max_count"].items():
+        mode, minor = key.split("/")
+        answers[mode, int(minor)] = dict(zip(shapes, counts, strict=True))
+    return answers
 
 
-def generated_catalog_requests() -> list[tuple[str, tuple[str, ...]]]:
-    """(device class, selectors) of every request shape the catalog generates: each MIG profile, each model."""
+def generated_catalog_shapes() -> dict[Shape, DeviceRequest]:
+    """Every request shape the catalog generates (each model, all models, each MIG profile), with a request."""
     from dra_constructs.catalog import GPU_SPECS
     from dra_constructs.requests import GpuRequest, MigRequest
 
-    shapes: list[Any] = [GpuRequest(models=(spec.key,)) for spec in GPU_SPECS]
-    shapes += [GpuRequest(models=tuple(spec.key for spec in GPU_SPECS))]
-    shapes += [MigRequest(gpu=spec.key, profile=p.name) for spec in GPU_SPECS for p in spec.mig_profiles]
-    return list(dict.fromkeys((r.device_class(), tuple(r.generated_selectors("catalog"))) for r in shapes))
+    requests: list[DeviceRequest] = [GpuRequest(models=(spec.key,)) for spec in GPU_SPECS]
+    requests += [GpuRequest(models=tuple(spec.key for spec in GPU_SPECS))]
+    requests += [MigRequest(gpu=spec.key, profile=p.name) for spec in GPU_SPECS for p in spec.mig_profiles]
+    shapes: dict[Shape, DeviceRequest] = {}
+    for request in requests:
+        shapes.setdefault((request.device_class(), tuple(request.generated_selectors("catalog"))), request)
+    return shapes
 
 
-def compute_best_pool(device_class: str, selectors: tuple[str, ...], target: Target,
-                      inventory: Inventory) -> tuple[int, str | None]:
-    """Evaluate the selectors on every device (the live path behind the table)."""
-    from dra_constructs.cel import explain_no_match, match_devices
+def generated_catalog_requests() -> list[Shape]:
+    """(device class, selectors) of every request shape the catalog generates."""
+    return list(generated_catalog_shapes())
 
-    class_selectors = [DEVICE_CLASS_SELECTORS[device_class]]
-    results = match_devices(class_selectors, list(selectors), inventory, target)
-    errors = [f"{device}: {value}" for device, value in results.items() if isinstance(value, str)]
-    per_pool: Counter[str] = Counter(
-        device.rsplit("/", 1)[0] for device, value in results.items() if value is True
-    )
-    best = max(per_pool.values(), default=0)
-    detail: str | None = None
-    if errors:
-        detail = "run-time error (the scheduler fails the allocation, it does not skip the device): " + errors[0]
-    elif best == 0:
-        detail = explain_no_match(class_selectors, list(selectors), inventory, target)
-    return best, detail
+
+def catalog_modes() -> list[tuple[str, int]]:
+    """(mig mode, target minor) pairs a claim can be checked in against the catalog."""
+    from dra_constructs.target import SUPPORTED_MINORS
+
+    return [(mode, minor) for mode in ("static", "dynamic") for minor in SUPPORTED_MINORS
+            if mode == "static" or Target(minor=minor).has_partitionable_devices]
+
+
+def live_catalog_check(mig_mode: str, minor: int, shape: Shape, count: int) -> bool:
+    """Whether one request of ``shape`` and ``count`` passes today's live check against the catalog."""
+    from dra_constructs.requests import render_claim_spec
+
+    request = generated_catalog_shapes()[shape].model_copy(update={"count": count})
+    target = Target(minor=minor)
+    spec, resolved = render_claim_spec([request], [], target, "catalog")
+    try:
+        check_requests(resolved, target, "catalog", catalog_inventory(mig_mode), spec, catalog=True)
+    except DraConstructsError:
+        return False
+    return True
+
+
+def live_catalog_answer(mig_mode: str, minor: int, shape: Shape) -> int | None:
+    """The table's entry computed live: ``None`` on a run-time error, else the largest count that passes."""
+    device_class, selectors = shape
+    if _runtime_error(device_class, selectors, Target(minor=minor), catalog_inventory(mig_mode)) is not None:
+        return None
+    count = 0
+    while live_catalog_check(mig_mode, minor, shape, count + 1):
+        count += 1
+    return count
+
+
+def _catalog_vouches(resolved: Sequence[ResolvedRequest], spec: dict[str, Any], target: Target,
+                     mig_mode: str) -> bool:
+    """The table says the live check passes: each request a generated shape within its count, nothing else.
+
+    The claim must be exactly what its requests render to without extras (no constraints, no
+    firstAvailable, tolerations, admin access or config, no narrower class): then the live check
+    looks at each request alone (the catalog's request-by-request check) and its answer depends
+    only on the mode, the target's minor, the shape and the count. A patch release falls through.
+    """
+    if target.patch is not None:
+        return False
+    limits = catalog_table().get((mig_mode, target.minor))
+    if limits is None:
+        return False
+    expected: list[dict[str, Any]] = []
+    for name, alternatives in resolved:
+        if len(alternatives) != 1:
+            return False
+        request, selectors = alternatives[0]
+        device_class = request.device_class()
+        limit = limits.get((device_class, tuple(selectors)))
+        count = request.count
+        if limit is None or request.catalog_class() != device_class or type(count) is not int \
+                or not 1 <= count <= limit:
+            return False
+        body = {"deviceClassName": device_class, "selectors": [{"cel": {"expression": s}} for s in selectors],
+                "allocationMode": "ExactCount", "count": count}
+        expected.append({"name": name, "exactly": body} if target.wraps_requests_in_exactly else {"name": name, **body})
+    return spec == {"devices": {"requests": expected}}
 
 
 _FIT_INVENTORIES: dict[int, tuple[Any, FitInventory]] = {}
@@ -272,6 +313,8 @@ def check_requests(
     fails the allocation, it does not skip the device). With a real inventory the whole claim
     must fit on one node; the ``catalog`` (one synthetic node per model, or per model and MIG
     profile) only stands for "some node of these GPUs", so there each request must fit alone.
+    A :class:`LazyCatalog` inventory is answered from :func:`catalog_table` where it vouches
+    (generated shapes only, counts within the table's), else built and checked live.
     """
     for _, alternatives in resolved:
         for request, selectors in alternatives:
@@ -280,9 +323,16 @@ def check_requests(
     if inventory is None:
         return
     # The same claim against the same inventory passes again: one dict lookup per construct.
-    passed_key = (repr(spec), target, id(inventory), catalog) if spec is not None else None
+    inventory_key = inventory if isinstance(inventory, LazyCatalog) else id(inventory)
+    passed_key = (repr(spec), target, inventory_key, catalog) if spec is not None else None
     if passed_key is not None and passed_key in _PASSED:
         return
+    if isinstance(inventory, LazyCatalog):
+        if catalog and spec is not None and passed_key is not None \
+                and _catalog_vouches(resolved, spec, target, inventory.mig_mode):
+            _PASSED[passed_key] = inventory
+            return
+        inventory = inventory.build()  # the table cannot vouch: the live check answers (and words any error)
     fit_inventory = as_fit_inventory(inventory)
     for _, alternatives in resolved:
         for request, selectors in alternatives:

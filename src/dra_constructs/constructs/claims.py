@@ -36,7 +36,7 @@ from dra_constructs.requests import (
     render_claim_spec,
     request_names,
 )
-from dra_constructs.selector_checks import Inventory, catalog_inventory, check_requests
+from dra_constructs.selector_checks import Inventory, LazyCatalog, check_requests
 from dra_constructs.target import Target
 from dra_constructs.validation import check_dns_label, check_labels, object_metadata, to_dns_label
 
@@ -147,7 +147,7 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         catalog = inventory is CATALOG
         if catalog:
             mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
-            inventory = catalog_inventory(mode)
+            inventory = LazyCatalog(mode)  # built only where the precomputed table cannot vouch
         check_requests(resolved, target, where, inventory, spec, catalog=catalog)
         if preemption_policy is not None:
             spec = _with_policy(spec, preemption_policy, policy_requests, self.requests, where)
