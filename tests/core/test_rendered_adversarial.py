@@ -103,6 +103,31 @@ def test_generated_names_of_odd_ids_and_deep_or_nested_scopes() -> None:
     assert fast == slow and in_python
 
 
+class _LabelsLater(cdk8s.Chart):
+    """A chart class whose labels and namespace are Python properties that change over time."""
+
+    current: dict[str, str] = {}  # replaced per instance
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.current)
+
+    @property
+    def namespace(self) -> str | None:
+        return self.current.get("ns")
+
+
+def test_a_chart_overriding_labels_renders_through_cdk8s() -> None:
+    app = _app()
+    chart = _LabelsLater(app, "c")
+    chart.current = {"when": "before", "ns": "early"}
+    pod = GpuPod(chart, "p", containers=[Container(name="c", image=IMAGE)])  # cdk8s merges these now
+    chart.current = {"when": "after", "ns": "late"}
+    fast, slow, in_python = _both(app, pod)
+    assert fast == slow and "when: before" in fast and "namespace: early" in fast  # before the fix: "after"
+    assert not in_python
+
+
 def test_nested_charts_plain_scopes_and_an_explicit_namespace() -> None:
     app = _app()
     outer = cdk8s.Chart(app, "outer", namespace="ns-out", labels={"level": "outer", "o": "1"})

@@ -86,7 +86,11 @@ def _chart_defaults(scope: constructs.Construct) -> _ChartDefaults:
     cached = _DEFAULTS.get(scope)
     if cached is None:
         chart = cdk8s.Chart.of(scope)
-        cached = _ChartDefaults(dict(chart.labels or {}), chart.namespace, _python_renderable(scope.node.root))
+        # A chart class overriding ``labels``/``namespace`` may answer differently later: cdk8s merged
+        # them when each object was built, this cache reads them once at synth. cdk8s renders those.
+        own_defaults = type(chart).labels is cdk8s.Chart.labels and type(chart).namespace is cdk8s.Chart.namespace
+        cached = _ChartDefaults(dict(chart.labels or {}), chart.namespace,
+                                own_defaults and _python_renderable(scope.node.root))
         _DEFAULTS[scope] = cached
     return cached
 
