@@ -343,6 +343,17 @@ def test_super_metadata_in_a_subclass_reaches_the_output() -> None:
     assert fast == slow and 'sub: "yes"' in fast
 
 
+def test_cdk8s_apiobject_members_called_unbound_reach_the_output() -> None:
+    app = _app()
+    chart = cdk8s.Chart(app, "c")
+    patched = GpuPod(chart, "patched", containers=[Container(name="c", image=IMAGE)])
+    labelled = GpuPod(chart, "labelled", containers=[Container(name="c", image=IMAGE)])
+    cdk8s.ApiObject.add_json_patch(patched, cdk8s.JsonPatch.add("/spec/hostname", "h"))  # was lost in Python
+    cdk8s.ApiObject.metadata.fget(labelled).add_label("lbl", "set")  # type: ignore[attr-defined]
+    fast, slow, _ = _both(app)
+    assert fast == slow and "hostname: h" in fast and "lbl: set" in fast
+
+
 def test_resolvers_defaults_passed_explicitly_render_in_python() -> None:
     app = _app(resolvers=[cdk8s.LazyResolver(), cdk8s.ImplicitTokenResolver(), cdk8s.NumberStringUnionResolver()])
     tmpl, pod = _pair(cdk8s.Chart(app, "c", labels={"x": "y"}), "w")

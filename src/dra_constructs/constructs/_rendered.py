@@ -29,6 +29,8 @@ make them differ.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import os
 import weakref
@@ -95,38 +97,16 @@ def _chart_defaults(scope: constructs.Construct) -> _ChartDefaults:
     return cached
 
 
-class _Materializing:
-    """``metadata`` / ``add_json_patch`` of an :class:`OwnManifest`: the ApiObject's, after materializing.
-
-    A non-data descriptor, not a Python override (jsii registers overridden methods and data
-    descriptors as callbacks, so Node would call into Python on every access), and not
-    ``__getattribute__``: ``super().metadata`` in a user's subclass bypasses that, and the label
-    it added was lost from the Python rendering.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._member = getattr(cdk8s.ApiObject, name)
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        _materialize(obj)
-        return self._member.__get__(obj, owner)
-
-
 class OwnManifest:
     """Mixin for the library's ``ApiObject`` subclasses: keeps the manifest and renders it in Python.
 
-    Any access to ``metadata`` or ``add_json_patch`` (also through ``super()``) hands rendering to
-    cdk8s for good. Calling ``cdk8s.ApiObject``'s implementation unbound bypasses that: don't.
+    Any access to ``metadata`` or ``add_json_patch`` hands rendering to cdk8s for good (see
+    :func:`_install_materializing`). Node-side code changing the object is not seen.
     """
 
     _dra_manifest: dict[str, Any] | None = None
     _dra_patches: tuple[tuple[str, Any], ...] = ()
     _dra_scope: constructs.Construct | None = None
-
-    metadata = _Materializing("metadata")
-    add_json_patch = _Materializing("add_json_patch")
 
     def _dra_record(self, scope: constructs.Construct, api_version: str, kind: str,
                     metadata: Mapping[str, Any] | None, name: str, spec: Mapping[str, Any] | None = None,
@@ -186,6 +166,37 @@ def _not_plain_json(value: Any, path: str) -> tuple[str, Any] | None:
     return None if isinstance(value, _SCALARS) else (path, value)
 
 
+# cdk8s's own implementations (``__wrapped__``: the module may be imported again, e.g. by a reload).
+_ADD_JSON_PATCH: Any = inspect.unwrap(cdk8s.ApiObject.add_json_patch)
+_METADATA: Any = inspect.unwrap(vars(cdk8s.ApiObject)["metadata"].fget)
+
+
+def _install_materializing() -> None:
+    """``cdk8s.ApiObject.metadata`` / ``add_json_patch`` materialize an :class:`OwnManifest` first.
+
+    On cdk8s's class, not as members of ``OwnManifest``: ``super().metadata`` in a user's subclass
+    and ``cdk8s.ApiObject.add_json_patch(pod, ...)`` bypass those (the label or patch was lost from
+    the Python rendering). Not an override either: jsii registers overridden members as callbacks,
+    so Node would call into Python on every access. ``functools.wraps`` keeps ``__jsii_name__``,
+    which jsii reads to register a user's own overrides of these members.
+    """
+
+    @functools.wraps(_ADD_JSON_PATCH)
+    def add_json_patch(self: cdk8s.ApiObject, *ops: cdk8s.JsonPatch) -> None:
+        if isinstance(self, OwnManifest):
+            _materialize(self)
+        _ADD_JSON_PATCH(self, *ops)
+
+    @functools.wraps(_METADATA)
+    def metadata(self: cdk8s.ApiObject) -> cdk8s.ApiObjectMetadataDefinition:
+        if isinstance(self, OwnManifest):
+            _materialize(self)
+        return cast(cdk8s.ApiObjectMetadataDefinition, _METADATA(self))
+
+    setattr(cdk8s.ApiObject, "add_json_patch", add_json_patch)  # noqa: B010 (mypy: assigning to a method)
+    setattr(cdk8s.ApiObject, "metadata", property(metadata))  # noqa: B010
+
+
 def _materialize(obj: OwnManifest) -> None:
     """Give Node the deferred patches; from now on cdk8s renders ``obj`` (its metadata may change).
 
@@ -194,8 +205,7 @@ def _materialize(obj: OwnManifest) -> None:
     """
     patches = object.__getattribute__(obj, "_dra_patches")
     if patches:
-        cdk8s.ApiObject.add_json_patch(obj, *[cdk8s.JsonPatch.add(f"/{key}", value)  # type: ignore[arg-type]
-                                              for key, value in patches])
+        _ADD_JSON_PATCH(obj, *[cdk8s.JsonPatch.add(f"/{key}", value) for key, value in patches])
         object.__setattr__(obj, "_dra_patches", ())
     object.__setattr__(obj, "_dra_manifest", None)
 
@@ -273,3 +283,6 @@ def chart_manifests(chart: cdk8s.Chart, root: constructs.Construct) -> list[Any]
             rendered = _python_rendering(obj)
         manifests.append(obj.to_json() if rendered is None else rendered)
     return manifests
+
+
+_install_materializing()
