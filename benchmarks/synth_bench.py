@@ -15,7 +15,7 @@ build the same manifests:
 
 Every measurement runs in a fresh Python process (jsii kernel state never leaks between routes);
 the routes alternate, each (route, N) is repeated and the median is kept (the table also shows the
-range of the ratios of each alternating pair). Times cover building the objects and
+range and median of the ratios of the alternating pairs). Times cover building the objects and
 ``app.synth_yaml()``; process start and imports are excluded. Peak memory: the largest peak
 resident set (VmHWM) of the Python process plus jsii's node processes over the repeats. CPU
 ratio: median user+system CPU seconds of Python plus Node over the same span (less disturbed
@@ -133,12 +133,12 @@ def main() -> int:
             cpu[route][n] = statistics.median(cpu_samples[route])
         # ratio of each alternating pair (same moment on a shared machine), to show the spread
         ratios[n] = sorted(lib / plain for lib, plain in zip(samples["library"], samples["plain"], strict=True))
-    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'pair ratios':>18} {'lib ms/workload':>16}"
+    print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'pair min-med-max':>18} {'lib ms/workload':>16}"
           f" {'peak MiB plain/lib':>19} {'CPU ratio':>9}"
           + (f" {'no-guardrails s':>16} {'ratio':>6}" if args.diagnostic else ""))
     for n in args.sizes:
         plain, library = results["plain"][n], results["library"][n]
-        spread = f"{ratios[n][0]:.2f}-{ratios[n][-1]:.2f}"
+        spread = f"{ratios[n][0]:.2f}-{statistics.median(ratios[n]):.2f}-{ratios[n][-1]:.2f}"
         line = (f"{n:>6} {plain:>9.3f} {library:>10.3f} {library / plain:>6.2f} {spread:>18}"
                 f" {1000 * library / n:>16.3f}"
                 f" {memory['plain'][n]:>9.0f}/{memory['library'][n]:<9.0f}"

@@ -122,7 +122,7 @@ class OwnManifest:
         manifest.update(patches)
         object.__setattr__(self, "_dra_patches", tuple(patches))
         object.__setattr__(self, "_dra_scope", scope)
-        bad = _not_plain_json(manifest, "")
+        bad = None if _is_plain_json(manifest) else _not_plain_json(manifest, "")
         if bad is None:
             object.__setattr__(self, "_dra_manifest", manifest)
             return
@@ -145,6 +145,25 @@ class OwnManifest:
             _materialize(self)
             return cdk8s.ApiObject.to_json(self)  # type: ignore[arg-type]
         return _json_copy(rendered)  # a fresh document each call, as cdk8s returns (~7 us)
+
+
+def _is_plain_json(value: Any) -> bool:
+    """Whether :func:`_not_plain_json` finds nothing (without building paths: ~4x faster)."""
+    if isinstance(value, str):
+        return True
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str) or key == _PROTO or not _is_plain_json(item):
+                return False
+        return True
+    if isinstance(value, list):
+        for item in value:
+            if not _is_plain_json(item):
+                return False
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, _SCALARS)
 
 
 def _not_plain_json(value: Any, path: str) -> tuple[str, Any] | None:
