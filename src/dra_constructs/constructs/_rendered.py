@@ -157,10 +157,7 @@ def _is_plain_json(value: Any) -> bool:
                 return False
         return True
     if isinstance(value, list):
-        for item in value:
-            if not _is_plain_json(item):
-                return False
-        return True
+        return all(_is_plain_json(item) for item in value)
     if isinstance(value, float):
         return math.isfinite(value)
     return isinstance(value, _SCALARS)
