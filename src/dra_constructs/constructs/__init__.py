@@ -5,3 +5,7 @@ admission-policy, tenant and sanitizer constructs. They build objects and call t
 (``dra_constructs.target``, ``catalog``, ``cel``, ``fit``, ``guardrails``, ``tenants``), which never
 imports this package. The node agent lives in :mod:`dra_constructs.agent`.
 """
+
+from dra_constructs.constructs._excepthook import install as _install_excepthook
+
+_install_excepthook()
