@@ -129,6 +129,16 @@ def test_lone_surrogates_never_break_the_output(tmp_path: Path, fmt: str) -> Non
     assert out.read_text(encoding="utf-8")
 
 
+def test_the_library_checker_judges_a_lone_surrogate_as_the_api_server_does() -> None:
+    from dra_constructs.cel import check
+
+    result = check('device.driver == "\ud800"', "1.34")  # Go's JSON decoder hands the server U+FFFD
+    assert (result.verdict, result.expression) == ("OK", 'device.driver == "\ufffd"')
+    broken = check("\udfff", "1.34")
+    assert broken.verdict == "Invalid" and "incompatible function arguments" not in (broken.error or "")
+    assert "Syntax error" in (broken.error or "")
+
+
 def test_surrogate_in_a_jsonl_expression(tmp_path: Path) -> None:
     jsonl = _write(tmp_path, "s.jsonl", '{"expression": "device.driver == \\"\\ud800\\""}\n')
     assert_clean(run_cli("cel", "check", "--jsonl", jsonl))

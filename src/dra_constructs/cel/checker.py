@@ -303,6 +303,9 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
     return CelCheck(expression, name, "OK", None, cost), compiled
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check(expression: str, target: Target | str | None = "1.32", *,
           allow_multiple_allocations: bool | None = None) -> CelCheck:
     """Judge ``expression`` as the API server of ``target`` judges a new selector.
@@ -315,6 +318,10 @@ def check(expression: str, target: Target | str | None = "1.32", *,
     if not isinstance(expression, str):
         raise DraConstructsError("cel", "expression", expression, "a CEL selector must be a string",
                                  "pass the expression text, e.g. \"device.driver == 'gpu.nvidia.com'\"")
+    if not expression.isascii() and _LONE_SURROGATE.search(expression):
+        # What the API server compiles: Go's JSON decoder turns a lone surrogate escape into U+FFFD
+        # (the CLI's readers do the same); cel-cpp cannot take one at all.
+        expression = _LONE_SURROGATE.sub("\ufffd", expression)
     parsed = parse_target(target)
     key = env_key(parsed, allow_multiple_allocations)
     cache_key = (expression, key, parsed.cel_cost_estimator_bug)
