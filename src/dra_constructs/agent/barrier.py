@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from dra_constructs.agent.backends.base import (
@@ -149,25 +149,35 @@ class Barrier:
 
     def __init__(self, deps: BarrierDeps) -> None:
         self.deps = deps
-        self._parent_locks: dict[str, threading.Lock] = {}
+        self._parent_locks: dict[str, threading.RLock] = {}
         self._locks_lock = threading.Lock()
 
-    def _parent_lock(self, device: DeviceInfo) -> threading.Lock | None:
-        """DynamicMIG: one barrier at a time per GPU (overlapping placements share memory slices)."""
+    def _parent_lock(self, device: DeviceInfo) -> threading.RLock | None:
+        """DynamicMIG: one barrier or recovery at a time per GPU (overlapping placements share memory slices).
+
+        Reentrant: a recovery holds it and may run the whole barrier. Taken before the
+        per-device file lock, everywhere.
+        """
         if not device.dynamic or device.parent_uuid is None:
             return None
         with self._locks_lock:
-            return self._parent_locks.setdefault(device.parent_uuid, threading.Lock())
+            return self._parent_locks.setdefault(device.parent_uuid, threading.RLock())
+
+    @contextlib.contextmanager
+    def _one_per_gpu(self, device: DeviceInfo) -> Iterator[None]:
+        """Hold the DynamicMIG per-GPU lock of ``device`` (nothing for other devices)."""
+        parent = self._parent_lock(device)
+        if parent is None:
+            yield
+            return
+        with parent:
+            yield
 
     # --- entry points -----------------------------------------------------------------------
 
     def run(self, device: DeviceInfo, trigger: str, tenant: Tenant | None = None) -> EvidenceRecord:
         """One full cycle from the guard on; returns (and writes) its evidence record."""
-        parent = self._parent_lock(device)
-        with contextlib.ExitStack() as stack:
-            if parent is not None:
-                stack.enter_context(parent)
-            stack.enter_context(self.deps.store.lock(device.name))
+        with self._one_per_gpu(device), self.deps.store.lock(device.name):
             state = self.deps.store.load(device.name, device.uuid)
             if state.phase is not Phase.RESETTING:
                 state.uuid = device.uuid
@@ -187,7 +197,16 @@ class Barrier:
             return self._cycle(cycle)
 
     def recover(self, device: DeviceInfo) -> EvidenceRecord | None:
-        """After a restart: redo an interrupted barrier, finish a verified release, re-guard."""
+        """After a restart: redo an interrupted barrier, finish a verified release, re-guard.
+
+        DynamicMIG: under the per-GPU lock, like a barrier. Finishing a release destroys a
+        transient instance and removes overlap guards; without the lock it would run beside
+        another placement's barrier (two transient instances, or one refused by the other's).
+        """
+        with self._one_per_gpu(device):
+            return self._recover(device)
+
+    def _recover(self, device: DeviceInfo) -> EvidenceRecord | None:
         state = self.deps.store.load(device.name, device.uuid)
         if state.phase.needs_barrier:
             return self.run(device, "recovery" if state.phase is not Phase.UNKNOWN else "startup-unknown")
