@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from dra_constructs.agent.agent import Agent
-from dra_constructs.agent.backends.base import EnumerationError
+from dra_constructs.agent.backends.base import ComputeMode, EnumerationError
+from dra_constructs.agent.backends.simulated import FaultInjector, SimulatedNode
 from dra_constructs.agent.clock import VirtualClock
-from dra_constructs.agent.config import AgentConfig, KubeSettings
+from dra_constructs.agent.config import AgentConfig, KubeSettings, SimulatedBackendSettings
 from dra_constructs.agent.runtime import Runtime, build_runtime
 from dra_constructs.agent.state import Phase
 
@@ -145,3 +146,120 @@ def test_a_bug_in_reconcile_does_not_end_the_claims_watch(fake_api: FakeApi, tmp
     thread.start()
     thread.join(timeout=10)
     assert not thread.is_alive() and len(calls) == 2  # re-listed and reconciled again after the bug
+
+
+def test_api_down_at_first_start_guards_never_sanitized_devices_by_compute_mode(fake_api: FakeApi,
+                                                                                tmp_path: Path) -> None:
+    """No saved state, claims unknown: PROHIBITED on every device, nobody killed; the API decides later."""
+    config = _config(fake_api, tmp_path)
+    modes: list[tuple[str, ComputeMode]] = []
+    node = SimulatedNode(config.simulated, on_compute_mode=lambda name, mode: modes.append((name, mode)))
+    rt = build_runtime(config, node=node, fsync=False)
+    free, held = (d.name for d in rt.devices)
+    node.start_tenant(free, [], random.Random(5))  # whoever used it before the agent ever ran left residue
+    pids = node.start_tenant(held, [("obey", 1.0)], random.Random(6))  # a tenant whose claim is live
+    fake_api.claims = [claim("c1", "team-a", "u1", [held], reserved=["p1"])]
+    fake_api.fail("GET", CLAIMS, 503, 503)
+    agent = Agent(rt, reconcile_interval_s=0.05, clock=VirtualClock())
+    assert not agent.initial_list()
+    agent.startup()
+    agent.wait()
+    # Guarded locally: no new context on either device; nobody signalled, no barrier ran.
+    assert node.compute_mode(free) is ComputeMode.PROHIBITED and node.compute_mode(held) is ComputeMode.PROHIBITED
+    assert node.audit(held).live_contexts == len(pids) and _evidence(tmp_path) == []
+    assert all(rt.barrier.deps.store.load(n).local_guard for n in (free, held))
+    assert b'dra_sanitizer_unknown_devices_without_api{guard="compute-mode"} 2.0' in rt.metrics.render()
+    assert fake_api.rules == {}  # no taint without the API
+    # The API answers again: the claims watch's first list runs the normal startup recovery.
+    fake_api.fail("GET", CLAIMS, 503, 503)  # run()'s own first list fails too: the watch recovers
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not agent.ready() and time.monotonic() < deadline:
+            assert node.audit(held).live_contexts == len(pids)
+            time.sleep(0.02)
+        assert agent.ready(), "the claims watch never recovered"
+        agent.wait()
+    finally:
+        agent.stop.set()
+        thread.join(timeout=20)
+    store = rt.barrier.deps.store
+    # Free: sanitized and released before anyone got it.
+    assert store.load(free).phase is Phase.CLEAN and node.audit(free).clean
+    assert node.compute_mode(free) is ComputeMode.DEFAULT
+    assert [(r["trigger"], r["result"]) for r in _evidence(tmp_path) if r["device"] == free] == [
+        ("startup-unknown", "released")]
+    assert modes.index((free, ComputeMode.PROHIBITED)) < modes.index((free, ComputeMode.EXCLUSIVE_PROCESS))
+    # Held: guarded by its in-use taint, its tenant alive and able to create contexts again.
+    assert store.load(held).phase is Phase.ALLOCATED and not store.load(held).local_guard
+    assert node.audit(held).live_contexts == len(pids)
+    assert fake_api.rules[f"dra-sanitizer-node-a-{held}"]["spec"]["taint"]["value"] == "in-use"
+    assert node.compute_mode(held) is ComputeMode.DEFAULT
+    assert all(r["device"] != held for r in _evidence(tmp_path))
+    events = {e["message"].split(":", 1)[0]: e for e in fake_api.events if e["reason"] == "LocalGuardResolved"}
+    assert "held by claim team-a/c1" in events[held]["message"] and events[held]["type"] == "Normal"
+    assert "free: sanitized and released" in events[free]["message"]
+    assert b'dra_sanitizer_unknown_devices_without_api{guard="compute-mode"} 0.0' in rt.metrics.render()
+
+
+def test_a_local_guard_nvml_refused_is_retried_while_the_api_is_down(fake_api: FakeApi, tmp_path: Path) -> None:
+    """NVML refuses PROHIBITED at start: alerted (metric), retried each tick until it holds."""
+    rt = build_runtime(_config(fake_api, tmp_path), fsync=False)
+    assert rt.node is not None
+    fake_api.fail("GET", CLAIMS, 503, 503)
+    rt.node.faults = FaultInjector(rates={"nvml.set_compute_mode": 1.0})
+    agent = Agent(rt, clock=VirtualClock())
+    assert not agent.initial_list()
+    agent.startup()
+    assert b'dra_sanitizer_unknown_devices_without_api{guard="failed"} 2.0' in rt.metrics.render()
+    assert all(rt.node.compute_mode(d.name) is ComputeMode.DEFAULT for d in rt.devices)
+    rt.node.faults = FaultInjector()
+    agent.tick()
+    assert all(rt.node.compute_mode(d.name) is ComputeMode.PROHIBITED for d in rt.devices)
+    assert b'dra_sanitizer_unknown_devices_without_api{guard="failed"} 0.0' in rt.metrics.render()
+    assert _evidence(tmp_path) == []
+
+
+def test_api_down_dynamic_mig_guards_the_instances_that_exist_and_those_that_appear(fake_api: FakeApi,
+                                                                                     tmp_path: Path) -> None:
+    """DynamicMIG: a placement's compute mode lives on its instance; one the driver creates later is guarded too."""
+    config = _config(fake_api, tmp_path).model_copy(update={
+        "simulated": SimulatedBackendSettings(gpus=1, dynamic_mig=True, memory_bytes=1024)})
+    node = SimulatedNode(config.simulated)
+    rt = build_runtime(config, node=node, fsync=False)
+    held, late = "gpu-0-mig-1g10gb-19-3", "gpu-0-mig-1g10gb-19-5"
+    node.prepare(held)  # the driver prepared a claim before the agent ever ran
+    pids = node.start_tenant(held, [("obey", 1.0)], random.Random(7), exited_residue=False)
+    fake_api.fail("GET", CLAIMS, 503, 503)
+    agent = Agent(rt, clock=VirtualClock())
+    assert not agent.initial_list()
+    agent.startup()
+    assert node.compute_mode(held) is ComputeMode.PROHIBITED and node.audit(held).live_contexts == len(pids)
+    metrics = rt.metrics.render()
+    assert b'unknown_devices_without_api{guard="compute-mode"} 1.0' in metrics
+    assert b'unknown_devices_without_api{guard="no-instance"} 12.0' in metrics
+    node.prepare(late)  # the scheduler still works: the driver creates an instance (in DEFAULT) for a new claim
+    assert node.compute_mode(late) is ComputeMode.DEFAULT
+    agent.tick()
+    assert node.compute_mode(late) is ComputeMode.PROHIBITED  # no context on unproven memory
+    assert b'unknown_devices_without_api{guard="compute-mode"} 2.0' in rt.metrics.render()
+    assert _evidence(tmp_path) == []
+    # The API answers: both are held by live claims; every other placement is sanitized.
+    agent._claims = {"u1": claim("c1", "team-a", "u1", [held]), "u2": claim("c2", "team-b", "u2", [late])}
+    agent.reconcile()
+    agent.wait()
+    assert node.compute_mode(held) is ComputeMode.DEFAULT and node.compute_mode(late) is ComputeMode.DEFAULT
+    assert node.audit(held).live_contexts == len(pids)
+    store = rt.barrier.deps.store
+    assert store.load(held).phase is store.load(late).phase is Phase.ALLOCATED
+    devices = {d.name: d for d in rt.devices}
+    results = {r["device"]: (r["result"], r["reason"]) for r in _evidence(tmp_path)}
+    assert set(results) == set(devices) - {held, late}  # a barrier on each free placement, none on the held ones
+    for name, (result, reason) in results.items():
+        # A placement over a live instance's slices cannot get a transient instance: quarantined, as at
+        # any first start (fails closed); the others are sanitized and released.
+        over_live = devices[name].overlaps(devices[held]) or devices[name].overlaps(devices[late])
+        assert (result, store.load(name).phase) == (
+            ("quarantined", Phase.QUARANTINED) if over_live else ("released", Phase.CLEAN)), name
+        assert not over_live or "INSUFFICIENT_RESOURCES" in reason

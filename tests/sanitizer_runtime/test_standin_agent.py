@@ -136,3 +136,35 @@ def test_mig_instance_reset_on_a_driver_that_cannot_fails_closed(standin: MakeNo
     assert record.reason is not None and "nvmlDeviceGetGpuInstances" in record.reason
     assert fake_api.rules[f"dra-sanitizer-node-a-{device.name}"]["spec"]["taint"]["value"] == "quarantined"
     assert rt.barrier.deps.store.load(device.name).phase is Phase.QUARANTINED
+
+
+def test_api_down_at_first_start_prohibits_new_contexts_on_never_sanitized_gpus(
+        standin: MakeNode, fake_api: FakeApi, tmp_path: Path) -> None:  # noqa: F811
+    """Item 3's gap: no saved state and no claims: NVML compute mode PROHIBITED, the running tenant lives."""
+    node = standin([GPU("GPU-a", minor=0, total=64 * MiB), GPU("GPU-b", minor=1, total=64 * MiB)], residue_byte=0xAB)
+    tenant = Tenant(node, "GPU-b", nbytes=8 * MiB)  # holds gpu-1 under a claim the agent cannot see yet
+    try:
+        fake_api.fail("GET", CLAIMS, 503)
+        rt = _with_api(fake_api, tmp_path)
+        agent = Agent(rt, clock=VirtualClock())
+        assert not agent.initial_list()
+        agent.startup()
+        agent.wait()
+        assert node.compute_mode("GPU-a") == node.compute_mode("GPU-b") == 2  # NVML_COMPUTEMODE_PROHIBITED
+        assert tenant.alive() and _records(tmp_path) == []
+        with pytest.raises(RuntimeError, match="did not start"):  # the stand-in libcuda refuses a new context
+            Tenant(node, "GPU-a", nbytes=MiB)
+        # The API answers: gpu-1 is held by a live claim, gpu-0 is free.
+        fake_api.claims = [claim("c1", "team-a", "u1", ["gpu-1"], reserved=["p1"])]
+        agent._claims = {"u1": fake_api.claims[0]}
+        agent.reconcile()
+        agent.wait()
+        assert tenant.alive()
+        assert node.compute_mode("GPU-a") == 0 and node.compute_mode("GPU-b") == 0
+        assert rt.barrier.deps.store.load("gpu-1").phase is Phase.ALLOCATED
+        assert fake_api.rules["dra-sanitizer-node-a-gpu-1"]["spec"]["taint"]["value"] == "in-use"
+    finally:
+        tenant.stop()
+    records = _records(tmp_path)
+    assert [(r["device"], r["trigger"], r["result"]) for r in records] == [("gpu-0", "startup-unknown", "released")]
+    assert records[0]["nonzero_words"] == 0 and records[0]["coverage"] >= 0.99

@@ -10,8 +10,15 @@ one per device at a time.
 API down at start (fail-closed): if the claims cannot be listed, nothing is known about who
 holds what, so no barrier that could signal a process runs: allocated and unknown devices
 keep their guards, mid-barrier devices get compute mode PROHIBITED again, only verified
-releases are finished and quarantines re-applied. The claims watch keeps retrying; its first
-successful list runs the normal startup recovery.
+releases are finished and quarantines re-applied. A device with no saved state (never
+sanitized, or its UUID changed) gets compute mode PROHIBITED too: the one guard the agent has
+without the API (taints need it) that stops new contexts without touching running ones, so a
+tenant whose claim it cannot see keeps running and nobody else can start on unproven memory
+(metric ``dra_sanitizer_unknown_devices_without_api``, an error log per device; retried each
+tick). The claims watch keeps retrying; its first successful list runs the normal startup
+recovery, which decides: held by a live claim -> ``in-use`` taint, then compute mode DEFAULT
+again for its tenant; free -> the whole barrier. Each decision is a Normal Event
+``LocalGuardResolved`` and a log line.
 
 A claim naming a device the agent did not enumerate (a MIG instance created after start,
 DynamicMIG, a name the agent derives differently, a device dropped by an enumeration error)
@@ -43,6 +50,8 @@ __all__ = ["Agent"]
 
 
 _LOG = logging.getLogger("dra_sanitizer.agent")
+#: How a never-sanitized device is guarded while the claims are unknown (the metric's label).
+_LOCAL_GUARDS = ("compute-mode", "no-instance", "failed")
 
 
 def _terminating(pod: dict[str, Any]) -> bool:
@@ -74,6 +83,9 @@ class Agent:
         self._allocated: dict[str, Tenant] = {}
         self._claims: dict[str, dict[str, Any]] = {}
         self._pods: dict[str, dict[str, Any]] = {}
+        #: API down: never-sanitized devices and how they are guarded locally (see guard_unknown_locally).
+        self._local: dict[str, str] = {}
+        self._local_lock = threading.Lock()  # tick (run loop) and the first successful list (watch thread)
         self._listed = threading.Event()
         self._started = threading.Event()
         self.stop = threading.Event()
@@ -127,9 +139,12 @@ class Agent:
             return
         store = self.rt.barrier.deps.store
         futures = []
+        local: dict[str, Tenant | None] = {}  # guarded by compute mode while the API was down
         for name, info in list(self._devices.items()):
             state = store.load(name, info.uuid)
             tenant = self._allocated.get(name)
+            if state.local_guard or name in self._local:
+                local[name] = tenant
             if tenant is not None and state.phase in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
                 # Held by a live claim: guard it now, sanitize when it is released (never kill a tenant).
                 self.rt.barrier.mark_allocated(info, tenant)
@@ -145,8 +160,29 @@ class Agent:
                 futures.append(future)
         for future in futures:
             future.result()
+        self._resolved(local)
         self.rt.metrics.api_unknown.set(0)
         self._started.set()
+
+    def _resolved(self, local: dict[str, Tenant | None]) -> None:
+        """The API answers again: say what became of each device guarded locally while it was down."""
+        with self._local_lock:
+            self._local.clear()
+            for guard in _LOCAL_GUARDS:
+                self.rt.metrics.unknown_without_api.labels(guard).set(0)
+        store = self.rt.barrier.deps.store
+        for name, tenant in sorted(local.items()):
+            state = store.load(name)
+            if tenant is not None:
+                lifted = "compute mode DEFAULT again" if not state.local_guard else "compute mode still PROHIBITED"
+                message = (f"held by claim {tenant.claim}: guarded by its in-use taint, {lifted}; sanitized when "
+                           f"released")
+            elif state.phase is Phase.CLEAN:
+                message = "free: sanitized and released"
+            else:
+                message = f"free: {state.phase.value}{f' ({state.reason})' if state.reason else ''}"
+            _LOG.warning("claims known again; %s, guarded locally while they were not: %s", name, message)
+            self.rt.guard.event(name, "LocalGuardResolved", message, self.clock, warning=False)
 
     def _hold_without_api(self) -> None:
         """Startup while the claims cannot be listed: keep every guard, signal nobody."""
@@ -162,8 +198,26 @@ class Agent:
                     self.rt.barrier.deps.nvml.set_compute_mode(info, ComputeMode.PROHIBITED)
                 except BackendError as error:
                     _LOG.warning("%s: cannot re-apply PROHIBITED while the API is unknown: %s", name, error)
+        self._guard_unknown_locally()
         _LOG.error("claims unknown (API unreachable): every guard is kept, no barrier runs, nothing is "
                    "killed; retrying")
+
+    def _guard_unknown_locally(self) -> None:
+        """API down: compute mode PROHIBITED on devices with no saved state (retried until it holds)."""
+        with self._local_lock:
+            for name, info in list(self._devices.items()):
+                if self.api_known:
+                    return  # the claims are listed: the normal startup recovery decides now
+                if self._local.get(name) == "compute-mode":
+                    continue
+                outcome = self.rt.barrier.guard_unknown_locally(info)
+                if outcome == "known":
+                    self._local.pop(name, None)
+                else:
+                    self._local[name] = outcome
+            for guard in _LOCAL_GUARDS:
+                self.rt.metrics.unknown_without_api.labels(guard).set(
+                    sum(1 for outcome in self._local.values() if outcome == guard))
 
     # --- inventory --------------------------------------------------------------------------
 
@@ -367,10 +421,14 @@ class Agent:
                     self.rt.barrier.mark_allocated(info, allocated[info.name])
                 else:  # appeared free after start (MIG reconfiguration): proven clean before anyone gets it
                     self.submit(info.name, partial(self.rt.barrier.recover, info))
+        elif not self.api_known:
+            self._guard_unknown_locally()  # a guard NVML refused, or a DynamicMIG instance that appeared
         counts: dict[str, int] = {}
         for name, info in list(self._devices.items()):
             state = self.rt.barrier.deps.store.load(name, info.uuid)
             counts[state.phase.value] = counts.get(state.phase.value, 0) + 1
+            if self._started.is_set() and state.local_guard and state.phase is Phase.ALLOCATED:
+                self.rt.barrier.lift_local_guard(info)  # NVML refused DEFAULT before: its tenant needs it
             if state.phase in (Phase.RELEASING, Phase.QUARANTINED) or (
                     self._started.is_set() and state.phase is Phase.DIRTY):
                 self.submit(name, partial(self.rt.barrier.recover, info))

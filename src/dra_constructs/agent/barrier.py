@@ -183,6 +183,7 @@ class Barrier:
                 state.uuid = device.uuid
             state.cycle += 1
             state.verify = None
+            state.local_guard = False  # the barrier owns the compute mode from here on
             if tenant is not None:
                 state.claim, state.tenant_namespace = tenant.claim, tenant.namespace
                 state.boundary = tenant.boundary or state.boundary
@@ -271,10 +272,76 @@ class Barrier:
             self.deps.guard.taint(device.name, "in-use", self.deps.clock_for(device.name))
         except GuardError as error:
             _LOG.error("%s: cannot place the guard taint while allocated: %s", device.name, error)
+        self.lift_local_guard(device)
         if tenant.policy_problem:
             _LOG.error("%s: claim %s: %s", device.name, tenant.claim, tenant.policy_problem)
             self.deps.guard.event(device.name, "PreemptionPolicyInvalid", f"{tenant.claim}: {tenant.policy_problem}",
                                   self.deps.clock_for(device.name))
+
+    def guard_unknown_locally(self, device: DeviceInfo) -> str:
+        """API down and no saved state: refuse NEW contexts (compute mode PROHIBITED), signal nobody.
+
+        Existing contexts are not touched (PROHIBITED only stops new ones), so a tenant whose claim
+        the agent cannot see keeps running. Returns ``compute-mode`` (set), ``no-instance``
+        (DynamicMIG placement without an instance: nothing can hold a context, nothing to set;
+        retried), ``failed`` (NVML refused; logged, retried) or ``known`` (the device has a state).
+        """
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.phase is not Phase.UNKNOWN:
+                return "known"
+            try:
+                target = self._current(device)
+            except BackendError as error:
+                _LOG.error("%s: cannot look up its instance while the API is unknown: %s", device.name, error)
+                return "failed"
+            if target is None:
+                return "no-instance"
+            state.uuid, state.local_guard = device.uuid, True  # the intent first: a lift restores DEFAULT
+            state.updated = self.deps.clock_for(device.name).wall()
+            self.deps.store.save(state)
+            try:
+                self.deps.nvml.set_compute_mode(target, ComputeMode.PROHIBITED)
+            except BackendError as error:
+                _LOG.error("%s: never sanitized, claims unknown, and compute mode PROHIBITED failed: nothing "
+                           "keeps a new context off it (%s); retrying", device.name, error)
+                return "failed"
+        _LOG.error("%s: never sanitized (no saved state) and the claims are unknown: compute mode PROHIBITED "
+                   "(no new context; running ones untouched, nobody killed) until the API answers", device.name)
+        return "compute-mode"
+
+    def lift_local_guard(self, device: DeviceInfo) -> bool:
+        """A live claim holds a device guarded while the API was down: its tenant may create contexts again.
+
+        Called after the ``in-use`` taint is placed. True if the compute mode is back to DEFAULT
+        (or there was nothing to lift); False if NVML refused (kept PROHIBITED: costs the tenant
+        new contexts, exposes nothing; retried by the agent's tick).
+        """
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if not state.local_guard:
+                return True
+            if state.phase is not Phase.ALLOCATED:
+                return False  # not known to be held: the guard stays (a barrier takes it over)
+            try:
+                target = self._current(device)
+                if target is not None:
+                    self.deps.nvml.set_compute_mode(target, ComputeMode.DEFAULT)
+            except BackendError as error:
+                _LOG.error("%s: held by %s, but restoring compute mode DEFAULT failed (retried): %s",
+                           device.name, state.claim, error)
+                return False
+            state.local_guard = False
+            self.deps.store.save(state)
+        _LOG.warning("%s: held by %s: the compute-mode guard set while the API was down is lifted (the in-use "
+                     "taint guards it; sanitized when released)", device.name, state.claim)
+        return True
+
+    def _current(self, device: DeviceInfo) -> DeviceInfo | None:
+        """The hardware to set a compute mode on: the device, or a DynamicMIG placement's instance (or None)."""
+        if device.dynamic and self.deps.partitions is not None:
+            return self.deps.partitions.instance(device)
+        return device
 
     def tenant_leaving(self, device: DeviceInfo) -> None:
         """The last pod using the device is terminating: without taints, refuse new contexts now."""

@@ -42,6 +42,11 @@ class Metrics:
         self.api_unknown = Gauge(
             "dra_sanitizer_api_state_unknown", "1 while the claims could not be listed (no barrier runs).",
             registry=self.registry)
+        self.unknown_without_api = Gauge(
+            "dra_sanitizer_unknown_devices_without_api",
+            "Never-sanitized devices while the claims cannot be listed, by local guard: compute-mode "
+            "(PROHIBITED set), no-instance (DynamicMIG placement, nothing to set), failed (NVML refused: alert).",
+            ["guard"], registry=self.registry)
 
     def observe(self, record: EvidenceRecord) -> None:
         """Account one evidence record."""
