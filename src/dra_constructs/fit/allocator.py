@@ -26,7 +26,7 @@ from fractions import Fraction
 from typing import Any
 
 from dra_constructs.cel.matching import CelRuntimeError, explain_no_match, selector_matcher
-from dra_constructs.fit.capacity import NotRepresentable, consumed_amount, violates_policy
+from dra_constructs.fit.capacity import NotRepresentable, consumed_amount, format_quantity, violates_policy
 from dra_constructs.fit.model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
 from dra_constructs.target import Target
 
@@ -65,9 +65,13 @@ class DeviceResult:
     def id(self) -> str:
         return f"{self.driver}/{self.pool}/{self.device}"
 
-    def as_json(self) -> dict[str, str]:
-        return {"claim": self.claim, "request": self.request, "driver": self.driver, "pool": self.pool,
-                "device": self.device}
+    def as_json(self) -> dict[str, Any]:
+        """The result's fields; a shared device's ``consumedCapacity`` as quantity strings."""
+        body: dict[str, Any] = {"claim": self.claim, "request": self.request, "driver": self.driver,
+                                "pool": self.pool, "device": self.device}
+        if self.consumed:
+            body["consumedCapacity"] = {name: format_quantity(amount) for name, amount in self.consumed}
+        return body
 
 
 @dataclass

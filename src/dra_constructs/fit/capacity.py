@@ -20,7 +20,7 @@ from typing import Any
 
 from dra_constructs.errors import DraConstructsError
 
-__all__ = ["NotRepresentable", "RequestPolicy", "consumed_amount", "violates_policy"]
+__all__ = ["NotRepresentable", "RequestPolicy", "consumed_amount", "format_quantity", "violates_policy"]
 
 _INT64_MAX = 2**63 - 1
 
@@ -128,3 +128,17 @@ def violates_policy(amount: Fraction, policy: RequestPolicy | None) -> bool:
     if policy.valid_values:
         return amount not in policy.valid_values
     return False
+
+
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_quantity(amount: Fraction) -> str:
+    """A quantity string for an exact amount: ``"16Gi"``, ``"3"``, ``"1500m"`` (milli rounded up)."""
+    if amount.denominator == 1:
+        whole = amount.numerator
+        for suffix, unit in _BINARY:
+            if whole and whole % unit == 0:
+                return f"{whole // unit}{suffix}"
+        return str(whole)
+    return f"{math.ceil(amount * 1000)}m"
