@@ -34,7 +34,7 @@ def shared_slices(policy: dict[str, Any] | None, value: str = "80Gi", **capacity
 
 
 def share(name: str, memory: str | None) -> Claim:
-    extra = {"capacity": {"requests": {"memory": memory}}} if memory is not None else {}
+    extra: dict[str, Any] = {"capacity": {"requests": {"memory": memory}}} if memory is not None else {}
     return claim(name, request("gpu", device_class="gpu.nvidia.com", **extra))
 
 
