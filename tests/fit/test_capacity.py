@@ -204,3 +204,23 @@ def test_cli_prints_the_rounded_consumption(tmp_path: Path, capsys: pytest.Captu
     assert main([*argv, "--format", "json"]) == 0
     devices = json.loads(capsys.readouterr().out)["nodes"]["n"]["devices"]
     assert [d["consumedCapacity"] for d in devices] == [{"memory": "15Gi"}, {"memory": "40Gi"}]
+
+
+def names(capacity: dict[str, Any], requests: dict[str, str]) -> Any:
+    slices = shared_slices(None)
+    slices[0]["spec"]["devices"][0]["capacity"] = capacity
+    gpu = claim("c", request("gpu", device_class="gpu.nvidia.com", capacity={"requests": requests}))
+    result = only(checked_fit([gpu], Inventory.from_slices(slices)))
+    return [{n: format_quantity(a) for n, a in d.consumed} for d in result.devices] or result.reason
+
+
+def test_capacity_names_resolve_with_and_without_the_driver_domain() -> None:
+    memory = {"value": "80Gi", "requestPolicy": RANGE}
+    assert names({"memory": memory}, {"gpu.nvidia.com/memory": "12Gi"}) == [{"memory": "15Gi"}]
+    assert names({"gpu.nvidia.com/memory": memory}, {"memory": "12Gi"}) == [{"gpu.nvidia.com/memory": "15Gi"}]
+    assert "capacity" in names({"memory": memory}, {"example.com/memory": "12Gi"})  # another domain: no match
+    # published twice: the qualified entry is the capacity, counted once
+    both = {"memory": {"value": "1"}, "gpu.nvidia.com/memory": memory}
+    assert names(both, {"memory": "12Gi"}) == [{"gpu.nvidia.com/memory": "15Gi"}]
+    assert "requested both as 'memory' and as 'gpu.nvidia.com/memory'" in names(
+        {"memory": memory}, {"memory": "12Gi", "gpu.nvidia.com/memory": "12Gi"})

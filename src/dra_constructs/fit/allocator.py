@@ -26,7 +26,14 @@ from fractions import Fraction
 from typing import Any
 
 from dra_constructs.cel.matching import CelRuntimeError, explain_no_match, selector_matcher
-from dra_constructs.fit.capacity import NotRepresentable, consumed_amount, format_quantity, violates_policy
+from dra_constructs.fit.capacity import (
+    NotRepresentable,
+    consumed_amount,
+    device_capacities,
+    format_quantity,
+    resolve_requests,
+    violates_policy,
+)
 from dra_constructs.fit.model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
 from dra_constructs.target import Target
 
@@ -516,18 +523,19 @@ class _NodeSearch:
         or one that overruns what is left skips the device; an unrepresentable request aborts.
         """
         device = self.devices[position]
-        wanted = dict(spec.capacity)
         used = self.a.allocated.capacity.get(device.id, {})
         pending = self.capacity_in_use.get(position, {})
-        if any(name not in device.capacity for name in wanted):  # asks for a capacity the device lacks
-            return None
+        capacity = device_capacities(device.capacity, device.device.driver)
         consumed: dict[str, Fraction] = {}
-        for name, total in device.capacity.items():
-            try:
+        try:
+            wanted = resolve_requests(spec.capacity, device.capacity, device.device.driver)
+            if wanted is None:  # asks for a capacity the device lacks
+                return None
+            for name, total in capacity.items():
                 consumed[name] = consumed_amount(wanted.get(name), total, device.request_policies.get(name))
-            except NotRepresentable as error:
-                raise _Stop(f"request {spec.name}: capacity {name} of device {device.id}: {error}") from None
-        for name, total in device.capacity.items():
+        except NotRepresentable as error:
+            raise _Stop(f"request {spec.name} on device {device.id}: {error}") from None
+        for name, total in capacity.items():
             amount = consumed[name]
             if violates_policy(amount, device.request_policies.get(name)):
                 return None

@@ -20,7 +20,15 @@ from typing import Any
 
 from dra_constructs.errors import DraConstructsError
 
-__all__ = ["NotRepresentable", "RequestPolicy", "consumed_amount", "format_quantity", "violates_policy"]
+__all__ = [
+    "NotRepresentable",
+    "RequestPolicy",
+    "consumed_amount",
+    "device_capacities",
+    "format_quantity",
+    "resolve_requests",
+    "violates_policy",
+]
 
 _INT64_MAX = 2**63 - 1
 
@@ -142,3 +150,41 @@ def format_quantity(amount: Fraction) -> str:
                 return f"{whole // unit}{suffix}"
         return str(whole)
     return f"{math.ceil(amount * 1000)}m"
+
+
+def device_capacities(capacity: Mapping[str, Fraction], driver: str) -> dict[str, Fraction]:
+    """``resolveDeviceCapacity``: each capacity once; ``<driver>/x`` wins over a plain ``x``."""
+    prefix = driver + "/"
+    return {name: value for name, value in capacity.items() if prefix + name not in capacity}
+
+
+def resolve_requests(requests: Mapping[str, Fraction] | tuple[tuple[str, Fraction], ...],
+                     capacity: Mapping[str, Fraction], driver: str) -> dict[str, Fraction] | None:
+    """``resolveCapacityRequests``: the requests keyed by the device's capacity names.
+
+    ``None`` when the device lacks one (the device is skipped); a capacity asked for both as
+    ``x`` and as ``<driver>/x`` aborts (:class:`NotRepresentable`, as upstream's fatal error).
+    """
+    resolved: dict[str, Fraction] = {}
+    names: dict[str, str] = {}
+    for name, amount in (requests.items() if isinstance(requests, Mapping) else requests):
+        key = _resolve_name(name, capacity, driver)
+        if key is None:
+            return None
+        if key in resolved:
+            raise NotRepresentable(f"capacity {key.rpartition('/')[2]!r} requested both as {names[key]!r} "
+                                   f"and as {name!r}")
+        resolved[key], names[key] = amount, name
+    return resolved
+
+
+def _resolve_name(name: str, capacity: Mapping[str, Fraction], driver: str) -> str | None:
+    """``resolveCapacityName``: exact, else ``<driver>/x`` <-> ``x`` (the driver's domain only)."""
+    domain, slash, identifier = name.partition("/")
+    if slash:
+        exact = name if name in capacity else None
+        return exact or (identifier if domain == driver and identifier in capacity else None)
+    qualified = f"{driver}/{name}"
+    if qualified in capacity:  # the qualified entry is the one counted (device_capacities)
+        return qualified
+    return name if name in capacity else None

@@ -133,14 +133,22 @@ def _smallest_allowed(asked: Fraction, policy: RequestPolicy) -> Fraction | None
 def _consumption_problems(device: FitDevice, spec: SubRequest, result: DeviceResult) -> list[str]:
     """A shared device's recorded consumption against what ``spec`` asks and the device's policies."""
     where = f"{result.claim}/{result.request} on {result.id}"
-    asked = dict(spec.capacity)
+    domain = device.device.driver + "/"
+    # a capacity published both as x and <driver>/x counts once, as <driver>/x; a request's x
+    # and <driver>/x name the same capacity
+    counted = {n: v for n, v in device.capacity.items() if domain + n not in device.capacity}
+    asked: dict[str, Fraction] = {}
+    for name, amount in spec.capacity:
+        spellings = [name, domain + name] if "/" not in name else [name, name.removeprefix(domain)]
+        key = next((s for s in spellings if s in counted), None)
+        if key is None or key in asked:
+            return [f"{where}: asks for capacity {name} the device lacks, or twice"]
+        asked[key] = amount
     got = dict(result.consumed)
-    if set(asked) - set(device.capacity):
-        return [f"{where}: asks for capacity the device lacks: {sorted(set(asked) - set(device.capacity))}"]
-    if set(got) != set(device.capacity):
-        return [f"{where}: consumes {sorted(got)}, the device has {sorted(device.capacity)}"]
+    if set(got) != set(counted):
+        return [f"{where}: consumes {sorted(got)}, the device has {sorted(counted)}"]
     problems = []
-    for name, total in device.capacity.items():
+    for name, total in counted.items():
         policy = device.request_policies.get(name)
         if name not in asked:
             want: Fraction | None = policy.default if policy and policy.default is not None else total
