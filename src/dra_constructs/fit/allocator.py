@@ -26,6 +26,14 @@ from fractions import Fraction
 from typing import Any
 
 from dra_constructs.cel.matching import CelRuntimeError, explain_no_match, selector_matcher
+from dra_constructs.fit.capacity import (
+    NotRepresentable,
+    consumed_amount,
+    device_capacities,
+    format_quantity,
+    resolve_requests,
+    violates_policy,
+)
 from dra_constructs.fit.model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
 from dra_constructs.target import Target
 
@@ -64,9 +72,13 @@ class DeviceResult:
     def id(self) -> str:
         return f"{self.driver}/{self.pool}/{self.device}"
 
-    def as_json(self) -> dict[str, str]:
-        return {"claim": self.claim, "request": self.request, "driver": self.driver, "pool": self.pool,
-                "device": self.device}
+    def as_json(self) -> dict[str, Any]:
+        """The result's fields; a shared device's ``consumedCapacity`` as quantity strings."""
+        body: dict[str, Any] = {"claim": self.claim, "request": self.request, "driver": self.driver,
+                                "pool": self.pool, "device": self.device}
+        if self.consumed:
+            body["consumedCapacity"] = {name: format_quantity(amount) for name, amount in self.consumed}
+        return body
 
 
 @dataclass
@@ -503,25 +515,32 @@ class _NodeSearch:
         return self._consumption(position, spec) is not None
 
     def _consumption(self, position: int, spec: SubRequest) -> dict[str, Fraction] | None:
-        """What a shared (``allowMultipleAllocations``) device gives this request, if it fits."""
+        """What a shared (``allowMultipleAllocations``) device gives this request, if it fits.
+
+        ``cmpRequestOverCapacity`` (upstream ``structured/internal/incubating/consumable_capacity.go``):
+        every capacity of the device is consumed, rounded up by its ``requestPolicy``
+        (``calculateConsumedCapacity``); a rounded amount the policy refuses (``violatesPolicy``)
+        or one that overruns what is left skips the device; an unrepresentable request aborts.
+        """
         device = self.devices[position]
-        wanted = dict(spec.capacity)
         used = self.a.allocated.capacity.get(device.id, {})
         pending = self.capacity_in_use.get(position, {})
+        capacity = device_capacities(device.capacity, device.device.driver)
         consumed: dict[str, Fraction] = {}
-        for name, total in device.capacity.items():
-            policy = device.request_policies.get(name)
-            if name in wanted:
-                amount = wanted.pop(name)
-            elif policy is not None and "default" in policy:
-                amount = Fraction(str(_policy_default(policy)))
-            else:
-                amount = total
+        try:
+            wanted = resolve_requests(spec.capacity, device.capacity, device.device.driver)
+            if wanted is None:  # asks for a capacity the device lacks
+                return None
+            for name, total in capacity.items():
+                consumed[name] = consumed_amount(wanted.get(name), total, device.request_policies.get(name))
+        except NotRepresentable as error:
+            raise _Stop(f"request {spec.name} on device {device.id}: {error}") from None
+        for name, total in capacity.items():
+            amount = consumed[name]
+            if violates_policy(amount, device.request_policies.get(name)):
+                return None
             if used.get(name, 0) + pending.get(name, 0) + amount > total:
                 return None
-            consumed[name] = amount
-        if wanted:  # asks for a capacity the device does not have
-            return None
         return consumed
 
     def _try(self, claim: int, alt: _Alt, position: int) -> str | None:
@@ -865,9 +884,3 @@ class _NodeSearch:
             parts.append(f"{len(free) - len(tolerated)} tainted ({', '.join(keys)}) and not tolerated")
         parts.append(f"at most {capacity} can be allocated together" + (f" ({limiting} exhausted)" if limiting else ""))
         return ", ".join(parts)
-
-
-def _policy_default(policy: Mapping[str, Any]) -> str:
-    from dra_constructs.cel.quantity import parse_quantity
-
-    return str(parse_quantity(str(policy["default"])).value)

@@ -15,6 +15,8 @@ from typing import Any
 
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit import FitReport, collect, default_device_classes, feature_gates, fit
+from dra_constructs.fit.allocator import DeviceResult
+from dra_constructs.fit.capacity import format_quantity
 from dra_constructs.fit.model import Inventory
 from dra_constructs.guardrails.loader import STDIN, load_paths
 from dra_constructs.target import DEFAULT_KUBERNETES_VERSION, Target
@@ -91,9 +93,16 @@ def _text(report: FitReport) -> str:
         count = f" (x{report.counts.get(name, 0)} Pods)" if report.counts is not None else ""
         if result.allocatable:
             lines.append(f"{name}: allocatable{count}")
-            lines += [f"  {d.claim}/{d.request}: {d.driver}/{d.pool}/{d.device}" for d in result.devices]
+            lines += [f"  {d.claim}/{d.request}: {d.driver}/{d.pool}/{d.device}" + _consumed(d) for d in result.devices]
         else:
             lines.append(f"{name}: not allocatable: {result.reason}")
     fitting = sum(r.allocatable for r in report.nodes.values())
     lines.append(f"{fitting} of {len(report.nodes)} node(s) can allocate the claims")
     return "\n".join(lines) + "\n"
+
+
+def _consumed(device: DeviceResult) -> str:
+    """`` (consumes memory=16Gi)`` for a shared device, else nothing."""
+    if not device.consumed:
+        return ""
+    return " (consumes " + ", ".join(f"{n}={format_quantity(a)}" for n, a in device.consumed) + ")"

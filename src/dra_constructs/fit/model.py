@@ -19,6 +19,7 @@ from typing import Any
 from dra_constructs.cel.inventory import Device, devices_from_slices
 from dra_constructs.cel.quantity import QuantityError, parse_quantity
 from dra_constructs.errors import DraConstructsError
+from dra_constructs.fit.capacity import RequestPolicy
 
 __all__ = [
     "Claim",
@@ -150,7 +151,7 @@ class FitDevice:
     node_selection: NodeSelection | None  # set with perDeviceNodeSelection
     allow_multiple: bool
     capacity: Mapping[str, Fraction]
-    request_policies: Mapping[str, Mapping[str, Any]]
+    request_policies: Mapping[str, RequestPolicy]
 
     @property
     def id(self) -> str:
@@ -347,7 +348,7 @@ def _fit_device(device: Device, raw: Mapping[str, Any], pool: Pool, slice_: Slic
                (("driver", device.driver), ("pool", device.pool), ("device", device.name))):
             taints.append(taint)
     capacity: dict[str, Fraction] = {}
-    policies: dict[str, Mapping[str, Any]] = {}
+    policies: dict[str, RequestPolicy] = {}
     for name, value in _as_dict(body.get("capacity")).items():
         text = value.get("value") if isinstance(value, dict) else value
         parsed = _quantity(str(text))
@@ -355,7 +356,7 @@ def _fit_device(device: Device, raw: Mapping[str, Any], pool: Pool, slice_: Slic
             continue
         capacity[str(name)] = parsed
         if isinstance(value, dict) and isinstance(value.get("requestPolicy"), dict):
-            policies[str(name)] = value["requestPolicy"]
+            policies[str(name)] = RequestPolicy.parse(value["requestPolicy"], where, f"capacity.{name}.requestPolicy")
     selection = NodeSelection.of(body) if slice_.per_device else None
     return FitDevice(device=device, pool=pool, slice_name=slice_.name, consumes=consumes, taints=tuple(taints),
                      binding_conditions=bool(body.get("bindingConditions")), node_selection=selection,

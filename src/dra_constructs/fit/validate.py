@@ -4,18 +4,22 @@ Every returned allocation must hold: each request (or the chosen ``firstAvailabl
 has its count of distinct devices that match its class and selectors on that node, no device
 goes to two claims (admin access and shared devices excepted) or is already allocated, no
 counter set is overdrawn (counting devices already allocated), ``matchAttribute`` values are
-equal and ``distinctAttribute`` values differ, and no untolerated NoSchedule/NoExecute taint.
+equal and ``distinctAttribute`` values differ, no untolerated NoSchedule/NoExecute taint, and a
+shared device's ``consumedCapacity`` is each request's amount rounded up to the smallest amount
+its ``requestPolicy`` allows, all of them together within the device's capacity.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 from dra_constructs.cel.matching import match_devices
 from dra_constructs.fit.allocator import AllocatedState, DeviceResult, _attribute
-from dra_constructs.fit.model import Claim, DeviceClass, FitDevice, Inventory, Node
+from dra_constructs.fit.capacity import RequestPolicy
+from dra_constructs.fit.model import Claim, DeviceClass, FitDevice, Inventory, Node, SubRequest
 from dra_constructs.target import Target
 
 __all__ = ["validate_allocation"]
@@ -84,6 +88,9 @@ def validate_allocation(
                                         [d.device for d in devices], target)
                 problems += [f"claim {claim.name}, request {name}: {i} does not match ({v})"
                              for i, v in matched.items() if v is not True]
+            if gates.get("DRAConsumableCapacity", False):
+                problems += [p for r in got if r.id in by_id and by_id[r.id].allow_multiple
+                             for p in _consumption_problems(by_id[r.id], spec, r)]
             if gates.get("DRADeviceTaints", False):
                 for device in devices:
                     for taint in device.taints:
@@ -101,7 +108,72 @@ def validate_allocation(
             elif not constraint.distinct and len(set(values)) > 1:
                 problems.append(f"claim {claim.name}: {constraint.attribute} values differ: {values}")
     problems += _counter_problems(inventory, results, allocated)
+    if gates.get("DRAConsumableCapacity", False):
+        problems += _capacity_totals(by_id, results, allocated)
     return problems
+
+
+def _smallest_allowed(asked: Fraction, policy: RequestPolicy) -> Fraction | None:
+    """The least amount >= ``asked`` the policy accepts (``validRange`` on the integer views the
+    scheduler's ``Quantity.Value()`` arithmetic uses), ``None`` if none is."""
+    if policy.has_range and policy.min is not None:
+        if asked < policy.min:
+            least = policy.min
+        elif policy.step is None:
+            least = asked
+        else:
+            base, step = math.ceil(policy.min), math.ceil(policy.step)
+            least = Fraction(base + step * max(0, math.ceil(Fraction(math.ceil(asked) - base, step))))
+        return None if policy.max is not None and least > policy.max else least
+    if policy.valid_values:
+        return min((v for v in policy.valid_values if v >= asked), default=None)
+    return asked
+
+
+def _consumption_problems(device: FitDevice, spec: SubRequest, result: DeviceResult) -> list[str]:
+    """A shared device's recorded consumption against what ``spec`` asks and the device's policies."""
+    where = f"{result.claim}/{result.request} on {result.id}"
+    domain = device.device.driver + "/"
+    # a capacity published both as x and <driver>/x counts once, as <driver>/x; a request's x
+    # and <driver>/x name the same capacity
+    counted = {n: v for n, v in device.capacity.items() if domain + n not in device.capacity}
+    asked: dict[str, Fraction] = {}
+    for name, amount in spec.capacity:
+        spellings = [name, domain + name] if "/" not in name else [name, name.removeprefix(domain)]
+        key = next((s for s in spellings if s in counted), None)
+        if key is None or key in asked:
+            return [f"{where}: asks for capacity {name} the device lacks, or twice"]
+        asked[key] = amount
+    got = dict(result.consumed)
+    if set(got) != set(counted):
+        return [f"{where}: consumes {sorted(got)}, the device has {sorted(counted)}"]
+    problems = []
+    for name, total in counted.items():
+        policy = device.request_policies.get(name)
+        if name not in asked:
+            want: Fraction | None = policy.default if policy and policy.default is not None else total
+        else:
+            want = asked[name] if policy is None else _smallest_allowed(asked[name], policy)
+        if want is None:
+            problems.append(f"{where}: no amount of {name} >= {asked[name]} is allowed, yet it was allocated")
+        elif got[name] != want:
+            problems.append(f"{where}: consumes {got[name]} of {name}, the rule gives {want}")
+    return problems
+
+
+def _capacity_totals(by_id: Mapping[str, FitDevice], results: Sequence[DeviceResult],
+                     allocated: AllocatedState) -> list[str]:
+    totals: dict[str, dict[str, Fraction]] = {}
+    for result in results:
+        device = by_id.get(result.id)
+        if device is None or not device.allow_multiple:
+            continue
+        bucket = totals.setdefault(result.id, dict(allocated.capacity.get(result.id, {})))
+        for name, amount in result.consumed:
+            bucket[name] = bucket.get(name, Fraction(0)) + amount
+    return [f"{device}: capacity {name} overdrawn ({value} > {by_id[device].capacity[name]})"
+            for device, bucket in totals.items() for name, value in bucket.items()
+            if name in by_id[device].capacity and value > by_id[device].capacity[name]]
 
 
 def _counter_problems(inventory: Inventory, results: Sequence[DeviceResult], allocated: AllocatedState) -> list[str]:
