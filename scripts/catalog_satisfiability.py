@@ -23,13 +23,13 @@ import sys
 from dra_constructs.selector_checks import (
     CATALOG_TABLE_PATH,
     catalog_modes,
-    generated_catalog_requests,
+    generated_catalog_shapes,
     live_catalog_answer,
 )
 
 
 def render() -> str:
-    shapes = generated_catalog_requests()
+    shapes = list(generated_catalog_shapes())
     max_count = {f"{mode}/{minor}": [live_catalog_answer(mode, minor, shape) for shape in shapes]
                  for mode, minor in catalog_modes()}
     lines = ['{"shapes": [', ",\n".join(json.dumps([c, list(s)]) for c, s in shapes), "],", '"max_count": {',

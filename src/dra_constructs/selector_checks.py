@@ -102,11 +102,6 @@ def generated_catalog_shapes() -> dict[Shape, DeviceRequest]:
     return shapes
 
 
-def generated_catalog_requests() -> list[Shape]:
-    """(device class, selectors) of every request shape the catalog generates."""
-    return list(generated_catalog_shapes())
-
-
 def catalog_modes() -> list[tuple[str, int]]:
     """(mig mode, target minor) pairs a claim can be checked in against the catalog."""
     from dra_constructs.target import SUPPORTED_MINORS
