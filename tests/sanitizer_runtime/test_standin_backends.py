@@ -163,13 +163,30 @@ def test_memory_held_by_an_unlisted_process_quarantines(standin: MakeNode, tmp_p
     assert record.bytes_free_before_context == 14 * MiB and record.bytes_reserved == 2 * MiB
 
 
+def test_a_hidden_holder_below_one_percent_is_not_released(standin: MakeNode, tmp_path: Path) -> None:
+    """Review r15: 2 MiB (0.8 % of 256 MiB) held by a process NVML does not list, over residue.
+
+    The old 1 % epsilon passed it and recorded coverage 1.0 of free memory; the allowance is now
+    absolute (1 MiB, below one 2 MiB allocation granule), so one hidden allocation fails the barrier.
+    """
+    node = standin([GPU("GPU-a", total=256 * MiB, reserved=2 * MiB, unlisted_used=2 * MiB)], residue_byte=0x5A)
+    rt = runtime(tmp_path)
+    record = rt.barrier.run(rt.devices[0], "deallocated")
+    assert record.result == "quarantined", record.coverage
+    assert (record.reason or "").startswith("unaccounted memory: 2097152 bytes")
+    assert record.bytes_unaccounted == 2 * MiB and record.bytes_usable == 254 * MiB
+    assert node.memory().count(0x5A) >= 2 * MiB  # what it held was never read: not released
+
+
 def test_evidence_says_what_the_fill_did_not_cover(standin: MakeNode, tmp_path: Path) -> None:
     node = standin([GPU("GPU-a", total=64 * MiB, context_overhead=4 * MiB)], residue_byte=0xAB)
     rt = runtime(tmp_path)
     record = rt.barrier.run(rt.devices[0], "deallocated")
     assert record.result == "released", record.reason
     assert record.bytes_free_before_context == 62 * MiB and record.bytes_context == 4 * MiB  # our context
-    assert record.coverage == 1.0 and record.bytes_verified == record.bytes_zeroed == 58 * MiB
+    assert record.coverage_of_free == 1.0 and record.bytes_verified == record.bytes_zeroed == 58 * MiB
+    assert record.bytes_usable == 62 * MiB and record.bytes_unaccounted == 0
+    assert record.coverage == pytest.approx(58 / 62)  # of what the device holds: our context was not read
     assert record.coverage_of_total == pytest.approx(58 / 64)
     assert record.bytes_not_covered == 6 * MiB  # RM's reservation and our context
     # What is still non-zero on the device (RM's reservation, our context) is within what was reported.

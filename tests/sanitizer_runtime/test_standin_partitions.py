@@ -67,7 +67,7 @@ def test_mig_instance_reset_recreates_the_layout_rekeys_and_zeroes(standin: Make
     assert rt.barrier.deps.inventory[device.name].compute_instance_uuids == tuple(new)
     assert rt.barrier.deps.store.load(device.name).uuid == new[0]
     assert MARK not in node.memory(0, 0)  # the tenant's bytes survived the reset; the fill did not
-    assert record.bytes_verified > 0 and record.coverage >= 0.99 and record.nonzero_words == 0
+    assert record.bytes_verified > 0 and record.coverage_of_free >= 0.99 and record.nonzero_words == 0
     assert [node.compute_mode(u) for u in new] == [0, 0]  # DEFAULT again on every recreated CI
 
 
@@ -129,7 +129,7 @@ def test_dynamic_mig_transient_instance_zeroes_what_the_tenant_left(standin: Mak
     record = rt.barrier.run(device, "deallocated", OWNER)
     assert record.result == "released", record.reason
     assert record.transient_instance is not None and record.transient_instance != uuid
-    assert record.bytes_verified > 0 and record.coverage >= 0.99 and record.nonzero_words == 0
+    assert record.bytes_verified > 0 and record.coverage_of_free >= 0.99 and record.nonzero_words == 0
     assert MARK not in node.memory(0, 0)
     assert node.layout() == {}  # the transient instance is gone again: the driver creates its own
     state = rt.barrier.deps.store.load(device.name)

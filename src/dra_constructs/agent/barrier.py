@@ -57,6 +57,10 @@ CRASH_POINTS: tuple[str, ...] = (
 AWAITING_ZERO_CONTEXTS = "awaiting zero contexts"
 
 
+#: What a fill may leave unallocated: it allocates 2 MiB-aligned chunks until less than one is free
+#: (``cuMemAlloc`` granularity on current GPUs; backends/cuda.py ``_ALIGN``).
+FILL_SLACK_BYTES = 2 << 20
+
 _AFTER_DRAIN = "after the drain"
 _SAME_RECOVERY_AS_GUARD = frozenset({Phase.DRAIN, Phase.VERIFY_CONTEXTS, Phase.FILL, Phase.VERIFY})
 
@@ -525,11 +529,12 @@ class Barrier:
         self.deps.store.save(c.state)
 
     def _check_unaccounted_memory(self, c: _Cycle) -> None:
-        """Before our context: free must be total - reserved, less a small epsilon.
+        """Before our context: free must be total - reserved, less at most ``unaccounted_memory_bytes``.
 
         Memory that no listed process holds (a process in another PID namespace, a leaked
-        allocation) is invisible to the process list and to coverage of free memory; it is
-        exactly what the next tenant could read, so it fails the barrier.
+        allocation) is invisible to the process list and to the fill; it is exactly what the
+        next tenant could read, so it fails the barrier. The allowance is absolute and below
+        one CUDA allocation granule (2 MiB), so any allocation a hidden process holds exceeds it.
         """
         try:
             assert c.target is not None
@@ -538,26 +543,27 @@ class Barrier:
             if error.fatal:
                 raise
             raise BarrierFailure(f"cannot read the device's memory before the fill: {error}") from error
-        c.record.bytes_reserved = memory.reserved
-        c.record.bytes_free_before_context = memory.free
         usable = memory.total - memory.reserved
-        epsilon = self.deps.config.unaccounted_memory_bytes
-        if epsilon is None:
-            epsilon = int((1 - self.deps.config.coverage_threshold) * usable)
-        missing = usable - memory.free
-        if missing > epsilon:
+        missing = max(0, usable - memory.free)
+        c.record.bytes_reserved, c.record.bytes_usable = memory.reserved, usable
+        c.record.bytes_free_before_context, c.record.bytes_unaccounted = memory.free, missing
+        allowed = self.deps.config.unaccounted_memory_bytes
+        if missing > allowed:
             raise BarrierFailure(
                 f"unaccounted memory: {missing} bytes of the device are in use although no process holds a "
                 f"context (free {memory.free} of {memory.total}, driver-reserved {memory.reserved}, allowed "
-                f"{epsilon}); a process NVML does not list (another PID namespace?) holds memory the fill "
-                f"cannot reach")
+                f"{allowed}: unaccounted_memory_bytes); a process NVML does not list (another PID namespace?) "
+                f"holds memory the fill cannot reach")
 
     def _record_verify(self, c: _Cycle, bytes_free: int, bytes_total: int, result: VerifyResult) -> None:
+        """Coverage against what the device holds for CUDA (NVML total - reserved), not free memory."""
         c.record.bytes_verified, c.record.nonzero_words = result.bytes_verified, result.nonzero_words
         c.record.control_planted, c.record.control_found = result.control_planted, result.control_found
         if result.seconds > 0:
             c.record.verify_bytes_per_s = result.bytes_verified / result.seconds
-        c.record.coverage = result.bytes_verified / bytes_free if bytes_free else 0.0
+        usable = c.record.bytes_usable if c.record.bytes_usable is not None else bytes_total
+        c.record.coverage = min(1.0, result.bytes_verified / usable) if usable else 0.0
+        c.record.coverage_of_free = result.bytes_verified / bytes_free if bytes_free else 0.0
         c.record.coverage_of_total = result.bytes_verified / bytes_total if bytes_total else 0.0
         c.record.bytes_not_covered = max(0, bytes_total - result.bytes_verified)
 
@@ -570,8 +576,19 @@ class Barrier:
         if result.bytes_verified != bytes_zeroed:  # counted by the kernel itself, not echoed back
             raise BarrierFailure(f"the verify kernel read {result.bytes_verified} of {bytes_zeroed} zeroed bytes")
         threshold = self.deps.config.coverage_threshold
-        if c.record.coverage < threshold:
-            raise BarrierFailure(f"coverage {c.record.coverage:.4f} of free memory is below {threshold}")
+        if (c.record.coverage_of_free or 0.0) < threshold:
+            raise BarrierFailure(f"coverage {c.record.coverage_of_free or 0.0:.4f} of free memory is below {threshold}")
+        usable = c.record.bytes_usable
+        if usable is not None:
+            # Every usable byte not verified must be explained: our context, what was allowed as
+            # unaccounted before it, and the fill's slack (less than one allocation granule).
+            explained = (c.record.bytes_context or 0) + (c.record.bytes_unaccounted or 0) + FILL_SLACK_BYTES
+            uncovered = max(0, usable - result.bytes_verified)
+            if uncovered > explained:
+                raise BarrierFailure(
+                    f"{uncovered} of {usable} usable bytes were not verified, more than our context "
+                    f"({c.record.bytes_context}), the allowed unaccounted memory ({c.record.bytes_unaccounted}) "
+                    f"and the fill's slack ({FILL_SLACK_BYTES}) explain")
 
     def _guard(self, c: _Cycle) -> None:
         c.record.compute_mode_guard = c.set_mode(ComputeMode.PROHIBITED)
@@ -600,10 +617,9 @@ class Barrier:
         cfg = self.deps.config
         grace, timeout = cfg.grace_period_s, cfg.drain_timeout_s
         kill = True
-        if c.policy is not None:  # the claim's own policy (guideline rule 4)
+        if c.policy is not None:  # the claim's own policy (guideline rule 4): it may only shorten
             if c.policy.grace_period_seconds is not None:
-                grace = c.policy.grace_period_seconds
-                timeout = max(timeout, grace + (cfg.drain_timeout_s - cfg.grace_period_s))
+                grace = min(grace, c.policy.grace_period_seconds)
             kill = c.policy.on_contexts_remaining is ContextsRemaining.KILL
         start = c.clock.monotonic()
         killed = False

@@ -158,7 +158,8 @@ class AgentConfig(BaseModel):
     )
     poll_interval_s: float = Field(default=0.5, gt=0, le=60, description="NVML process-list poll interval.")
     coverage_threshold: float = Field(
-        default=0.99, gt=0, le=1, description="Least fraction of free device memory zeroed and verified."
+        default=0.99, gt=0, le=1,
+        description="Least fraction of free memory after our context zeroed and verified (coverage_of_free)."
     )
     quarantine_policy: QuarantinePolicy = Field(
         default=QuarantinePolicy.TAINT_AND_PROHIBIT, description="What a failed device gets."
@@ -192,10 +193,11 @@ class AgentConfig(BaseModel):
         default=None, gt=0,
         description="Container memory limit for the worker bound; None: read the cgroup (memory.max).",
     )
-    unaccounted_memory_bytes: int | None = Field(
-        default=None, ge=0,
-        description="Most device memory (beyond NVML's reserved) that may be in use by no listed process "
-                    "before our context; None: (1 - coverage_threshold) x (total - reserved).",
+    unaccounted_memory_bytes: int = Field(
+        default=1 << 20, ge=0, le=64 << 20,
+        description="Most device memory (beyond NVML's reserved) in use by no listed process before our context. "
+                    "Default 1 MiB: below one 2 MiB CUDA allocation granule, so any hidden allocation exceeds it "
+                    "(docs/sanitizer-runtime.md, unaccounted memory).",
     )
     fill_timeout_s: float = Field(default=120.0, gt=0, description="Limit of one CUDA fill+verify worker.")
     dynamic_mig: bool = Field(

@@ -28,6 +28,8 @@ class SimulatedKube:
         self.rules: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.on_untaint = on_untaint
+        #: Discovery's answer for devicetaintrules (False: the gate is off).
+        self.serve_taint_rules = True
         self._lock = threading.Lock()
 
     def _maybe_fail(self, op: str) -> None:
@@ -51,6 +53,9 @@ class SimulatedKube:
         self._maybe_fail("kube.event")
         with self._lock:
             self.events.append(body)
+
+    def serves(self, api_version: str, resource: str) -> bool:
+        return resource != "devicetaintrules" or self.serve_taint_rules
 
     def tainted(self, device: str) -> dict[str, Any] | None:
         """The rule tainting ``device``, if any."""

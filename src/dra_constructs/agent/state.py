@@ -65,9 +65,12 @@ class VerifyFigures(BaseModel):
     bytes_verified: int = 0
     nonzero_words: int | None = None
     coverage: float = 0.0
+    coverage_of_free: float | None = None
     coverage_of_total: float | None = None
     bytes_not_covered: int | None = None
     bytes_reserved: int | None = None
+    bytes_usable: int | None = None
+    bytes_unaccounted: int | None = None
     bytes_free_before_context: int | None = None
     bytes_context: int | None = None
     control_planted: int | None = None
