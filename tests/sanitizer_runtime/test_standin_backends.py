@@ -138,9 +138,11 @@ def test_a_tenant_on_the_second_compute_instance_is_drained(standin: MakeNode, t
 
 
 def test_compute_mode_covers_every_compute_instance(standin: MakeNode) -> None:
+    """CUDA 13.3 NVML: compute mode is set on each MIG device handle (go-nvml 8b8585b nvml.h)."""
     from dra_constructs.agent.backends.base import ComputeMode
 
-    node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1), CI("MIG-ci2", 2)])])])
+    node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1), CI("MIG-ci2", 2)])])],
+                   generation="13.3")
     nvml = NvmlDevices()
     (device,) = nvml.devices()
     nvml.set_compute_mode(device, ComputeMode.PROHIBITED)
@@ -149,6 +151,25 @@ def test_compute_mode_covers_every_compute_instance(standin: MakeNode) -> None:
     assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [3, 2, 2]
     nvml.set_compute_mode(device, ComputeMode.DEFAULT)
     assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("generation", ["535", "550", "570", "580"])
+def test_compute_mode_on_mig_is_refused_before_cuda_13_3(standin: MakeNode, generation: str) -> None:
+    """R535..R580: "On MIG-enabled GPUs, compute mode would be set to DEFAULT and changing it is not supported"."""
+    import pynvml
+
+    from dra_constructs.agent.backends.base import ComputeMode, ComputeModeUnsupported
+
+    node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1)])])], generation=generation)
+    nvml = NvmlDevices()
+    assert pynvml.nvmlSystemGetDriverVersion().startswith(generation)
+    assert pynvml.nvmlSystemGetCudaDriverVersion() < 13030
+    (device,) = nvml.devices()
+    for mode in (ComputeMode.PROHIBITED, ComputeMode.EXCLUSIVE_PROCESS):
+        with pytest.raises(ComputeModeUnsupported, match="Not Supported"):
+            nvml.set_compute_mode(device, mode)
+    nvml.set_compute_mode(device, ComputeMode.DEFAULT)  # it is DEFAULT: not an error
+    assert node.compute_mode("MIG-ci0") == node.compute_mode("MIG-ci1") == 0
 
 
 # --- 4: memory nobody lists, and what coverage does not include --------------------------------

@@ -29,6 +29,9 @@ __all__ = [
     "load_config",
 ]
 
+#: ``cuMemAlloc`` granularity on current GPUs (2 MiB pages); the fill allocates in such chunks.
+CUDA_ALLOCATION_GRANULE = 2 << 20
+
 #: Key of the DeviceTaintRule taint the agent places (guard and quarantine).
 DEFAULT_TAINT_KEY = "sanitizer.dra-constructs.io/barrier"
 
@@ -193,11 +196,11 @@ class AgentConfig(BaseModel):
         default=None, gt=0,
         description="Container memory limit for the worker bound; None: read the cgroup (memory.max).",
     )
-    unaccounted_memory_bytes: int = Field(
-        default=1 << 20, ge=0, le=64 << 20,
+    unaccounted_memory_bytes: int | None = Field(
+        default=None, ge=0, le=64 << 20,
         description="Most device memory (beyond NVML's reserved) in use by no listed process before our context. "
-                    "Default 1 MiB: below one 2 MiB CUDA allocation granule, so any hidden allocation exceeds it "
-                    "(docs/sanitizer-runtime.md, unaccounted memory).",
+                    "None: half an allocation granule (1 MiB of CUDA's 2 MiB; the simulated node's granularity), "
+                    "so any hidden allocation exceeds it (docs/sanitizer-runtime.md, unaccounted memory).",
     )
     fill_timeout_s: float = Field(default=120.0, gt=0, description="Limit of one CUDA fill+verify worker.")
     dynamic_mig: bool = Field(
@@ -216,6 +219,14 @@ class AgentConfig(BaseModel):
         if self.drain_timeout_s < self.grace_period_s:
             raise ValueError("drain_timeout_s must be at least grace_period_s")
         return self
+
+    @property
+    def unaccounted_allowance(self) -> int:
+        """``unaccounted_memory_bytes``, or half of one allocation granule of the backend."""
+        if self.unaccounted_memory_bytes is not None:
+            return self.unaccounted_memory_bytes
+        granule = self.simulated.allocation_granularity if self.backend == "simulated" else CUDA_ALLOCATION_GRANULE
+        return granule // 2
 
     @property
     def state_path(self) -> Path:

@@ -65,6 +65,11 @@ class EvidenceRecord(BaseModel):
     fill_bytes_per_s: float | None = None
     verify_bytes_per_s: float | None = None
     compute_mode_guard: bool | None = Field(default=None, description="PROHIBITED/EXCLUSIVE set OK.")
+    compute_instance_guard: bool | None = Field(
+        default=None, description="MIG without compute mode (NVML before CUDA 13.3): its compute instances are "
+                                  "destroyed, so no context can be created on it (quarantine, local guard).")
+    compute_instances_recreated: list[str] | None = Field(
+        default=None, description="[old UUID, new UUID]: the compute instances destroyed as a guard were recreated.")
     taint: str | None = Field(default=None, description="The guard in place, or why there is none.")
     scrub_on_free_disabled: bool | None = None
     result: Literal["released", "quarantined", "interrupted", "operator-release"] = "interrupted"

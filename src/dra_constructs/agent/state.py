@@ -94,6 +94,21 @@ class ResetRecord(BaseModel):
     device: dict[str, Any] | None = None
 
 
+class CiGuardRecord(BaseModel):
+    """Static MIG where compute mode cannot be set: the compute instances were destroyed as the local guard.
+
+    ``layout`` is what was destroyed (None: cut off before it was saved: one CI over the whole GI
+    is recreated); ``device`` the device as it was, so an agent restarted meanwhile (NVML lists no
+    MIG device without a CI) still knows the slice.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    layout: list[tuple[int, int, int]] | None = None
+    device: dict[str, Any]
+    closed_at: float = 0.0
+
+
 class DeviceState(BaseModel):
     """The persisted state of one device."""
 
@@ -116,6 +131,8 @@ class DeviceState(BaseModel):
     #: Compute mode PROHIBITED set while the API was down and nothing was known of the device
     #: (no saved state): lifted when a live claim is seen to hold it; a barrier takes it over otherwise.
     local_guard: bool = False
+    #: The compute instances are destroyed as the guard (MIG before CUDA 13.3); recreated before the fill.
+    ci_guard: CiGuardRecord | None = None
 
 
 class StateStore:
