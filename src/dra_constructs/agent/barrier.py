@@ -92,6 +92,8 @@ class BarrierDeps:
     inventory: dict[str, DeviceInfo] = field(default_factory=dict)
     #: Static MIG without compute mode (NVML before CUDA 13.3): destroys / recreates compute instances.
     ci_guard: ComputeInstanceGuard | None = None
+    #: Why a claim-requested reset of this kind cannot be done here (None: it can); None: always can.
+    reset_unavailable: Callable[[str], str | None] | None = None
 
 
 class _Cycle:
@@ -401,8 +403,16 @@ class Barrier:
             _LOG.error("%s: no taint API and compute mode PROHIBITED failed: %s", device.name, error)
 
     def operator_release(self, device: DeviceInfo, reason: str, operator: str) -> EvidenceRecord:
-        """An operator releases a quarantined device: logged, then a full barrier must pass."""
-        state = self.deps.store.load(device.name, device.uuid)
+        """An operator releases a quarantined device: logged, then a full barrier must pass.
+
+        It runs with the agent's (the administrator's) settings, not the old tenant's claim policy
+        (which may be what failed, e.g. a reset this node cannot do).
+        """
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.policy is not None:
+                state.policy = None
+                self.deps.store.save(state)
         clock = self.deps.clock_for(device.name)
         note = EvidenceRecord(
             kind="operator-release", node=self.deps.config.node_name, device=device.name, uuid=device.uuid,
@@ -609,17 +619,32 @@ class Barrier:
             f"{fill.bytes_zeroed} bytes a new context could allocate were zeroed (best effort, not verified)")
 
     def _reset_type(self, c: _Cycle) -> str | None:
-        """The cold reset this release needs (config or the claim's policy), or None."""
+        """The cold reset this release needs (config or the claim's policy), or None.
+
+        The node's ``partition_reset`` is the administrator's: done at every tenant release (and
+        fails closed where the pod cannot). A claim's ``coldResetOnRelease`` is done only where
+        the node can perform it (:mod:`.backends.capability`); elsewhere the barrier runs without
+        it and the evidence and an Event say so.
+        """
         mode = self.deps.config.partition_reset
-        if mode is PartitionReset.OFF and not (c.policy is not None and c.policy.cold_reset_on_release):
+        requested = c.policy is not None and c.policy.cold_reset_on_release
+        if mode is PartitionReset.OFF and not requested:
             return None
         if c.state.claim is None and not c.resuming_reset:
             return None  # no tenant released it (startup, operator): nothing crossed a boundary
         if c.device.dynamic:
             return None  # the instance is destroyed at unprepare; the transient one is fresh anyway
-        if c.device.is_mig or c.device.placement is not None:
-            return PartitionReset.MIG_INSTANCE.value
-        return PartitionReset.GPU.value
+        kind = (PartitionReset.MIG_INSTANCE.value if c.device.is_mig or c.device.placement is not None
+                else PartitionReset.GPU.value)
+        if mode is PartitionReset.OFF and not c.resuming_reset:
+            check = self.deps.reset_unavailable
+            problem = check(kind) if check is not None else None
+            if problem is not None:
+                note = f"the claim asks for a cold reset ({kind}) this node cannot perform: {problem}; done without it"
+                c.record.warnings.append(note)
+                self.deps.guard.event(c.device.name, "ColdResetUnavailable", f"{c.state.claim}: {note}", c.clock)
+                return None
+        return kind
 
     def _reset(self, c: _Cycle, kind: str) -> None:
         """Cold reset: destroy and recreate the MIG instance at its placement, or reset the GPU."""

@@ -52,8 +52,9 @@ class PartitionReset(StrEnum):
     #: Destroy the MIG compute instances and GPU instance, recreate them at the same placement
     #: (new UUID), then fill and verify the new instance. Whole GPUs are reset as with ``gpu``.
     MIG_INSTANCE = "mig-instance"
-    #: Reset the whole GPU (``nvidia-smi --gpu-reset``: NVML has no public reset call) when no
-    #: other device of it is allocated or held; otherwise the device is quarantined.
+    #: Reset the whole GPU (``nvidia-smi --gpu-reset``: NVML has no public reset call). Simulated
+    #: backend only: the reset needs no NVML client on the GPU, and the agent's own NVML session
+    #: (as the DRA kubelet plugin's, persistenced's, DCGM's) is one, so on a real node it never succeeds.
     GPU = "gpu"
 
 
@@ -218,6 +219,9 @@ class AgentConfig(BaseModel):
     def _drain_covers_grace(self) -> AgentConfig:
         if self.drain_timeout_s < self.grace_period_s:
             raise ValueError("drain_timeout_s must be at least grace_period_s")
+        if self.backend == "nvml" and self.partition_reset is PartitionReset.GPU:
+            raise ValueError("partition_reset 'gpu' cannot work on a real node: nvidia-smi --gpu-reset needs no NVML "
+                             "client on the GPU and the agent's own NVML session is one; use 'mig-instance' or 'off'")
         return self
 
     @property

@@ -69,8 +69,8 @@ class PreemptionPolicy(BaseModel):
         description="Kill, or quarantine the slice until the driver reports zero contexts.")
     cold_reset_on_release: bool = Field(
         default=False, alias="coldResetOnRelease",
-        description="Recreate the partition (or reset the GPU) at release even if the node's partition_reset "
-                    "is off.")
+        description="Recreate the MIG partition at release even if the node's partition_reset is off, where "
+                    "the node can (MIG config capability); elsewhere the release runs without it and says so.")
 
     def parameters(self) -> dict[str, Any]:
         """The ``opaque.parameters`` object (only fields that differ from the defaults, plus the type)."""

@@ -101,6 +101,7 @@ def build_runtime(
         from dra_constructs.agent.backends.ci_guard import NvmlComputeInstances
 
         ci_guard = NvmlComputeInstances(partitions)
+        from dra_constructs.agent.backends.capability import reset_unavailable
         slots = worker_slots(config)
         if slots < config.max_parallel:
             _LOG.info("at most %d CUDA fill workers at once (memory limit; max_parallel %d)", slots,
@@ -136,6 +137,7 @@ def build_runtime(
         store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
         partitions=partitions, ci_guard=ci_guard,
+        reset_unavailable=reset_unavailable if config.backend == "nvml" else None,
     )
     try:
         enumeration = nvml.enumerate()

@@ -138,6 +138,8 @@ class Node:
     cuda_version: int | None = None
     ptx_isa_max: int | None = None      # e.g. R570: PTX ISA 8.7 = 87
     scrub_on_free: bool = False
+    #: Before CUDA 13.3: NVML refuses DEFAULT on MIG as well (else it accepts it as a no-op).
+    mig_default_refused: bool = False
     residue_byte: int | None = None
     residue_len: int = 0
 
@@ -157,7 +159,8 @@ class Node:
         lines: dict[str, Any] = {
             "state_dir": self.state_dir, "driver_version": self.driver_version or driver,
             "cuda_version": self.cuda_version or cuda, "ptx_isa_max": self.ptx_isa_max or ptx,
-            "scrub_on_free": int(self.scrub_on_free), "gpus": len(self.gpus),
+            "scrub_on_free": int(self.scrub_on_free), "mig_default_refused": int(self.mig_default_refused),
+            "gpus": len(self.gpus),
             "residue_len": self.residue_len,
         }
         if self.residue_byte is not None:

@@ -447,8 +447,8 @@ static const char *mode_uuid(nvmlDevice_t h) {
  *   nvmlDeviceSetComputeMode): "@note On MIG-enabled GPUs, compute mode would be set to DEFAULT and
  *   changing it is not supported." and "NVML_ERROR_NOT_SUPPORTED if the device does not support this
  *   feature". So on a MIG device handle, or on the parent GPU in MIG mode, the mode reads DEFAULT and
- *   any other value is NOT_SUPPORTED; DEFAULT itself changes nothing (answered SUCCESS here; a driver
- *   that refuses it too is the review's `none` variant, _migmode_patch.py).
+ *   any other value is NOT_SUPPORTED; DEFAULT itself changes nothing: answered SUCCESS, or NOT_SUPPORTED
+ *   with mig_default_refused=1 (the header allows both readings; which one a driver gives needs a GPU).
  * - nvml.h CUDA 13.3 (go-nvml 8b8585b, line 8770): "Set the compute mode for the device or MIG device"
  *   and "@note If MIG is enabled on a GPU, device must be MIG device handle." So a MIG device handle
  *   takes every mode; the parent GPU in MIG mode is not a valid target (INVALID_ARGUMENT: "if device
@@ -461,7 +461,7 @@ int nvmlDeviceSetComputeMode(nvmlDevice_t h, int mode) {
     CHECK(h, "nvmlDeviceSetComputeMode");
     if (mode < 0 || mode > 3 || mode == 1) return NVML_ERROR_INVALID_ARGUMENT;
     if (mig_side(h) && si_cfg.cuda_version < SI_CUDA_PER_MIG_COMPUTE_MODE)
-        return mode == 0 ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+        return mode == 0 && !si_cfg.mig_default_refused ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
     if (h->gi < 0 && si_cfg.gpus[h->gpu].mig) return NVML_ERROR_INVALID_ARGUMENT;
     return si_set_mode(mode_uuid(h), mode) == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
 }
