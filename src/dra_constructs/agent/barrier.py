@@ -330,6 +330,8 @@ class Barrier:
             state = self.deps.store.load(device.name, device.uuid)
             if state.phase is not Phase.UNKNOWN:
                 return "known"
+            if state.ci_guard is not None:
+                return "compute-instance"  # destroyed already (an earlier tick)
             try:
                 target = self._current(device)
             except BackendError as error:

@@ -16,7 +16,8 @@ Targets without it (1.32, or a server whose discovery does not list ``devicetain
 the gate is off): **nothing stops the scheduler from allocating the device to a new claim while it is
 being sanitized or is quarantined.** What remains, and what the agent does:
 - when the last pod using the device starts terminating, the agent sets NVML compute mode
-  ``PROHIBITED`` on it (GPU or MIG handle), so no new CUDA context can be created from then on:
+  ``PROHIBITED`` on it (GPU, or MIG from the CUDA 13.3 NVML on; before it compute mode cannot be
+  changed on MIG, see docs "MIG without compute mode"), so no new CUDA context can be created from then on:
   a new tenant's pod can be scheduled and started but cannot use the GPU until the barrier
   releases it (its CUDA calls fail; it sees no memory);
 - the barrier keeps ``PROHIBITED`` (``EXCLUSIVE_PROCESS`` while its own context exists) and
