@@ -139,3 +139,22 @@ def test_no_permission_from_nvml_is_said_once_and_defers(standin: MakeNode, tmp_
     results = [rt.barrier.run(d, "deallocated").result for _, d in sorted(rt.barrier.deps.inventory.items())]
     assert results == ["deferred", "deferred"]
     assert access.problem is not None and "Insufficient Permissions" in access.problem
+
+
+def test_driver_gpu_instance_appearing_before_the_create_is_never_taken_for_the_agents(
+        standin: MakeNode, tmp_path: Path) -> None:  # noqa: F811
+    """The driver's GI (its CI not made yet) appears between the agent's look and its create."""
+    node = standin([a100_mig("GPU-d", 0, _placements())])
+
+    def driver_prepares(device: str, point: str) -> None:
+        if device == ONE_G and point == "transient-intent" and not _gis_present(node):
+            _gi(19, 0, 1)
+
+    rt = build_runtime(agent_config(tmp_path, dynamic_mig=True), crash_hook=driver_prepares, fsync=False)
+    device = rt.barrier.deps.inventory[ONE_G]
+    record = rt.barrier.run(device, "deallocated")
+    assert record.result == "quarantined" and "Insufficient Resources" in (record.reason or "")
+    assert not rt.barrier.deps.store.load(ONE_G).transient_pending  # not ours: never destroyed as ours
+    again = rt.barrier.operator_release(device, "ticket", "ops")
+    assert again.result == "quarantined" and "did not create it" in (again.reason or "")
+    assert _gis_present(node) == [0]

@@ -64,6 +64,7 @@ TRANSIENT_VANISHED = "transient instance vanished"
 
 
 _AFTER_DRAIN = "after the drain"
+_GI_CREATE = "nvmlDeviceCreateGpuInstanceWithPlacement"
 _SAME_RECOVERY_AS_GUARD = frozenset({Phase.DRAIN, Phase.VERIFY_CONTEXTS, Phase.FILL, Phase.VERIFY})
 
 
@@ -566,15 +567,17 @@ class Barrier:
         """The transient create failed: what is at the placement now decides the quarantine's target."""
         parts = self.deps.partitions
         assert parts is not None
+        # Our own GI exists only if its create passed (the CI create failed, and so did the cleanup).
+        own_gi = error.op != _GI_CREATE
         if "NO_PERMISSION" in str(error).upper().replace(" ", "_") or "Insufficient Permissions" in str(error):
-            c.state.transient_pending = self._half_made(c.device)
+            c.state.transient_pending = own_gi and self._half_made(c.device)
             self.deps.store.save(c.state)
             if self.deps.mig_access is not None:
                 self.deps.mig_access.refused(f"NVML refused to create a GPU instance ({error})")
                 raise _Deferred(f"{MIG_UNMANAGEABLE}: NVML refused to create a GPU instance ({error})") from error
             return
         found = parts.instance(c.device)
-        c.state.transient_pending = found is None and self._half_made(c.device)  # our half-made GI: destroyed next
+        c.state.transient_pending = own_gi and found is None and self._half_made(c.device)  # destroyed next time
         self.deps.store.save(c.state)
         if found is not None:
             c.target = found  # the quarantine guards it (PROHIBITED on its real UUID)
