@@ -306,3 +306,16 @@ def test_deferred_placement_is_sanitized_after_a_restart_that_can_manage_mig(tmp
     again = rt2.barrier.recover(rt2.barrier.deps.inventory[P])
     assert again is not None and again.result == "released" and again.trigger == "mig-management-available"
     assert node.audit(P).clean and kube.rules == {}
+
+
+def test_readiness_fails_while_the_agent_cannot_manage_mig(tmp_path: Path) -> None:
+    from dra_constructs.agent.agent import Agent
+    from dra_constructs.agent.clock import VirtualClock
+    from dra_constructs.agent.migaccess import MigAccess
+
+    rt = _runtime(tmp_path, SimulatedNode(SETTINGS))
+    agent = Agent(rt, clock=VirtualClock())
+    agent._started.set()
+    assert agent.ready()
+    rt.barrier.deps.mig_access = MigAccess("test: no MIG config capability")
+    assert not agent.ready()

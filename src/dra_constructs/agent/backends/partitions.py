@@ -152,6 +152,9 @@ class NvmlPartitions:
         nv = self._nv
         gpu = self._gpu(device)
         profile_id, start = self._where(device)
+        if profile_id < 0:
+            raise BackendError("create", "this GPU has no GPU-instance profile over every memory slice: the whole "
+                               "GPU cannot be filled while MIG mode is on", fatal=True)
         profile = self._call("nvmlDeviceGetGpuInstanceProfileInfoById",
                              nv.nvmlDeviceGetGpuInstanceProfileInfoById, gpu, profile_id)
         placements = (nv.c_nvmlGpuInstancePlacement_t * _MAX_INSTANCES)()
