@@ -319,3 +319,27 @@ def test_readiness_fails_while_the_agent_cannot_manage_mig(tmp_path: Path) -> No
     assert agent.ready()
     rt.barrier.deps.mig_access = MigAccess("test: no MIG config capability")
     assert not agent.ready()
+
+
+def test_release_of_a_whole_gpu_fill_finished_after_a_crash_restores_default(tmp_path: Path) -> None:
+    armed = {"on": False}
+
+    def hook(device: str, point: str) -> None:
+        if armed["on"] and device == P and point == "releasing":
+            armed["on"] = False
+            raise SimulatedCrash(point)
+
+    node = SimulatedNode(SETTINGS, whole_gpu=True)
+    kube = SimulatedKube()
+    rt = _runtime(tmp_path, node, kube, crash_hook=hook)
+    device = _tenant_ran(rt, node, P)  # MIG mode off now: the barrier fills the whole GPU
+    armed["on"] = True
+    try:
+        rt.barrier.run(device, "deallocated", A)
+    except SimulatedCrash:
+        node.agent_died()
+    assert node.compute_mode("gpu-0") is ComputeMode.PROHIBITED  # guarded between the verify and the release
+    rt2 = build_runtime(rt.config, kube_ops=kube, node=node, fsync=False)
+    record = rt2.barrier.recover(rt2.barrier.deps.inventory[P])
+    assert record is not None and record.result == "released"
+    assert node.compute_mode("gpu-0") is ComputeMode.DEFAULT  # the next whole-GPU tenant can create contexts

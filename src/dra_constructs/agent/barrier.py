@@ -239,6 +239,8 @@ class Barrier:
                     # DynamicMIG: what is at the placement now (the transient may be gone already:
                     # killed between its destroy and the state write); a placeholder UUID has no handle.
                     found = self._current(device)
+                    if found is None and not device.whole_gpu and not self._mig_enabled(device):
+                        found = self._whole_gpu_free(device)  # it was filled as the whole GPU: DEFAULT back
                     cycle.target = found
                     if found is not None and (found.uuid == state.transient_uuid or state.transient_pending):
                         cycle.transient = found
@@ -516,8 +518,7 @@ class Barrier:
         """
         if c.device.whole_gpu:
             return c.device
-        whole = next((d for d in self.deps.inventory.values()
-                      if d.whole_gpu and d.gpu_uuid == c.device.gpu_uuid), None)
+        whole = self._whole_gpu(c.device)
         if whole is None:
             raise BarrierFailure("MIG mode is off on the GPU and the agent knows no whole-GPU device to fill")
         held = self.deps.store.load(whole.name, whole.uuid)
@@ -525,6 +526,16 @@ class Barrier:
             raise BarrierFailure(f"MIG mode is off and the whole GPU {whole.name} is held by claim {held.claim}: "
                                  "the placement's memory is that tenant's now; nothing filled, nobody killed")
         c.record.warnings.append(f"MIG mode off: the whole GPU {whole.name} is filled for this placement")
+        return whole
+
+    def _whole_gpu(self, device: DeviceInfo) -> DeviceInfo | None:
+        return next((d for d in self.deps.inventory.values() if d.whole_gpu and d.gpu_uuid == device.gpu_uuid), None)
+
+    def _whole_gpu_free(self, device: DeviceInfo) -> DeviceInfo | None:
+        """The whole GPU of ``device`` if no claim holds it (None otherwise, or if there is none)."""
+        whole = self._whole_gpu(device)
+        if whole is None or self.deps.store.load(whole.name, whole.uuid).phase is Phase.ALLOCATED:
+            return None
         return whole
 
     def _create_transient(self, c: _Cycle) -> None:
