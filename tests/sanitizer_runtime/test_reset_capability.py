@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dra_constructs.agent.backends.capability import mig_config_capability, reset_unavailable
+from dra_constructs.agent.backends.capability import reset_unavailable
 from dra_constructs.agent.config import load_config
 from dra_constructs.agent.kube import Tenant, allocated_devices
+from dra_constructs.agent.migaccess import HOST_ROOT_ENV
 from dra_constructs.agent.policy import SANITIZER_DRIVER, PreemptionPolicy
 from dra_constructs.agent.runtime import build_runtime
 from dra_constructs.agent.state import Phase
@@ -25,21 +26,23 @@ RESET = {"source": "FromClaim", "opaque": {"driver": SANITIZER_DRIVER, "paramete
     "apiVersion": "sanitizer.dra-constructs.io/v1alpha1", "kind": "PreemptionPolicy", "coldResetOnRelease": True}}}
 
 
-def test_the_mig_config_capability_is_read_from_proc_and_dev(tmp_path: Path) -> None:
-    proc, caps = tmp_path / "config", tmp_path / "caps"
-    assert "no MIG config capability" in (mig_config_capability(proc, caps) or "")
-    proc.write_text("DeviceFileMinor: 1\nDeviceFileMode: 256\nDeviceFileModify: 1\n")
-    assert "nvidia-cap1" in (mig_config_capability(proc, caps) or "")  # the pod lacks the device node
-    caps.mkdir()
-    (caps / "nvidia-cap1").write_text("")
-    assert mig_config_capability(proc, caps) is None
+def test_a_claim_mig_reset_needs_the_mig_config_capability(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOST_ROOT_ENV, str(tmp_path))
+    assert "MIG config capability" in (reset_unavailable("mig-instance") or "")
+    (tmp_path / "proc/driver/nvidia/capabilities/mig").mkdir(parents=True)
+    (tmp_path / "proc/driver/nvidia/capabilities/mig/config").write_text("DeviceFileMinor: 1\nDeviceFileMode: 256\n")
+    assert "nvidia-cap1" in (reset_unavailable("mig-instance") or "")  # the pod lacks the device node
+    (tmp_path / "dev/nvidia-caps").mkdir(parents=True)
+    (tmp_path / "dev/nvidia-caps/nvidia-cap1").write_text("")
+    assert reset_unavailable("mig-instance") is None
     assert "agent's own NVML session" in (reset_unavailable("gpu") or "")
 
 
 def test_a_claim_reset_the_node_cannot_do_is_skipped_and_said(standin: MakeNode, tmp_path: Path,  # noqa: F811
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """r07 on the stand-in: whole GPU without nvidia-smi, MIG slice without the config capability."""
-    node = standin([GPU("GPU-w", minor=0), a100_mig("GPU-m", 1, [GI(1, [CI("MIG-r0")], placement_start=0)])])
+    node = standin([GPU("GPU-w", minor=0), a100_mig("GPU-m", 1, [GI(1, [CI("MIG-r0")], placement_start=0)])],
+                   mig_config=False)  # the shipped pod: no MIG config capability
     monkeypatch.setenv("PATH", os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
                                                if d and not os.path.exists(os.path.join(d, "nvidia-smi"))))
     rt = build_runtime(agent_config(tmp_path), fsync=False)  # partition_reset: off

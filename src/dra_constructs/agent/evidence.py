@@ -72,7 +72,7 @@ class EvidenceRecord(BaseModel):
         default=None, description="[old UUID, new UUID]: the compute instances destroyed as a guard were recreated.")
     taint: str | None = Field(default=None, description="The guard in place, or why there is none.")
     scrub_on_free_disabled: bool | None = None
-    result: Literal["released", "quarantined", "interrupted", "operator-release"] = "interrupted"
+    result: Literal["released", "quarantined", "interrupted", "operator-release", "deferred"] = "interrupted"
     reason: str | None = None
     operator: str | None = None
     warnings: list[str] = Field(default_factory=list)

@@ -22,14 +22,15 @@ _STATUSES = (409, 500, 503, 0)
 class SimulatedKube:
     """KubeOps over dicts: DeviceTaintRules by name, Events in a list."""
 
+    #: Discovery's answer for devicetaintrules (False: the gate is off).
+    serve_taint_rules: bool = True
+
     def __init__(self, faults: FaultInjector | None = None,
                  on_untaint: Callable[[str], None] | None = None) -> None:
         self.faults = faults or FaultInjector()
         self.rules: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.on_untaint = on_untaint
-        #: Discovery's answer for devicetaintrules (False: the gate is off).
-        self.serve_taint_rules = True
         self._lock = threading.Lock()
 
     def _maybe_fail(self, op: str) -> None:
