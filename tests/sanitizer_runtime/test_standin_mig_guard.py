@@ -98,3 +98,20 @@ def test_the_api_down_guard_on_mig_is_refused_while_a_process_holds_it(standin: 
         assert tenant.alive() and node.layout()[0] == ["MIG-q0"]
     finally:
         tenant.stop()
+
+
+def test_an_unguardable_quarantined_mig_slice_gets_a_best_effort_fill(standin: MakeNode,  # noqa: F811
+                                                                       tmp_path: Path) -> None:
+    """R570, no taint API, a process NVML does not list holds memory (so CI destroy is IN_USE): review r04.
+
+    Nothing can keep a new context off the slice, so what a new context could allocate is zeroed.
+    """
+    node = _node(standin, unlisted_used=16 * MiB)
+    rt = build_runtime(agent_config(tmp_path), fsync=False)
+    record = rt.barrier.run(rt.device(SLICE), "deallocated", OWNER)
+    assert record.result == "quarantined" and (record.reason or "").startswith("unaccounted memory")
+    assert record.compute_mode_guard is False and record.compute_instance_guard is False
+    assert any("best effort" in w for w in record.warnings), record.warnings
+    assert node.layout()[0] == ["MIG-q0"]
+    # Left with the old bytes: the hidden holder's 16 MiB, reserved (2 MiB) and our context's (4 MiB).
+    assert node.memory(0, 0).count(0x5A) <= 22 * MiB

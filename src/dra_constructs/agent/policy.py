@@ -134,7 +134,7 @@ def policy_for(claim: dict[str, Any], request: str | None) -> tuple[PreemptionPo
             first = error.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "parameters"
             problems.append(f"unreadable {POLICY_KIND} in the {source} config ({where}: {first['msg']}); "
-                            f"ignored, the {'agent settings' if source == 'class' else 'class policy'} apply")
+                            f"ignored, {'the agent settings apply' if source == 'class' else 'the class policy applies'}")
             continue
         (admin if source == "class" else tenant).append(policy)
     problem = "; ".join(problems) or None
