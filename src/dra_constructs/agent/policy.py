@@ -133,8 +133,9 @@ def policy_for(claim: dict[str, Any], request: str | None) -> tuple[PreemptionPo
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "parameters"
+            fallback = "the agent settings apply" if source == "class" else "the class policy applies"
             problems.append(f"unreadable {POLICY_KIND} in the {source} config ({where}: {first['msg']}); "
-                            f"ignored, {'the agent settings apply' if source == 'class' else 'the class policy applies'}")
+                            f"ignored, {fallback}")
             continue
         (admin if source == "class" else tenant).append(policy)
     problem = "; ".join(problems) or None
