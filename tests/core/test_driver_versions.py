@@ -88,3 +88,32 @@ def test_versions_parse_and_unknown_ones_are_named() -> None:
     GpuClaimTemplate(chart, "x", requests=_gpus(1))
     with pytest.raises(DraConstructsError, match="set_nvidia_driver_version"):
         set_nvidia_driver_version(chart, "main")  # the chart already has children
+
+
+def test_catalog_slices_as_a_release_publishes_them(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "dra_constructs.cli", "catalog", "--gpu", "H100_80GB",
+                          "--resource-slices", "v1", "--network", "--nvidia-driver-version", "25.8"],
+                         check=True, capture_output=True, text=True).stdout
+    slices = list(yaml.safe_load_all(out))
+    gpus = [d for s in slices if s["spec"]["driver"] == "gpu.nvidia.com" for d in s["spec"]["devices"]]
+    nics = [d for s in slices if s["spec"]["driver"] == "dra.net" for d in s["spec"]["devices"]]
+    assert gpus and all("resource.kubernetes.io/numaNode" not in d["attributes"] for d in gpus)
+    assert all("resource.kubernetes.io/pcieRoot" in d["attributes"] for d in gpus)
+    assert nics and all("resource.kubernetes.io/numaNode" in d["attributes"] for d in nics)  # DraNet is not modelled
+    everything = catalog_resource_slices(models=["H100_80GB"], network=True)
+    assert all("resource.kubernetes.io/numaNode" in d["attributes"]
+               for s in everything if s["spec"]["driver"] == "gpu.nvidia.com" for d in s["spec"]["devices"])
+    dynamic = catalog_resource_slices(models=["H100_80GB"], resource_version="v1", mig_mode="dynamic",
+                                      nvidia_driver="0.4")
+    placements = [d for s in dynamic for d in s["spec"].get("devices", [])
+                  if d["attributes"]["type"]["string"] == "mig"]
+    assert placements and all("resource.kubernetes.io/pcieRoot" not in d["attributes"] for d in placements)
+    # those slices as the inventory: the fit check itself now refuses the NUMA alignment
+    path = tmp_path / "slices.yaml"
+    path.write_text(out)
+    chart = new_chart("1.34")
+    with pytest.raises(DraConstructsError, match="numaNode"):
+        GpuClaimTemplate(chart, "numa", requests=_gpus(), align=[Alignment(on="numaNode")], inventory=path)
