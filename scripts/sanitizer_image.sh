@@ -6,7 +6,7 @@
 #   SANITIZER_PUSH=1  push after the build and print the digest to pass as image_digest=
 # Only shell built-ins besides the builder itself, so it also runs where PATH holds nothing else.
 set -eu
-here=$(cd "$(dirname "$0")/.." && pwd)
+case "$0" in */*) here=$(cd "${0%/*}/.." && pwd) ;; *) here=$(cd .. && pwd) ;; esac
 context="$here/images/sanitizer"
 image=${SANITIZER_IMAGE:-dra-sanitizer-base:dev}
 builder=${SANITIZER_BUILDER:-}
