@@ -13,6 +13,7 @@ from typing import Any
 import cdk8s
 import pytest
 import yaml
+from guardrails.vap import denied_rules
 
 from dra_constructs import set_kubernetes_version, set_mig_mode
 from dra_constructs.agent.config import AgentConfig
@@ -20,6 +21,7 @@ from dra_constructs.constructs.sanitizer._agent_spec import COMPONENT_LABEL, COM
 from dra_constructs.constructs.sanitizer._checkov import PRIVILEGED_SUPPRESSIONS
 from dra_constructs.constructs.sanitizer.construct import ENV_DEVICES_REASON, SanitizerDaemonSet
 from dra_constructs.guardrails import SUPPRESSIONS_ANNOTATION, audit
+from dra_constructs.guardrails.policy import admission_policy_manifests
 
 from .helpers import DIGEST, IMAGE, agent_container, build, one, pod_spec
 
@@ -153,6 +155,18 @@ def test_a_tenant_copying_the_agents_env_is_still_refused() -> None:
     labelled = _tenant_deployment(env)
     labelled["spec"]["template"]["metadata"]["labels"][COMPONENT_LABEL] = COMPONENT_VALUE
     assert _dra002([labelled]) == ["Deployment/team-a/copycat"]
+
+
+def test_the_admission_policy_admits_the_daemonset_and_refuses_a_copy_of_its_env() -> None:
+    """The cluster-side guardrail (ValidatingAdmissionPolicy, evaluated with a real CEL engine)."""
+    policies = admission_policy_manifests()
+    _, docs = build("1.34")
+    daemon_set = one(docs, "DaemonSet")
+    assert denied_rules(policies, daemon_set) == set()
+    unsuppressed = copy.deepcopy(daemon_set)
+    del unsuppressed["metadata"]["annotations"][SUPPRESSIONS_ANNOTATION]
+    assert denied_rules(policies, unsuppressed) == {"DRA002"}
+    assert denied_rules(policies, _tenant_deployment(agent_container(docs)["env"])) == {"DRA002"}
 
 
 # --- DRA009: a sanitizer counts only where its pods can run -------------------------------------
