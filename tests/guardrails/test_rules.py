@@ -216,6 +216,35 @@ def test_dra005_request_names_resolve_against_the_template_in_the_set() -> None:
     assert "DRA005" not in errors(pod(spec))  # template not in the set: cannot tell
 
 
+def test_dra005_a_container_listing_a_claim_twice() -> None:
+    spec = gpu_pod_spec()
+    spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}, {"name": "gpu"}]  # two same-named templates
+    result = audit([pod(spec)])
+    [hit] = [f for f in result.errors if f.rule == "DRA005"]
+    assert hit.path == "spec.containers[0].resources.claims[1]" and "twice" in hit.message
+    spec["containers"][0]["resources"]["claims"][1]["request"] = "gpu"  # the whole claim and one request: allowed
+    assert "DRA005" not in errors(pod(spec))
+
+
+def test_dra005_a_template_of_another_namespace() -> None:
+    theirs = claim_template([mig_request()], namespace="team-a")
+    mine = pod(gpu_pod_spec(), namespace="team-b")
+    result = audit([theirs, mine])
+    [hit] = [f for f in result.errors if f.rule == "DRA005"]
+    assert hit.object == "Pod/team-b/p" and hit.path == "spec.resourceClaims[0].resourceClaimTemplateName"
+    assert "not in the pod's namespace 'team-b' but in 'team-a'" in hit.message
+    assert "DRA005" not in errors(claim_template([mig_request()], namespace="team-b"), theirs, mine)
+    assert "DRA005" not in errors(mine)  # not in the set at all: cannot tell
+    unnamespaced = claim_template([mig_request()])
+    del unnamespaced["metadata"]["namespace"]
+    assert "DRA005" not in errors(unnamespaced, mine)  # lands wherever it is applied
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "x"},
+             "spec": {"devices": {"requests": []}}}
+    spec = gpu_pod_spec()
+    spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    assert "in 'x'" in next(f.message for f in audit([claim, pod(spec)]).errors if f.rule == "DRA005")
+
+
 def test_dra005_init_container_use_counts() -> None:
     spec = gpu_pod_spec()
     spec["initContainers"] = spec.pop("containers")

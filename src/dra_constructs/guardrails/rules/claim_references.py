@@ -26,13 +26,24 @@ def _pod_hits(m: Manifest, pod: PodView, ctx: AuditContext) -> Iterator[Hit]:
             yield Hit(path, f"pod claim {name!r} must name exactly one of resourceClaimTemplateName and "
                             f"resourceClaimName (it names {len(sources)})",
                       fix="set resourceClaimTemplateName (one claim per pod) or resourceClaimName (a shared claim)")
+        yield from _other_namespace(m, path, entry, ctx)
     used: set[str] = set()
     for path, container in pod.containers():
+        listed: set[tuple[object, object]] = set()
         for i, ref in enumerate(as_list(as_dict(container.get("resources")).get("claims"))):
             ref = as_dict(ref)
             ref_path = field_path(path, "resources", "claims", i)
             name = ref.get("name")
             cname = container.get("name")
+            key = (name, ref.get("request") or None)
+            if key in listed:
+                shown = f"{name}/{key[1]}" if key[1] else name
+                yield Hit(ref_path, f"container {cname!r} lists claim {shown!r} twice in resources.claims: the API "
+                                    "server rejects the duplicate",
+                          fix="list each claim (or claim request) once per container; two claims that should "
+                              "differ need different names in spec.resourceClaims")
+                continue
+            listed.add(key)
             if not isinstance(name, str) or name not in declared:
                 known = ", ".join(sorted(declared)) or "none"
                 yield Hit(field_path(ref_path, "name"),
@@ -55,6 +66,21 @@ def _pod_hits(m: Manifest, pod: PodView, ctx: AuditContext) -> Iterator[Hit]:
             yield Hit(path, f"pod claim {name!r} is allocated but no container lists it in resources.claims, "
                             "so no container gets the device")
             used.add(name)  # report a duplicated name once
+
+
+def _other_namespace(m: Manifest, path: str, entry: dict[str, object], ctx: AuditContext) -> Iterator[Hit]:
+    """A template or claim that is not in the pod's namespace, while the set has it in another one."""
+    for field, kind in (("resourceClaimTemplateName", "ResourceClaimTemplate"), ("resourceClaimName", "ResourceClaim")):
+        ref = entry.get(field)
+        if not isinstance(ref, str):
+            continue
+        elsewhere = ctx.namespaces_elsewhere(kind, m.namespace, ref)
+        if elsewhere:
+            yield Hit(field_path(path, field),
+                      f"{kind} {ref!r} is not in the pod's namespace {m.namespace!r} but in "
+                      f"{', '.join(map(repr, elsewhere))}: a pod can only use {kind}s of its own namespace "
+                      "(it would stay Pending)",
+                      fix=f"create the {kind} in namespace {m.namespace!r}, or move the workload to its namespace")
 
 
 def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
