@@ -39,8 +39,9 @@ def _first_available(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
 CASES = [
     ("v1beta1 flat request", claim_template([mig_request(tolerations=[BARRIER])], version="v1beta1"), "spec.spec."
      "devices.requests[0].tolerations[0]"),
-    ("v1 exactly, Equal on the key", _v1([{"key": SANITIZER_TAINT_KEY, "value": "quarantined",
-                                           "effect": "NoSchedule"}]), "spec.spec.devices.requests[0].exactly.tolerations[0]"),
+    ("v1 exactly, Equal on the key",
+     _v1([{"key": SANITIZER_TAINT_KEY, "value": "quarantined", "effect": "NoSchedule"}]),
+     "spec.spec.devices.requests[0].exactly.tolerations[0]"),
     ("key-less Exists tolerates every taint", _v1([{"key": "example.com/other"}, {"operator": "Exists"}]),
      "spec.spec.devices.requests[0].exactly.tolerations[1]"),
     ("firstAvailable subrequest", _first_available([BARRIER]),
