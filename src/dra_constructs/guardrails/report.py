@@ -14,11 +14,12 @@ __all__ = ["format_finding", "to_json", "to_text"]
 
 
 def format_finding(finding: Finding) -> str:
-    """``file:line: error DRA001 Kind/ns/name spec.path: message`` plus an indented fix line."""
+    """``file:line: error DRA001 Kind/ns/name spec.path: message`` plus an indented fix line (and details)."""
     where = f"{finding.file}:{finding.line}: " if finding.file and finding.line else (
         f"{finding.file}: " if finding.file else "")
+    details = "".join(f"\n    - {line}" for line in finding.details)
     return (f"{where}{finding.severity.value} {finding.rule} {finding.object} {finding.path}: "
-            f"{finding.message}\n    fix: {finding.fix}")
+            f"{finding.message}\n    fix: {finding.fix}{details}")
 
 
 def to_text(result: AuditResult, skipped: Sequence[SkippedInput] = (), target: TargetChoice | None = None) -> str:
