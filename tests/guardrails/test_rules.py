@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from dra_constructs.guardrails import RULES, RULES_BY_ID, audit
+from dra_constructs.guardrails.manifest import Manifest
 from dra_constructs.guardrails.rules.env_selection import selects_devices
 from dra_constructs.guardrails.rules.extended_resources import is_legacy_gpu_resource
 
@@ -238,11 +239,8 @@ def test_dra005_a_template_of_another_namespace() -> None:
     unnamespaced = claim_template([mig_request()])
     del unnamespaced["metadata"]["namespace"]
     assert "DRA005" not in errors(unnamespaced, mine)  # lands wherever it is applied
-    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "x"},
-             "spec": {"devices": {"requests": []}}}
-    spec = gpu_pod_spec()
-    spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
-    assert "in 'x'" in next(f.message for f in audit([claim, pod(spec)]).errors if f.rule == "DRA005")
+    other_file = Manifest(theirs, file="b.yaml")  # another kubectl apply: that template is not the pod's
+    assert "DRA005" not in {f.rule for f in audit([other_file, Manifest(mine, file="a.yaml")]).errors}
 
 
 def test_dra005_init_container_use_counts() -> None:

@@ -69,18 +69,18 @@ def _pod_hits(m: Manifest, pod: PodView, ctx: AuditContext) -> Iterator[Hit]:
 
 
 def _other_namespace(m: Manifest, path: str, entry: dict[str, object], ctx: AuditContext) -> Iterator[Hit]:
-    """A template or claim that is not in the pod's namespace, while the set has it in another one."""
-    for field, kind in (("resourceClaimTemplateName", "ResourceClaimTemplate"), ("resourceClaimName", "ResourceClaim")):
-        ref = entry.get(field)
-        if not isinstance(ref, str):
-            continue
-        elsewhere = ctx.namespaces_elsewhere(kind, m.namespace, ref)
-        if elsewhere:
-            yield Hit(field_path(path, field),
-                      f"{kind} {ref!r} is not in the pod's namespace {m.namespace!r} but in "
-                      f"{', '.join(map(repr, elsewhere))}: a pod can only use {kind}s of its own namespace "
-                      "(it would stay Pending)",
-                      fix=f"create the {kind} in namespace {m.namespace!r}, or move the workload to its namespace")
+    """A template that is not in the pod's namespace, while its file (at synth: the App) has it in another
+    one. (A ResourceClaim of another namespace is DRA006's: sharing across namespaces.)"""
+    ref = entry.get("resourceClaimTemplateName")
+    if not isinstance(ref, str):
+        return
+    elsewhere = ctx.namespaces_elsewhere("ResourceClaimTemplate", m.namespace, ref, m.file)
+    if elsewhere:
+        yield Hit(field_path(path, "resourceClaimTemplateName"),
+                  f"ResourceClaimTemplate {ref!r} is not in the pod's namespace {m.namespace!r} but in "
+                  f"{', '.join(map(repr, elsewhere))}: a pod can only use templates of its own namespace "
+                  "(it would stay Pending)",
+                  fix=f"create the template in namespace {m.namespace!r}, or move the workload to its namespace")
 
 
 def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
