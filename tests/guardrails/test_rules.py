@@ -225,6 +225,8 @@ def test_dra005_a_container_listing_a_claim_twice() -> None:
     assert hit.path == "spec.containers[0].resources.claims[1]" and "twice" in hit.message
     spec["containers"][0]["resources"]["claims"][1]["request"] = "gpu"  # the whole claim and one request: allowed
     assert "DRA005" not in errors(pod(spec))
+    spec["containers"][0]["resources"]["claims"] += [{"name": []}, {"name": "gpu", "request": []}]  # malformed
+    assert "DRA005" in errors(pod(spec))  # reported, no crash (a property test found the unhashable name)
 
 
 def test_dra005_a_template_of_another_namespace() -> None:

@@ -29,21 +29,23 @@ def _pod_hits(m: Manifest, pod: PodView, ctx: AuditContext) -> Iterator[Hit]:
         yield from _other_namespace(m, path, entry, ctx)
     used: set[str] = set()
     for path, container in pod.containers():
-        listed: set[tuple[object, object]] = set()
+        listed: set[tuple[str, str | None]] = set()
         for i, ref in enumerate(as_list(as_dict(container.get("resources")).get("claims"))):
             ref = as_dict(ref)
             ref_path = field_path(path, "resources", "claims", i)
             name = ref.get("name")
             cname = container.get("name")
-            key = (name, ref.get("request") or None)
-            if key in listed:
-                shown = f"{name}/{key[1]}" if key[1] else name
+            request = ref.get("request") or None
+            key = (name, request) if isinstance(name, str) and isinstance(request, (str, type(None))) else None
+            if key is not None and key in listed:
+                shown = f"{name}/{request}" if request else name
                 yield Hit(ref_path, f"container {cname!r} lists claim {shown!r} twice in resources.claims: the API "
                                     "server rejects the duplicate",
                           fix="list each claim (or claim request) once per container; two claims that should "
                               "differ need different names in spec.resourceClaims")
                 continue
-            listed.add(key)
+            if key is not None:
+                listed.add(key)
             if not isinstance(name, str) or name not in declared:
                 known = ", ".join(sorted(declared)) or "none"
                 yield Hit(field_path(ref_path, "name"),
