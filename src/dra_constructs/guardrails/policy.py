@@ -179,7 +179,7 @@ _TOLERATES_BARRIER = (
     "((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists'))"
 )
 #: CEL: request ``r`` (flat v1beta1, ``exactly`` or a ``firstAvailable`` subrequest) tolerates it;
-#: adminAccess requests (admin namespaces only, the sanitizer's) are exempt.
+#: adminAccess requests (admitted only in admin-access namespaces: node agents) are exempt.
 _BARRIER_TOLERATION = (
     "(!has(r.exactly) && has(r.tolerations) && !(has(r.adminAccess) && r.adminAccess) && "
     f"r.tolerations.exists(t, {_TOLERATES_BARRIER})) || "

@@ -5,7 +5,7 @@ The sanitizer's guard and quarantine are a DeviceTaintRule with key ``sanitizer.
 A request (or ``firstAvailable`` subrequest) that tolerates it is allocated devices that failed their
 barrier or are mid-barrier. A toleration matches it when its key is that key, or when it has no key
 and operator ``Exists`` (a toleration of every taint). ``adminAccess`` requests are exempt: the API
-server admits them only in namespaces labelled for admin access (the sanitizer's own), and they
+server admits them only in namespaces labelled for admin access (node agents), and they
 never take a device away from a tenant.
 """
 
