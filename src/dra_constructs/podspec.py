@@ -44,6 +44,7 @@ class ClaimUse(_Model):
     claim: str = Field(description="Pod claim name (spec.resourceClaims[].name).")
     request: str | None = Field(default=None, description="Only this request's devices.")
     template_name: str | None = Field(default=None, description="ResourceClaimTemplate to create the claim from.")
+    template_namespace: str | None = Field(default=None, description="The template's namespace, when known.")
 
 
 class PodClaim(_Model):
@@ -154,20 +155,41 @@ def _render_container(container: Container, pre_stop: PreStop | None, where: Whe
     return out
 
 
-def pod_claims_for(containers: Sequence[Container], explicit: Sequence[PodClaim]) -> list[PodClaim]:
+def pod_claims_for(containers: Sequence[Container], explicit: Sequence[PodClaim],
+                   where: Where = "pod") -> list[PodClaim]:
     """Explicit pod claims plus one per template a container uses (deduplicated, in order)."""
-    return pod_claims_from_uses([c.claims for c in containers], explicit)
+    return pod_claims_from_uses([c.claims for c in containers], explicit, where)
 
 
-def pod_claims_from_uses(uses: Iterable[Iterable[ClaimUse]], explicit: Sequence[PodClaim]) -> list[PodClaim]:
-    """Explicit pod claims plus one per template the claim uses name (deduplicated, in order)."""
+def pod_claims_from_uses(uses: Iterable[Iterable[ClaimUse]], explicit: Sequence[PodClaim],
+                         where: Where = "pod") -> list[PodClaim]:
+    """Explicit pod claims plus one per template the claim uses name (deduplicated, in order).
+
+    Two different claims under one name (two templates with the same id in two charts, ids such as
+    ``LLM_Slice`` and ``llm-slice``, a template named like an explicit claim) are an error: the pod
+    could list only one of them, and its containers would reference the name twice.
+    """
     claims = list(explicit)
-    known = {c.name for c in claims}
+    known = {c.name: c for c in claims}
     for group in uses:
         for use in group:
-            if use.claim not in known and use.template_name is not None:
-                claims.append(PodClaim(name=use.claim, resource_claim_template_name=use.template_name))
-                known.add(use.claim)
+            if use.template_name is None:
+                continue
+            same = known.get(use.claim)
+            if same is None:
+                claim = PodClaim(name=use.claim, resource_claim_template_name=use.template_name)
+                claims.append(claim)
+                known[use.claim] = claim
+            elif same.resource_claim_template_name != use.template_name:
+                other = (f"template {same.resource_claim_template_name!r}" if same.resource_claim_template_name
+                         else f"ResourceClaim {same.resource_claim_name!r}")
+                raise DraConstructsError(
+                    _where(where), "claims", use.claim,
+                    f"two claims share the pod claim name {use.claim!r}: {other} and template "
+                    f"{use.template_name!r} (the pod can list the name once; the API server rejects the duplicate)",
+                    "give one template its own claim_name= (GpuClaimTemplate(..., claim_name='...')) or a "
+                    "construct id that makes a different DNS label",
+                )
     return claims
 
 
@@ -189,7 +211,16 @@ def check_claim_references(where: Where, uses: Mapping[str, Sequence[ClaimUse]],
     names = [c.name for c in pod_claims]
     used: set[str] = set()
     for container, container_uses in uses.items():
+        listed: set[tuple[str, str | None]] = set()
         for use in container_uses:
+            if (use.claim, use.request) in listed:
+                raise DraConstructsError(
+                    _where(where), f"containers[{container!r}].claims", use.claim + (f"/{use.request}"
+                                                                                    if use.request else ""),
+                    "listed twice in this container's resources.claims (the API server rejects the duplicate)",
+                    "list each claim (or claim request) once per container",
+                )
+            listed.add((use.claim, use.request))
             if use.claim not in names:
                 raise DraConstructsError(
                     _where(where), f"containers[{container!r}].claims", use.claim,
@@ -206,6 +237,27 @@ def check_claim_references(where: Where, uses: Mapping[str, Sequence[ClaimUse]],
                 _where(where), "claims", name, "no container uses this pod claim (devices would idle)",
                 "add template.use() to a container's claims, or drop the claim",
             )
+
+
+def check_claim_namespaces(where: Where, uses: Mapping[str, Sequence[ClaimUse]], namespace: str | None) -> None:
+    """Every template a container uses lives in the pod's namespace (when both are known).
+
+    Templates are namespaced and a pod can only use those of its own namespace: one of another
+    namespace (another tenant's included) leaves the pod Pending.
+    """
+    if not namespace:
+        return
+    for container, container_uses in uses.items():
+        for use in container_uses:
+            if use.template_namespace and use.template_namespace != namespace:
+                raise DraConstructsError(
+                    _where(where), f"containers[{container!r}].claims", use.template_name,
+                    f"ResourceClaimTemplate {use.template_namespace}/{use.template_name} is in namespace "
+                    f"{use.template_namespace!r}, this pod in {namespace!r}: a pod can only use templates of its "
+                    "own namespace (the pod would stay Pending)",
+                    f"create the template in namespace {namespace!r} (a chart with that namespace, or "
+                    f"namespace={namespace!r}), or put the workload in {use.template_namespace!r}",
+                )
 
 
 def render_pod_claims(pod_claims: Sequence[PodClaim]) -> list[dict[str, Any]]:
@@ -380,7 +432,7 @@ def render_pod_spec(
     all_containers = [*init_containers, *containers]
     check_unique(where, "containers[].name", (c.name for c in all_containers),
                  "give every container of the pod its own name")
-    pod_claims = pod_claims_for(all_containers, claims)
+    pod_claims = pod_claims_for(all_containers, claims, where)
     check_claim_references(where, {c.name: c.claims for c in all_containers}, pod_claims)
     spec: dict[str, Any] = {}
     if init_containers:

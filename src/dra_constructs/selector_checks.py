@@ -246,12 +246,20 @@ def _problem(failures: list[NodeResult], request: DeviceRequest, selectors: list
                             target, need, device_class)
 
 
-def _error(where: Where, name: str, need: int, problem: str) -> DraConstructsError:
+def _inventory_hint(catalog: bool) -> str:
+    """The last resort of a fit error's fix, for what the user did: the catalog, or their own inventory."""
+    if catalog:
+        return "or pass inventory= with your cluster's ResourceSlices"
+    return ("or check the inventory you passed (inventory= / set_inventory): it must hold the devices your cluster "
+            "has, e.g. kubectl get resourceslices -o yaml")
+
+
+def _error(where: Where, name: str, need: int, problem: str, catalog: bool = True) -> DraConstructsError:
     return DraConstructsError(
         _where(where), f"requests[{name!r}]", f"count={need}",
         f"no node of the inventory can allocate the claim: {problem}",
         "relax the selectors (NVML reports memory below the marketed size, e.g. an H100 80GB has 79.65Gi), "
-        "lower count, or pass inventory= with your cluster's ResourceSlices",
+        f"lower count, {_inventory_hint(catalog)}",
     )
 
 
@@ -260,7 +268,7 @@ def _need(request: DeviceRequest) -> int:
 
 
 def _check_fit(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target, where: Where,
-               inventory: FitInventory, whole: bool) -> None:
+               inventory: FitInventory, whole: bool, catalog: bool = True) -> None:
     """The whole claim on one node (``whole``), else each request (each alternative) on its own."""
     classes = _classes(resolved)
     if whole:
@@ -271,7 +279,8 @@ def _check_fit(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target
         name = best.failed[1] if best is not None and best.failed else resolved[0][0]
         alternatives = next((alts for n, alts in resolved if n == name), resolved[0][1])
         request, selectors = alternatives[0]
-        raise _error(where, name, _need(request), _problem(failures, request, selectors, target, inventory))
+        raise _error(where, name, _need(request), _problem(failures, request, selectors, target, inventory),
+                     catalog)
     for parsed, (name, alternatives) in zip(claim.requests, resolved, strict=True):
         problems = []
         for sub, (request, selectors) in zip(parsed.alternatives, alternatives, strict=True):
@@ -286,7 +295,7 @@ def _check_fit(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target
         else:
             if len(problems) == 1:
                 request, problem = problems[0]
-                raise _error(where, name, _need(request), problem)
+                raise _error(where, name, _need(request), problem, catalog)
             raise DraConstructsError(
                 _where(where), f"requests[{name!r}].alternatives", [r.name for r, _ in alternatives],
                 "no alternative can be allocated: " + "; ".join(f"{r.name}: {p}" for r, p in problems),
@@ -348,10 +357,10 @@ def check_requests(
         claim = _claim(spec, where)
         whole = not catalog or _aligned(claim) or not _nvidia_only(resolved)
         try:
-            _check_fit(claim, resolved, target, where, fit_inventory, whole=whole)
+            _check_fit(claim, resolved, target, where, fit_inventory, whole=whole, catalog=catalog)
         except DraConstructsError as error:
             if claim.constraints:
-                _blame_constraints(claim, resolved, target, where, fit_inventory, error)
+                _blame_constraints(claim, resolved, target, where, fit_inventory, error, catalog)
             raise
     if passed_key is not None:
         _PASSED[passed_key] = inventory  # keeps the inventory alive, so its id stays its own
@@ -366,7 +375,7 @@ def _aligned(claim: Claim) -> bool:
 
 
 def _blame_constraints(claim: Claim, resolved: Sequence[ResolvedRequest], target: Target, where: Where,
-                       inventory: FitInventory, error: DraConstructsError) -> None:
+                       inventory: FitInventory, error: DraConstructsError, catalog: bool = True) -> None:
     """If the claim fits without its constraints, raise an error naming the constraint(s) no node meets."""
     from dataclasses import replace
 
@@ -384,8 +393,9 @@ def _blame_constraints(claim: Claim, resolved: Sequence[ResolvedRequest], target
         _where(where), "constraints", described,
         f"no node of the inventory can allocate the claim with this alignment ({described}); "
         f"without it the claim fits. {error.problem}",
-        "ask for fewer aligned devices (the catalog's HGX node has 4 GPUs per NUMA node, 2 GPUs and 2 NICs "
-        "per PCIe root), align fewer requests, or pass inventory= with your cluster's ResourceSlices",
+        ("ask for fewer aligned devices (the catalog's HGX node has 4 GPUs per NUMA node, 2 GPUs and 2 NICs "
+         "per PCIe root), align fewer requests, " if catalog else
+         "ask for fewer aligned devices, align fewer requests, ") + _inventory_hint(catalog),
     ) from None
 
 

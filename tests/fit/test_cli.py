@@ -56,8 +56,9 @@ def test_json_contract_and_exit_codes(tmp_path: Path, slices: Path, capsys: pyte
     code, out, _ = run(capsys, "fit", "--slices", str(slices), "--kubernetes-version", "1.36", "--format", "json",
                        str(full))
     report = json.loads(out)
-    assert code == 1 and report == {"allocatable": False, "nodes": {"catalog-a100-80gb": {
-        "allocatable": False, "devices": [], "reason": report["nodes"]["catalog-a100-80gb"]["reason"]}}}
+    assert code == 1 and report == {"pod": "claims without a namespace", "allocatable": False, "nodes": {
+        "catalog-a100-80gb": {"allocatable": False, "devices": [],
+                              "reason": report["nodes"]["catalog-a100-80gb"]["reason"]}}}
     assert "claim c" in report["nodes"]["catalog-a100-80gb"]["reason"]
     assert "counter" in report["nodes"]["catalog-a100-80gb"]["reason"]
 

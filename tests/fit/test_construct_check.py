@@ -79,6 +79,11 @@ def test_an_app_wide_inventory_stays_in_its_app(tmp_path: Path) -> None:
     only_a30.write_text(yaml.safe_dump_all(catalog_resource_slices(["A30"], gpus_per_node=1)))
     first = new_chart("1.34")
     set_inventory(first.node.root, only_a30)  # type: ignore[arg-type]
-    with pytest.raises(DraConstructsError, match="no node of the inventory"):
+    with pytest.raises(DraConstructsError, match="no node of the inventory") as info:
         GpuClaimTemplate.mig(first, "h100", gpu="H100_80GB", profile="1g.10gb")
+    # the fix speaks of what the user did: an inventory was passed, so not "or pass inventory="
+    assert "pass inventory=" not in info.value.fix and "the inventory you passed" in info.value.fix
+    with pytest.raises(DraConstructsError) as catalog:
+        GpuClaimTemplate.mig(new_chart("1.34"), "many", gpu="H100_80GB", profile="7g.80gb", count=9)
+    assert catalog.value.fix.endswith("or pass inventory= with your cluster's ResourceSlices")
     GpuClaimTemplate.mig(new_chart("1.34"), "h100", gpu="H100_80GB", profile="1g.10gb")  # another App: the catalog

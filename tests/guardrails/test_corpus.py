@@ -2,8 +2,8 @@
 
 Each of the 400+ files is audited on its own and must give what tests/guardrails/corpus_expectations.yaml
 says: the judgement, or for a documented known miss the recorded ``audit:``. Without the corpus
-(a checkout without ../shared) the test skips and says where it looked; set DRA_CORPUS_DIR to point
-elsewhere.
+(a checkout without ../shared) the test skips and says where it looked (under CI=true it fails);
+set DRA_CORPUS_DIR to point elsewhere.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-import pytest
+from shared_data import shared_path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "audit_corpus.py"
 
@@ -29,9 +29,7 @@ def _script() -> ModuleType:
 
 def test_corpus_matches_the_expectations() -> None:
     script = _script()
-    corpus = script.default_corpus()
-    if not corpus.is_dir():
-        pytest.skip(f"no real-world corpus at {corpus} (CI has ../shared/corpus/realworld; or set DRA_CORPUS_DIR)")
+    corpus = shared_path("corpus/realworld", "the real-world corpus", override="DRA_CORPUS_DIR")
     cmp = script.compare(corpus)
     assert cmp.files >= 400
     assert cmp.missing == [] and cmp.extra == [], "every corpus file needs exactly one expectation"

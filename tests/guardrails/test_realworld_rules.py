@@ -82,7 +82,8 @@ def test_cli_flag_and_its_version_gate(capsys: pytest.CaptureFixture[str], tmp_p
     assert main(["audit", "--kubernetes-version", "1.36", "--dra-extended-resource", "nvidia.com/gpu=gpu.nvidia.com",
                  str(path)]) == 0
     capsys.readouterr()
-    assert main(["audit", "--dra-extended-resource", "nvidia.com/gpu=gpu.nvidia.com", str(path)]) == 2
+    assert main(["audit", "--kubernetes-version", "1.32", "--dra-extended-resource", "nvidia.com/gpu=gpu.nvidia.com",
+                 str(path)]) == 2
     assert "KEP-5004" in capsys.readouterr().err
 
 

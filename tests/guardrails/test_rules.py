@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from dra_constructs.guardrails import RULES, RULES_BY_ID, audit
+from dra_constructs.guardrails.manifest import Manifest
 from dra_constructs.guardrails.rules.env_selection import selects_devices
 from dra_constructs.guardrails.rules.extended_resources import is_legacy_gpu_resource
 
@@ -22,7 +23,7 @@ def warnings(*objects: dict[str, Any]) -> set[str]:
 
 
 def test_pack_metadata_is_complete() -> None:
-    assert [r.id for r in RULES] == [f"DRA{i:03d}" for i in (*range(15), 16)]
+    assert [r.id for r in RULES] == [f"DRA{i:03d}" for i in (*range(15), 16, 17)]
     for rule in RULES:
         assert rule.why and rule.fix and rule.name
         assert (rule.object_check is None) != (rule.set_check is None) or rule.id == "DRA006"
@@ -216,6 +217,34 @@ def test_dra005_request_names_resolve_against_the_template_in_the_set() -> None:
     assert "DRA005" not in errors(pod(spec))  # template not in the set: cannot tell
 
 
+def test_dra005_a_container_listing_a_claim_twice() -> None:
+    spec = gpu_pod_spec()
+    spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}, {"name": "gpu"}]  # two same-named templates
+    result = audit([pod(spec)])
+    [hit] = [f for f in result.errors if f.rule == "DRA005"]
+    assert hit.path == "spec.containers[0].resources.claims[1]" and "twice" in hit.message
+    spec["containers"][0]["resources"]["claims"][1]["request"] = "gpu"  # the whole claim and one request: allowed
+    assert "DRA005" not in errors(pod(spec))
+    spec["containers"][0]["resources"]["claims"] += [{"name": []}, {"name": "gpu", "request": []}]  # malformed
+    assert "DRA005" in errors(pod(spec))  # reported, no crash (a property test found the unhashable name)
+
+
+def test_dra005_a_template_of_another_namespace() -> None:
+    theirs = claim_template([mig_request()], namespace="team-a")
+    mine = pod(gpu_pod_spec(), namespace="team-b")
+    result = audit([theirs, mine])
+    [hit] = [f for f in result.errors if f.rule == "DRA005"]
+    assert hit.object == "Pod/team-b/p" and hit.path == "spec.resourceClaims[0].resourceClaimTemplateName"
+    assert "not in the pod's namespace 'team-b' but in 'team-a'" in hit.message
+    assert "DRA005" not in errors(claim_template([mig_request()], namespace="team-b"), theirs, mine)
+    assert "DRA005" not in errors(mine)  # not in the set at all: cannot tell
+    unnamespaced = claim_template([mig_request()])
+    del unnamespaced["metadata"]["namespace"]
+    assert "DRA005" not in errors(unnamespaced, mine)  # lands wherever it is applied
+    other_file = Manifest(theirs, file="b.yaml")  # another kubectl apply: that template is not the pod's
+    assert "DRA005" not in {f.rule for f in audit([other_file, Manifest(mine, file="a.yaml")]).errors}
+
+
 def test_dra005_init_container_use_counts() -> None:
     spec = gpu_pod_spec()
     spec["initContainers"] = spec.pop("containers")
@@ -330,7 +359,7 @@ def test_dra009_needs_two_explicit_tenant_namespaces_and_no_sanitizer() -> None:
 
 
 def test_every_rule_id_is_known() -> None:
-    assert set(RULES_BY_ID) == {f"DRA{i:03d}" for i in (*range(15), 16)}
+    assert set(RULES_BY_ID) == {f"DRA{i:03d}" for i in (*range(15), 16, 17)}
 
 
 def test_dra009_tenant_scope_file_judges_each_file() -> None:

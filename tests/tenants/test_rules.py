@@ -64,7 +64,18 @@ def test_fitting_the_quota_is_clean_and_one_slice_more_is_an_error() -> None:
     [finding] = result.findings
     assert (finding.rule, finding.severity, finding.object) == ("DRA012", Severity.ERROR, "Deployment/team-b/app")
     assert finding.path == "spec.template.spec.resourceClaims[0].resourceClaimTemplateName"
-    assert "needs 5 of" in finding.message and "allows 4" in finding.message and "5 pods x 1" in finding.message
+    assert "needs 5 of" in finding.message and "allows 4" in finding.message and len(finding.message) <= 200
+    assert finding.details == (f"Deployment/app {finding.path}: 5 pods x 1 x {CLASS} (template 'slice')",)
+
+
+def test_one_finding_per_violation_when_the_same_devices_are_over_two_quota_keys() -> None:
+    docs = tenant_set(5)
+    docs[1]["spec"]["hard"][f"requests.deviceclass.resource.kubernetes.io/{CLASS}"] = 4  # 1.34+: the same devices
+    result = audit(docs, kubernetes_version="1.36")
+    [finding] = result.findings
+    assert finding.rule == "DRA012" and len(finding.message) <= 200
+    assert finding.details[-1] == f"also over: requests.deviceclass.resource.kubernetes.io/{CLASS}"
+    assert finding.to_dict()["details"] == list(finding.details)
 
 
 def test_usage_is_summed_over_workloads_claims_and_counts() -> None:
@@ -74,9 +85,10 @@ def test_usage_is_summed_over_workloads_claims_and_counts() -> None:
     claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
              "metadata": {"name": "x", "namespace": "team-b"}, "spec": template("team-b")["spec"]["spec"]}
     result = audit([*docs, claim], kubernetes_version="1.34")
-    assert {f.object for f in result.findings} == {"Deployment/team-b/app", "Deployment/team-b/other",
-                                                   "ResourceClaim/team-b/x"}
-    assert "needs 5" in result.findings[0].message
+    [finding] = result.findings  # one violation, on the largest contributor; every contributor in details
+    assert finding.object == "Deployment/team-b/app" and "needs 5" in finding.message
+    assert "3 objects contribute" in finding.message
+    assert [d.split(" ")[0] for d in finding.details] == ["Deployment/app", "Deployment/other", "ResourceClaim/x"]
 
 
 def test_rolling_update_surge_past_the_quota_is_a_warning() -> None:

@@ -11,7 +11,7 @@ import constructs
 
 from dra_constructs.agent.policy import PreemptionPolicy
 from dra_constructs.catalog import GpuModel
-from dra_constructs.constructs._rendered import OwnManifest
+from dra_constructs.constructs._rendered import OwnManifest, _chart_defaults
 from dra_constructs.constructs.guardrails import guard
 from dra_constructs.constructs.scope import (
     duplicate_id,
@@ -170,6 +170,7 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
             check_kueue_admissible(template["spec"], target, where())
         guard(scope)
         self._template_name = name if name is not None else object_name(self, scope, id)
+        self._namespace = namespace if namespace is not None else _chart_defaults(scope).namespace
         self._dra_record(scope, target.resource_api_version, "ResourceClaimTemplate", metadata, self._template_name,
                          template)
 
@@ -186,7 +187,8 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
                 self.node.path, "use(request)", request, "no request of that name in this claim",
                 f"use one of {sorted(names)}, or None for the whole claim",
             )
-        return ClaimUse(claim=self.claim_name, request=request, template_name=self.template_name)
+        return ClaimUse(claim=self.claim_name, request=request, template_name=self.template_name,
+                        template_namespace=self._namespace)
 
     @classmethod
     def mig(

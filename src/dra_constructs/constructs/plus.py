@@ -23,6 +23,7 @@ from dra_constructs.errors import DraConstructsError
 from dra_constructs.podspec import (
     ClaimUse,
     PodClaim,
+    check_claim_namespaces,
     check_claim_references,
     items_of,
     pod_claims_from_uses,
@@ -184,7 +185,9 @@ def attach_claims(
     for container, uses in new_uses.items():
         merged.setdefault(container, []).extend(u for u in uses if u not in merged.get(container, []))
     all_pod_claims = [*(carrier._pod_claims if carrier else ()), *pod_claims]
-    check_claim_references(where, merged, pod_claims_from_uses(merged.values(), all_pod_claims))
+    check_claim_references(where, merged, pod_claims_from_uses(merged.values(), all_pod_claims, where))
+    if any(use.template_namespace for uses in new_uses.values() for use in uses):
+        check_claim_namespaces(where, new_uses, current.metadata.namespace)
     if carrier is None:
         workload.node.try_remove_child(current.node.id)
         carrier = _ClaimsCarrier(workload, current)

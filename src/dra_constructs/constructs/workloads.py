@@ -19,11 +19,19 @@ from typing import Any, Literal, NoReturn
 import cdk8s
 import constructs
 
-from dra_constructs.constructs._rendered import OwnManifest
+from dra_constructs.constructs._rendered import OwnManifest, _chart_defaults
 from dra_constructs.constructs.guardrails import guard
 from dra_constructs.constructs.scope import duplicate_id, generated_name, lazy_path, object_name, resolve_target
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.podspec import DEFAULT_GRACE_SECONDS, Container, PodClaim, PreStop, items_of, render_pod_spec
+from dra_constructs.podspec import (
+    DEFAULT_GRACE_SECONDS,
+    Container,
+    PodClaim,
+    PreStop,
+    check_claim_namespaces,
+    items_of,
+    render_pod_spec,
+)
 from dra_constructs.target import Target
 from dra_constructs.validation import (
     DNS1123_LABEL_MAX,
@@ -110,6 +118,14 @@ def _name(scope: constructs.Construct, id: str, name: str | None, max_length: in
     return name if name is not None else generated_name(scope, id, max_length)
 
 
+def _check_namespaces(scope: constructs.Construct, where: Where, pod: PodOptions, namespace: str | None) -> None:
+    """The templates the containers use are in the workload's namespace (explicit, else the chart's)."""
+    containers = [*(pod.init_containers or ()), *pod.containers]
+    uses = {c.name: c.claims for c in containers if isinstance(c, Container) and c.claims}
+    if any(use.template_namespace for group in uses.values() for use in group):
+        check_claim_namespaces(where, uses, namespace if namespace is not None else _chart_defaults(scope).namespace)
+
+
 class GpuPod(OwnManifest, cdk8s.ApiObject):
     """A Pod whose containers use DRA claims, with a grace path for preemption (options: ``PodOptions``)."""
 
@@ -139,12 +155,14 @@ class GpuPod(OwnManifest, cdk8s.ApiObject):
     ) -> None:
         where = lazy_path(scope, id)
         _reject_unknown(where, "GpuPod", unknown, _POD_OPTIONS)
-        spec = PodOptions(
+        options = PodOptions(
             containers=containers, claims=claims, termination_grace_period_seconds=termination_grace_period_seconds,
             pre_stop=pre_stop, restart_policy=restart_policy, node_selector=node_selector, tolerations=tolerations,
             service_account_name=service_account_name, init_containers=init_containers, volumes=volumes,
             priority_class_name=priority_class_name, extra_spec=extra_spec, kubernetes_version=kubernetes_version,
-        ).render(scope, where)
+        )
+        spec = options.render(scope, where)
+        _check_namespaces(scope, where, options, namespace)
         metadata = object_metadata(where, _name(scope, id, name), namespace, labels, annotations)
         try:
             super().__init__(scope, id, api_version="v1", kind="Pod", metadata=metadata)
@@ -183,6 +201,7 @@ class _TemplatedWorkload(OwnManifest, cdk8s.ApiObject):
         if pod.restart_policy is None:
             pod.restart_policy = self._restart_policy
         pod_spec = pod.render(scope, where)
+        _check_namespaces(scope, where, pod, namespace)
         if pod_spec.get("restartPolicy", "Always") not in self._restart_policies:
             raise DraConstructsError(
                 _where(where), "restart_policy", pod_spec["restartPolicy"], f"a {self._kind} does not allow it",

@@ -1,8 +1,10 @@
 """``dra-constructs fit``: can the claims in the manifests be allocated together, and on which nodes?
 
-All ResourceClaims and ResourceClaimTemplates in the manifests are allocated together, as the
-claims of one Pod (each template stands for one claim), against the ResourceSlices of the slice
-files, node by node. Exit codes: 0 allocatable on some node, 1 on none, 2 usage or input errors.
+The claims of each Pod are allocated together (each template stands for the Pod's own claim),
+against the ResourceSlices of the slice files, node by node: a workload in the manifests (a Pod,
+Deployment, Job...) makes one Pod of the claims and templates it references in its namespace;
+claims no workload references are allocated together per namespace. Exit codes: 0 every Pod is
+allocatable on some node, 1 one is not, 2 usage or input errors (naming the object and field).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit import FitReport, collect, default_device_classes, feature_gates, fit
 from dra_constructs.fit.allocator import DeviceResult
 from dra_constructs.fit.capacity import format_quantity
+from dra_constructs.fit.inputs import check_selectors, pod_groups
 from dra_constructs.fit.model import Inventory
 from dra_constructs.guardrails.loader import STDIN, load_paths
 from dra_constructs.target import DEFAULT_KUBERNETES_VERSION, Target
@@ -59,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if paths.count(STDIN) > 1:
         raise DraConstructsError("-", "stdin", "-", "standard input can be read only once", "pass files instead")
     stdin = io.StringIO(sys.stdin.read()) if STDIN in paths else None
-    manifests = [m.obj for m in load_paths(args.manifests, stdin=stdin)]
+    loaded = load_paths(args.manifests, stdin=stdin)
+    manifests = [m.obj for m in loaded]
     slices = [m.obj for m in load_paths(args.slices, stdin=stdin)]
     allocated = [m.obj for m in load_paths(args.allocated, stdin=stdin)] if args.allocated else []
     inputs = collect(manifests, slices, allocated)
@@ -76,15 +80,29 @@ def run(args: argparse.Namespace) -> int:
         if name not in known:
             raise DraConstructsError("--node", "node", name, "no slice or Node object names this node",
                                      f"use one of {', '.join(sorted(known))}")
+    check_selectors(inputs, target)
     classes = {**default_device_classes(), **inputs.classes}
-    report = fit(inputs.claims, inventory, target=target, classes=classes, gates=gates,
-                 allocated=inputs.allocated, nodes=args.node, count=args.count)
+    groups = pod_groups(loaded, inputs)
+    reports = [(group, fit(list(group.claims), inventory, target=target, classes=classes, gates=gates,
+                           allocated=inputs.allocated, nodes=args.node, count=args.count)) for group in groups]
+    allocatable = all(report.allocatable for _, report in reports)
     if args.format == "json":
-        json.dump(report.as_json(), sys.stdout, indent=2)
+        if len(reports) == 1:
+            out = {"pod": groups[0].label, **reports[0][1].as_json()}
+        else:
+            out = {"allocatable": allocatable,
+                   "pods": [{"pod": g.label, "claims": [c.name for c in g.claims], **r.as_json()} for g, r in reports]}
+        json.dump(out, sys.stdout, indent=2)
         print()
+    elif len(reports) == 1:
+        sys.stdout.write(_text(reports[0][1]))
     else:
-        sys.stdout.write(_text(report))
-    return 0 if report.allocatable else 1
+        for group, report in reports:
+            sys.stdout.write(f"{group.label} (claims {', '.join(c.name for c in group.claims)}):\n")
+            sys.stdout.write("".join(f"  {line}\n" for line in _text(report).splitlines()))
+        fitting = sum(r.allocatable for _, r in reports)
+        sys.stdout.write(f"{fitting} of {len(reports)} pod(s) can be allocated\n")
+    return 0 if allocatable else 1
 
 
 def _text(report: FitReport) -> str:

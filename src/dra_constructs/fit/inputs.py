@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dra_constructs.catalog.driver import DEVICE_CLASS_SELECTORS
 from dra_constructs.catalog.network import NIC_CLASS_SELECTORS
@@ -13,7 +13,11 @@ from dra_constructs.fit.allocator import AllocatedState
 from dra_constructs.fit.model import Claim, DeviceClass, Node, claim_from_spec, quantity
 from dra_constructs.target import Target
 
-__all__ = ["FitInputs", "collect", "default_device_classes", "feature_gates"]
+if TYPE_CHECKING:
+    from dra_constructs.guardrails.manifest import Manifest
+
+__all__ = ["ClaimSource", "FitInputs", "PodGroup", "check_selectors", "collect", "default_device_classes",
+           "feature_gates", "pod_groups"]
 
 
 def default_device_classes() -> dict[str, DeviceClass]:
@@ -43,11 +47,31 @@ def feature_gates(text: str | None, target: Target, where: str = "--feature-gate
     return gates
 
 
+@dataclass(frozen=True)
+class ClaimSource:
+    """The object a claim of :attr:`FitInputs.claims` comes from."""
+
+    kind: str
+    namespace: str
+    name: str
+    where: str  # ``Kind/namespace/name``
+    spec_path: str  # ``spec`` (ResourceClaim) or ``spec.spec`` (ResourceClaimTemplate)
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """Claims allocated together: those one Pod (of a workload) uses, or the unreferenced ones of a namespace."""
+
+    label: str
+    claims: tuple[Claim, ...]
+
+
 @dataclass
 class FitInputs:
-    """Everything ``fit`` reads, grouped by role."""
+    """Everything ``fit`` reads, grouped by role (``sources[i]`` is where ``claims[i]`` comes from)."""
 
     claims: list[Claim] = field(default_factory=list)
+    sources: list[ClaimSource] = field(default_factory=list)
     classes: dict[str, DeviceClass] = field(default_factory=dict)
     slices: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
@@ -133,6 +157,9 @@ def collect(manifests: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str
             name = f"{metadata.get('namespace') or 'default'}/{name}#{names[name]}"
         assert isinstance(spec, dict)
         inputs.claims.append(claim_from_spec(name, spec, where))
+        inputs.sources.append(ClaimSource(str(kind), str(metadata.get("namespace") or ""),
+                                          str(metadata.get("name") or ""), where,
+                                          "spec.spec" if kind == "ResourceClaimTemplate" else "spec"))
     for obj in slices:
         kind = obj.get("kind")
         if kind == "ResourceSlice":
@@ -153,3 +180,65 @@ def collect(manifests: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str
         if obj.get("kind") == "ResourceClaim":
             _allocated(obj, inputs.allocated)
     return inputs
+
+
+def check_selectors(inputs: FitInputs, target: Target) -> None:
+    """Compile every claim's and DeviceClass's selectors for ``target``; a bad one names its object and field."""
+    from dra_constructs.cel.matching import selector_matcher
+
+    def compiled(where: str, field_name: str, expression: str) -> None:
+        try:
+            selector_matcher(expression, target)
+        except DraConstructsError as error:
+            raise DraConstructsError(where, field_name, expression, error.problem, error.fix) from None
+
+    for claim, source in zip(inputs.claims, inputs.sources, strict=True):
+        for request in claim.requests:
+            for sub in request.alternatives:
+                at = f"{source.spec_path}.devices.requests[{request.name!r}]"
+                if request.first_available:
+                    at += f".firstAvailable[{sub.name!r}]"
+                for i, expression in enumerate(sub.selectors):
+                    compiled(source.where, f"{at}.selectors[{i}].cel.expression", expression)
+    for device_class in inputs.classes.values():
+        for i, expression in enumerate(device_class.selectors):
+            compiled(f"DeviceClass/{device_class.name}", f"spec.selectors[{i}].cel.expression", expression)
+
+
+def pod_groups(manifests: Sequence[Manifest], inputs: FitInputs) -> list[PodGroup]:
+    """The claim sets ``fit`` allocates, each as the claims of one Pod.
+
+    A workload (anything with a pod spec) in the manifests makes one group of the claims and templates
+    its pod references in its own namespace (each template stands for the Pod's own claim). Claims no
+    workload references are allocated together per namespace, never across namespaces or with a
+    workload's claims: unrelated objects in one directory do not compete for one Pod's node.
+    """
+    index: dict[tuple[str, str, str], int] = {}
+    for i, source in enumerate(inputs.sources):
+        index.setdefault((source.kind, source.namespace, source.name), i)
+    groups: list[PodGroup] = []
+    used: set[int] = set()
+    for m in manifests:
+        for pod in m.pods:
+            members: list[int] = []
+            for _, entry in pod.claims():
+                for key, kind in (("resourceClaimTemplateName", "ResourceClaimTemplate"),
+                                  ("resourceClaimName", "ResourceClaim")):
+                    ref = entry.get(key)
+                    if isinstance(ref, str):
+                        found = index.get((kind, m.namespace, ref))
+                        if found is None and not m.namespace:
+                            found = next((i for (k, _, n), i in index.items() if k == kind and n == ref), None)
+                        if found is not None and found not in members:
+                            members.append(found)
+            if members:
+                used.update(members)
+                groups.append(PodGroup(m.object_id, tuple(inputs.claims[i] for i in members)))
+    rest: dict[str, list[int]] = {}
+    for i, source in enumerate(inputs.sources):
+        if i not in used:
+            rest.setdefault(source.namespace, []).append(i)
+    for namespace, members in rest.items():
+        label = f"claims of namespace {namespace}" if namespace else "claims without a namespace"
+        groups.append(PodGroup(label, tuple(inputs.claims[i] for i in members)))
+    return groups

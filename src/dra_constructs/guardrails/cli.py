@@ -24,7 +24,7 @@ from dra_constructs.guardrails.report import to_json, to_text
 from dra_constructs.guardrails.resources import parse_dra_extended_resources
 from dra_constructs.guardrails.rules import RULES, RULES_BY_ID
 from dra_constructs.guardrails.skipped import SkippedInput
-from dra_constructs.target import DEFAULT_KUBERNETES_VERSION, Target
+from dra_constructs.guardrails.target_inference import chosen_target
 from dra_constructs.validation import did_you_mean
 
 __all__ = ["register", "run", "run_rules"]
@@ -43,8 +43,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="YAML/JSON file, directory (searched for *.yaml, *.yml, *.json) or - for stdin")
-    parser.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION, metavar="V",
-                        help=f"target Kubernetes version for CEL and API checks (default {DEFAULT_KUBERNETES_VERSION})")
+    parser.add_argument("--kubernetes-version", default=None, metavar="V",
+                        help="target Kubernetes version for CEL and API checks (default: inferred, the oldest "
+                             "release serving every resource.k8s.io API version of the input, e.g. 1.34 for v1; "
+                             "without DRA objects the newest supported release; the report's header says which)")
     parser.add_argument("--format", choices=_FORMATS, default="text", help="output format (default text)")
     parser.add_argument("--fail-on", choices=("error", "warning"), default="error",
                         help="lowest severity that makes the exit code 1 (default error)")
@@ -105,8 +107,8 @@ def run_rules(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Load, audit, report; the exit code follows the module docstring."""
-    target = Target.parse(args.kubernetes_version, "--kubernetes-version")
-    declared = parse_dra_extended_resources(args.dra_extended_resource, target, "--dra-extended-resource")
+    if args.kubernetes_version is not None:  # a bad version fails before any file is read
+        chosen_target(args.kubernetes_version, [])
     rules = selected_rules(args.skip, args.only)
     texts: dict[str, str] = {}
     skipped: list[SkippedInput] = []
@@ -117,18 +119,20 @@ def run(args: argparse.Namespace) -> int:
             raise errors[0]
         _print_errors(errors)
         return 2
+    choice = chosen_target(args.kubernetes_version, manifests)
+    declared = parse_dra_extended_resources(args.dra_extended_resource, choice.target, "--dra-extended-resource")
     gc.freeze()  # the manifests live to the end: keep the collector from re-scanning them
-    result = audit(manifests, kubernetes_version=target, tenant_scope=args.tenant_scope, rules=rules,
+    result = audit(manifests, kubernetes_version=choice.target, tenant_scope=args.tenant_scope, rules=rules,
                    dra_extended_resources=declared)
     result = with_field_lines(result, texts)
     if args.format == "json":
-        text = to_json(result, skipped)
+        text = to_json(result, skipped, choice)
     elif args.format == "sarif":
         from dra_constructs.guardrails.sarif import to_sarif
 
-        text = json.dumps(to_sarif(result, skipped=skipped), indent=2) + "\n"
+        text = json.dumps(to_sarif(result, skipped=skipped, target=choice), indent=2) + "\n"
     else:
-        text = to_text(result, skipped)
+        text = to_text(result, skipped, choice)
     write_output(args.output or None, text)
     if errors:
         _print_errors(errors)

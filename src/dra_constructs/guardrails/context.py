@@ -127,6 +127,17 @@ class AuditContext:
         """The ResourceClaim ``namespace/name`` in the set, if present."""
         return self._lookup("ResourceClaim", self._claims, namespace, name)
 
+    def namespaces_elsewhere(self, kind: str, namespace: str, name: str, file: str | None) -> list[str]:
+        """Other namespaces holding a ``kind`` called ``name`` in the same file (one ``kubectl apply``; at
+        synth, the App) while ``namespace`` (set) holds none in the whole set."""
+        if not namespace:
+            return []
+        index = self._templates if kind == "ResourceClaimTemplate" else self._claims
+        if self._lookup(kind, index, namespace, name) is not None:
+            return []
+        return sorted({m.namespace for m in self._by_name.get((kind, name), [])
+                       if m.namespace not in ("", namespace) and m.file == file})
+
     def claims_named(self, name: str) -> list[Manifest]:
         """Every ResourceClaim called ``name``, in any namespace."""
         return list(self._by_name.get(("ResourceClaim", name), []))

@@ -68,6 +68,7 @@ def _finding(rule: Rule, m: Manifest, hit: Hit) -> Finding:
         path=hit.path,
         message=hit.message,
         fix=hit.fix or rule.fix,
+        details=hit.details,
     )
 
 

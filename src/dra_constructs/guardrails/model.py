@@ -32,12 +32,14 @@ class Hit:
 
     ``severity`` overrides the rule's default (a rule may report a softer variant, for
     example an implicit default that should be made explicit). ``fix`` overrides the rule's.
+    ``details`` are lines too long for the message (who contributes what): JSON and text list them.
     """
 
     path: str
     message: str
     severity: Severity | None = None
     fix: str | None = None
+    details: tuple[str, ...] = ()
 
 
 #: A per-object check: the object, the whole audit context -> violations.
@@ -80,9 +82,10 @@ class Finding:
     path: str = field(compare=False)
     message: str = field(compare=False)
     fix: str = field(compare=False)
+    details: tuple[str, ...] = field(compare=False, default=())
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the audit output (``sort_key`` left out)."""
+        """The JSON shape of the audit output (``sort_key`` left out; ``details`` only when there are some)."""
         return {
             "rule": self.rule,
             "severity": self.severity.value,
@@ -95,6 +98,7 @@ class Finding:
             "path": self.path,
             "message": self.message,
             "fix": self.fix,
+            **({"details": list(self.details)} if self.details else {}),
         }
 
 

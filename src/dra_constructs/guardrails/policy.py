@@ -3,7 +3,7 @@
 The cluster refuses what never went through dra-constructs: Pods and the pod templates of
 Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, ReplicationControllers and
 CronJobs (DRA001, DRA002, DRA005, DRA007, DRA008), and ResourceClaims / ResourceClaimTemplates
-of every resource.k8s.io version (DRA003, DRA006, DRA007). Cross-object rules (DRA004's CEL
+of every resource.k8s.io version (DRA003, DRA006, DRA007, DRA017). Cross-object rules (DRA004's CEL
 checks, DRA006's shared claims, DRA009) stay with the synth validation and the audit.
 
 The CEL uses only standard CEL (``has``, ``all``, ``exists``, ``filter``, ``map``, ``matches``,
@@ -21,13 +21,14 @@ from typing import Any
 
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.resources import IMPLICIT_EXTENDED_RESOURCE_PREFIX
+from dra_constructs.guardrails.rules.barrier_toleration import SANITIZER_TAINT_KEY
 from dra_constructs.guardrails.rules.env_selection import DEVICE_ENV_VARS, HIDING_VALUES, MPS_PREFIX
 from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION
 
 __all__ = ["POLICY_RULES", "PolicyKind", "admission_policy_manifests"]
 
 #: Rules the admission policy can enforce per object.
-POLICY_RULES = ("DRA001", "DRA002", "DRA003", "DRA005", "DRA006", "DRA007", "DRA008")
+POLICY_RULES = ("DRA001", "DRA002", "DRA003", "DRA005", "DRA006", "DRA007", "DRA008", "DRA017")
 
 _API = "admissionregistration.k8s.io/v1"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,198}[a-z0-9])?$")
@@ -172,6 +173,22 @@ _SHARING = (
     "has(c.opaque.parameters.sharing.timeSlicingConfig) || has(c.opaque.parameters.sharing.mpsConfig))"
 )
 
+#: CEL: toleration ``t`` tolerates the sanitizer's taint (its key, or no key with operator Exists).
+_TOLERATES_BARRIER = (
+    f"((has(t.key) && t.key == {_cel_str(SANITIZER_TAINT_KEY)}) || "
+    "((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists'))"
+)
+#: CEL: request ``r`` (flat v1beta1, ``exactly`` or a ``firstAvailable`` subrequest) tolerates it;
+#: adminAccess requests (admitted only in admin-access namespaces: node agents) are exempt.
+_BARRIER_TOLERATION = (
+    "(!has(r.exactly) && has(r.tolerations) && !(has(r.adminAccess) && r.adminAccess) && "
+    f"r.tolerations.exists(t, {_TOLERATES_BARRIER})) || "
+    "(has(r.exactly) && has(r.exactly.tolerations) && !(has(r.exactly.adminAccess) && r.exactly.adminAccess) && "
+    f"r.exactly.tolerations.exists(t, {_TOLERATES_BARRIER})) || "
+    f"(has(r.firstAvailable) && r.firstAvailable.exists(s, has(s.tolerations) && "
+    f"s.tolerations.exists(t, {_TOLERATES_BARRIER})))"
+)
+
 
 def _claim_variables() -> list[dict[str, str]]:
     annotation = _cel_str(SUPPRESSIONS_ANNOTATION)
@@ -184,6 +201,8 @@ def _claim_variables() -> list[dict[str, str]]:
                                                "object.metadata.annotations) ? "
                                                f"object.metadata.annotations[{annotation}] : ''"},
         {"name": "allRequests", "expression": f"variables.requests.filter(r, {_REQUEST_ALL}).map(r, r.name)"},
+        {"name": "barrierTolerations",
+         "expression": f"variables.requests.filter(r, {_BARRIER_TOLERATION}).map(r, r.name)"},
     ]
 
 
@@ -216,6 +235,14 @@ def _claim_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
             "expression": f"{_not_suppressed('DRA006')} || !variables.configs.exists(c, {_SHARING})",
             "message": "DRA006: TimeSlicing / MPS sharing gives tenants one GPU without hardware isolation; use MIG "
                        "slices (mig.nvidia.com) or suppress DRA006 with a reason",
+            "reason": "Forbidden",
+        })
+    if "DRA017" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA017')} || size(variables.barrierTolerations) == 0",
+            "messageExpression": "'DRA017: request ' + variables.barrierTolerations[0] + ' tolerates the sanitizer "
+                                 f"device taint {SANITIZER_TAINT_KEY} (or every taint): it could be allocated "
+                                 "quarantined or mid-barrier devices; remove the toleration'",
             "reason": "Forbidden",
         })
     return out

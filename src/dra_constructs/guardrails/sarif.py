@@ -21,6 +21,7 @@ from dra_constructs.guardrails.engine import AuditResult
 from dra_constructs.guardrails.model import Finding, Rule
 from dra_constructs.guardrails.rules import RULES
 from dra_constructs.guardrails.skipped import SkippedInput
+from dra_constructs.guardrails.target_inference import TargetChoice
 
 __all__ = ["to_sarif"]
 
@@ -64,10 +65,11 @@ def _notification(item: SkippedInput, root: str) -> dict[str, Any]:
 
 
 def to_sarif(result: AuditResult, *, src_root: str | None = None,
-             skipped: Sequence[SkippedInput] = ()) -> dict[str, Any]:
+             skipped: Sequence[SkippedInput] = (), target: TargetChoice | None = None) -> dict[str, Any]:
     """The audit as a SARIF 2.1.0 log (a JSON-ready dict); file URIs relative to ``src_root`` (cwd).
 
-    Skipped files are ``invocations[0].toolExecutionNotifications``.
+    Skipped files are ``invocations[0].toolExecutionNotifications``; the target Kubernetes release
+    (and why it was chosen) is the run's ``properties.target``.
     """
     root = src_root if src_root is not None else os.getcwd()
     builder = _builder(RULES, root)
@@ -82,7 +84,8 @@ def to_sarif(result: AuditResult, *, src_root: str | None = None,
             entry["suppressions"] = [{"kind": "inSource", "justification": item.reason}]
         log["runs"][0]["results"].extend(suppressed)
     run = log["runs"][0]
-    run["properties"] = {"objectsScanned": result.objects_scanned}
+    run["properties"] = {"objectsScanned": result.objects_scanned,
+                         **({"target": target.to_dict()} if target is not None else {})}
     if skipped:
         run["invocations"] = [{"executionSuccessful": True,
                                "toolExecutionNotifications": [_notification(s, root) for s in skipped]}]

@@ -26,13 +26,26 @@ def _pod_hits(m: Manifest, pod: PodView, ctx: AuditContext) -> Iterator[Hit]:
             yield Hit(path, f"pod claim {name!r} must name exactly one of resourceClaimTemplateName and "
                             f"resourceClaimName (it names {len(sources)})",
                       fix="set resourceClaimTemplateName (one claim per pod) or resourceClaimName (a shared claim)")
+        yield from _other_namespace(m, path, entry, ctx)
     used: set[str] = set()
     for path, container in pod.containers():
+        listed: set[tuple[str, str | None]] = set()
         for i, ref in enumerate(as_list(as_dict(container.get("resources")).get("claims"))):
             ref = as_dict(ref)
             ref_path = field_path(path, "resources", "claims", i)
             name = ref.get("name")
             cname = container.get("name")
+            request = ref.get("request") or None
+            key = (name, request) if isinstance(name, str) and isinstance(request, (str, type(None))) else None
+            if key is not None and key in listed:
+                shown = f"{name}/{request}" if request else name
+                yield Hit(ref_path, f"container {cname!r} lists claim {shown!r} twice in resources.claims: the API "
+                                    "server rejects the duplicate",
+                          fix="list each claim (or claim request) once per container; two claims that should "
+                              "differ need different names in spec.resourceClaims")
+                continue
+            if key is not None:
+                listed.add(key)
             if not isinstance(name, str) or name not in declared:
                 known = ", ".join(sorted(declared)) or "none"
                 yield Hit(field_path(ref_path, "name"),
@@ -55,6 +68,21 @@ def _pod_hits(m: Manifest, pod: PodView, ctx: AuditContext) -> Iterator[Hit]:
             yield Hit(path, f"pod claim {name!r} is allocated but no container lists it in resources.claims, "
                             "so no container gets the device")
             used.add(name)  # report a duplicated name once
+
+
+def _other_namespace(m: Manifest, path: str, entry: dict[str, object], ctx: AuditContext) -> Iterator[Hit]:
+    """A template that is not in the pod's namespace, while its file (at synth: the App) has it in another
+    one. (A ResourceClaim of another namespace is DRA006's: sharing across namespaces.)"""
+    ref = entry.get("resourceClaimTemplateName")
+    if not isinstance(ref, str):
+        return
+    elsewhere = ctx.namespaces_elsewhere("ResourceClaimTemplate", m.namespace, ref, m.file)
+    if elsewhere:
+        yield Hit(field_path(path, "resourceClaimTemplateName"),
+                  f"ResourceClaimTemplate {ref!r} is not in the pod's namespace {m.namespace!r} but in "
+                  f"{', '.join(map(repr, elsewhere))}: a pod can only use templates of its own namespace "
+                  "(it would stay Pending)",
+                  fix=f"create the template in namespace {m.namespace!r}, or move the workload to its namespace")
 
 
 def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
