@@ -13,7 +13,8 @@ non-zero byte in its memory or any live context on it counts. It must always be 
 the memory the sanitizer's own context held is not hidden: it is counted apart
 (``uncovered_residue_releases``/``_bytes``: what no user-space fill reaches while the driver's
 scrub-on-free is off). ``released_without_proof`` counts ``released`` records (recovery
-releases included) without verified bytes or with coverage below the threshold: it must be 0.
+releases included) without verified bytes, with coverage below the threshold or without the
+drain's ``contexts_after_drain``: it must be 0.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import random
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,7 +233,8 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                 summary.released += 1
                 if record.trigger == "recovery-release":
                     summary.recovery_releases += 1
-                if record.bytes_verified <= 0 or record.coverage < config.coverage_threshold:
+                if (record.bytes_verified <= 0 or record.coverage < config.coverage_threshold
+                        or record.contexts_after_drain is None):
                     summary.released_without_proof += 1
                 if summary.min_released_coverage is None or record.coverage < summary.min_released_coverage:
                     summary.min_released_coverage = record.coverage
@@ -274,8 +277,9 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                     continue  # still out of service after the operator gave up on it
                 summary.schedules += 1
                 crashes_this_cycle[0] = 0
+                pod = str(uuid.UUID(int=rng.getrandbits(128), version=4))  # the claim's pod (reservedFor)
                 tenant = Tenant(f"team-{cycle % 5}/claim-{cycle}-{name}", f"team-{cycle % 5}",
-                                f"uid-{cycle}-{name}", boundary=f"team-{cycle % 5}")
+                                f"uid-{cycle}-{name}", boundary=f"team-{cycle % 5}", pods=(pod,))
                 rt.barrier.mark_allocated(cur(rt, name), tenant)
                 behaviours = []
                 for _ in range(rng.randint(1, 3)):
@@ -290,7 +294,7 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                     # What the next tenant's new instance can read: checked before it exists.
                     auditor.handed_to_next_tenant(name)
                     node.prepare(name)  # the DRA driver creates the instance at prepare
-                node.start_tenant(name, behaviours, rng)
+                node.start_tenant(name, behaviours, rng, pod=pod)
                 stuck = any(b == "unkillable" for b, _ in behaviours)
                 if dynamic_mig and rng.random() < 0.7:  # usually the driver has unprepared by now
                     node.kubelet_stop(name)
