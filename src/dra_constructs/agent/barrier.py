@@ -194,7 +194,10 @@ class Barrier:
             state.verify = None
             state.local_guard = state.leaving_guard = False  # the barrier owns the compute mode from here on
             if tenant is not None:
-                state.claim, state.tenant_namespace = tenant.claim, tenant.namespace
+                # A shared device: every claim that held it since its last clean release is on record.
+                shared = state.phase is Phase.ALLOCATED and state.claim and len(state.claim_uids) > 1
+                state.claim = _joined(state.claim, tenant.claim) if shared and state.claim else tenant.claim
+                state.tenant_namespace = tenant.namespace if not shared else state.tenant_namespace
                 state.boundary = tenant.boundary or state.boundary
                 if tenant.policy is not None:
                     state.policy = tenant.policy.model_dump(by_alias=True, mode="json")
@@ -228,16 +231,14 @@ class Barrier:
                 return None
             return self.run(device, "recovery" if state.phase is not Phase.UNKNOWN else "startup-unknown")
         if state.phase is Phase.RELEASING:
+            if not self._has_proof(device):
+                # No saved proof (a state written before the figures were kept): never call it
+                # released without one; sanitize again from the start.
+                return self.run(device, "recovery") if barrier_allowed else None
             with self.deps.store.lock(device.name):
                 state = self.deps.store.load(device.name, device.uuid)
                 if state.phase is not Phase.RELEASING or state.verified_cycle != state.cycle:
                     return None
-                if state.verify is None or state.verify.contexts_after_drain is None:
-                    # No saved proof (a state written before the figures were kept): never call it
-                    # released without one; sanitize again from the start.
-                    state.phase = Phase.DIRTY
-                    self.deps.store.save(state)
-                    return self.run(device, "recovery")
                 cycle = _Cycle(self.deps, device, state, "recovery-release")
                 cycle.record.result = "released"
                 cycle.record.pods = list(state.pod_uids)
@@ -267,6 +268,17 @@ class Barrier:
             if barrier_allowed and (state.reason or "").startswith(_SELF_CLEARING) and self._no_contexts(device):
                 return self.run(device, "zero-contexts")  # sanitize once they are gone (policy, foreign owners)
         return None
+
+    def _has_proof(self, device: DeviceInfo) -> bool:
+        """A ``releasing`` state carries the verify figures and the drain's context count (else: DIRTY)."""
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.phase is not Phase.RELEASING or (
+                    state.verify is not None and state.verify.contexts_after_drain is not None):
+                return True
+            state.phase = Phase.DIRTY
+            self.deps.store.save(state)
+            return False
 
     def _no_contexts(self, device: DeviceInfo) -> bool:
         """True if NVML lists no process on the device (an error: False, keep waiting)."""
