@@ -314,7 +314,8 @@ def test_api_down_no_quarantine_clears_itself_through_a_barrier(tmp_path: Path) 
     """D5: with the claims unknown, a quarantine waiting for zero contexts is re-guarded, never drained."""
     env = _env(tmp_path, "1.34")
     env.rt.barrier.run(env.device, "startup-unknown")
-    stuck = env.node.start_tenant(DEV, [("ignore-term", 0.0)], random.Random(9), exited_residue=False, cgroup=HOST_CGROUP)
+    stuck = env.node.start_tenant(DEV, [("ignore-term", 0.0)], random.Random(9), exited_residue=False,
+                                  cgroup=HOST_CGROUP)
     assert env.rt.barrier.run(env.device, "once").result == "quarantined"
     env.node.repair(DEV)
     before = len(_records(tmp_path))
