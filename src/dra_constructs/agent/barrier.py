@@ -237,7 +237,8 @@ class Barrier:
                 return self.run(device, "recovery") if barrier_allowed else None
             with self.deps.store.lock(device.name):
                 state = self.deps.store.load(device.name, device.uuid)
-                if state.phase is not Phase.RELEASING or state.verified_cycle != state.cycle:
+                if (state.phase is not Phase.RELEASING or state.verified_cycle != state.cycle
+                        or state.verify is None):  # (a proof checked just above; changed since: not ours)
                     return None
                 cycle = _Cycle(self.deps, device, state, "recovery-release")
                 cycle.record.result = "released"

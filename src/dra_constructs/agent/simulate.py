@@ -14,7 +14,8 @@ the memory the sanitizer's own context held is not hidden: it is counted apart
 (``uncovered_residue_releases``/``_bytes``: what no user-space fill reaches while the driver's
 scrub-on-free is off). ``released_without_proof`` counts ``released`` records (recovery
 releases included) without verified bytes, with coverage below the threshold or without the
-drain's ``contexts_after_drain``: it must be 0.
+drain's ``contexts_after_drain``: it must be 0. Then the agent itself meets the turnovers the
+barrier alone cannot see (:mod:`.simscenarios`, summary ``turnovers``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from dra_constructs.agent.evidence import EvidenceRecord
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.runtime import Runtime, build_runtime
 from dra_constructs.agent.simkube import SimulatedKube
+from dra_constructs.agent.simscenarios import turnover_scenarios
 from dra_constructs.agent.state import Phase
 
 __all__ = ["SimulationSummary", "simulate"]
@@ -86,6 +88,10 @@ class SimulationSummary:
     stuck_tenants_released: int = 0
     faults_injected: dict[str, int] = field(default_factory=dict)
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    #: The agent-level turnover scenarios (:mod:`.simscenarios`): shared devices, re-lists, restarts
+    #: mid-turnover, non-DRA processes; ``protected_signalled``, ``silent_adoptions``,
+    #: ``turnover_dirty`` and ``final_dirty`` must be 0.
+    turnovers: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -160,8 +166,9 @@ def _pick_placement(rt: Runtime, node: SimulatedNode, targets: list[str], rng: r
 def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed: int = 0,
              records: str | None = None, kubernetes_version: str = "1.34",
              crash_rate: float | None = None, memory_bytes: int = 4096,
-             partition_reset: str = "off", dynamic_mig: bool = False) -> SimulationSummary:
-    """Run ``devices`` x ``cycles`` schedules; see the module docstring."""
+             partition_reset: str = "off", dynamic_mig: bool = False,
+             turnover_rounds: int | None = None) -> SimulationSummary:
+    """Run ``devices`` x ``cycles`` schedules, then ``turnover_rounds`` (default 4 x cycles) agent scenarios."""
     started = time.perf_counter()
     summary = SimulationSummary(devices, cycles, fault_rate, seed, kubernetes_version,
                                 partition_reset=partition_reset)
@@ -311,5 +318,7 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
         summary.left_quarantined = sum(
             1 for n in targets if rt.barrier.deps.store.load(n).phase is Phase.QUARANTINED)
     summary.faults_injected = dict(Counter(faults.injected))
+    summary.turnovers = turnover_scenarios(4 * cycles if turnover_rounds is None else turnover_rounds, seed,
+                                           kubernetes_version)
     summary.wall_seconds = round(time.perf_counter() - started, 3)
     return summary
