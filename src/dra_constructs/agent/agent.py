@@ -47,7 +47,7 @@ from functools import partial
 from typing import Any
 
 from dra_constructs.agent import turnover
-from dra_constructs.agent.backends.base import BackendError, ComputeMode
+from dra_constructs.agent.backends.base import BackendError
 from dra_constructs.agent.clock import Clock, RealClock
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.kube import ApiError, Holders, Tenant, device_holders
@@ -111,7 +111,9 @@ class Agent:
 
     def ready(self) -> bool:
         """Startup recovery done and (with an API) the claims listed once."""
-        return self._started.is_set() and (self.rt.kube is None or self._listed.is_set())
+        mig = self.rt.barrier.deps.mig_access  # DynamicMIG without MIG management: not ready (said once)
+        return self._started.is_set() and (self.rt.kube is None or self._listed.is_set()) and (
+            mig is None or mig.problem is None)
 
     # --- barrier scheduling -----------------------------------------------------------------
 
@@ -217,11 +219,9 @@ class Agent:
                 # Finishes a verified release or re-guards; runs no barrier (no drain): kills nobody.
                 self.submit(name, partial(self.rt.barrier.recover, info, barrier_allowed=False))
             elif state.phase not in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
-                # Cut off mid-barrier: nobody may create a context until the barrier can run again.
-                try:
-                    self.rt.barrier.deps.nvml.set_compute_mode(info, ComputeMode.PROHIBITED)
-                except BackendError as error:
-                    _LOG.warning("%s: cannot re-apply PROHIBITED while the API is unknown: %s", name, error)
+                # Cut off mid-barrier: nobody may create a context until the barrier can run again
+                # (a DynamicMIG placement: on its real instance, if one exists).
+                self.rt.barrier.prohibit(info, "re-guard while the API is unknown")
         self._guard_unknown_locally()
         _LOG.error("claims unknown (API unreachable): every guard is kept, no barrier runs, nothing is "
                    "killed; retrying")
