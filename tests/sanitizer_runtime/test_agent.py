@@ -30,6 +30,9 @@ def _config(api: FakeApi, tmp_path: Path) -> AgentConfig:
                              request_timeout_s=0.5, watch_timeout_s=1)})
 
 
+P9 = "9a9b9c9d-0000-4000-8000-000000000009"  # a pod UID as the API server makes them (a UUID)
+
+
 def _evidence(tmp_path: Path) -> list[dict[str, Any]]:
     path = tmp_path / "evidence.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
@@ -87,7 +90,7 @@ def test_a_claim_on_an_unknown_device_is_alerted_and_guarded(fake_api: FakeApi, 
     assert late not in {d.name for d in rt.devices}
     rt.node.enumeration_errors = [EnumerationError(0, "nvmlDeviceGetMigDeviceHandleByIndex", "NVML_ERROR_NO_PERMISSION",
                                                    minor=0, gpu_instance_id=13)]
-    agent._claims = {"u9": claim("c9", "team-b", "u9", [late], reserved=["p9"])}
+    agent._claims = {"u9": claim("c9", "team-b", "u9", [late], reserved=[P9])}
     agent.reconcile()
     rule = fake_api.rules[f"dra-sanitizer-node-a-{late}"]
     assert rule["spec"]["taint"]["value"] == "unmapped"
@@ -103,7 +106,7 @@ def test_a_claim_on_an_unknown_device_is_alerted_and_guarded(fake_api: FakeApi, 
     assert rt.barrier.deps.store.load(late).phase is Phase.ALLOCATED
     assert fake_api.rules[f"dra-sanitizer-node-a-{late}"]["spec"]["taint"]["value"] == "in-use"
     assert b'dra_sanitizer_unmapped_claim_devices{device="gpu-0-mig-1g10gb-19-6"} 0.0' in rt.metrics.render()
-    rt.node.start_tenant(late, [("obey", 2.0)], random.Random(3))
+    rt.node.start_tenant(late, [("obey", 2.0)], random.Random(3), pod=P9)
     agent._claims = {}
     agent.reconcile()  # released: the barrier runs on the late device like on any other
     agent.wait()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dra_constructs.agent.backends.base import ComputeMode
-from dra_constructs.agent.backends.simulated import FaultInjector, SimulatedCrash
+from dra_constructs.agent.backends.simulated import FaultInjector, SimulatedCrash, kubelet_cgroup
 from dra_constructs.agent.barrier import CRASH_POINTS
 from dra_constructs.agent.config import SimulatedBackendSettings
 from dra_constructs.agent.kube import Tenant
@@ -17,13 +17,15 @@ from dra_constructs.agent.state import Phase
 
 from .conftest import SimEnv
 
-TENANT = Tenant("team-a/claim-1", "team-a", "uid-1")
+#: The claim's pod: the barrier signals only processes in it (their cgroup names its UID).
+POD = "0c4e5f1a-7d2b-4c9e-9a41-5b7e2f3d8c10"
+TENANT = Tenant("team-a/claim-1", "team-a", "uid-1", pods=(POD,))
 
 
 def _tenant(env: SimEnv, behaviours: list[tuple[str, float]], seed: int = 0) -> list[int]:
     env.rt.barrier.run(env.device, "startup-unknown")  # a known-clean device first
     env.rt.barrier.mark_allocated(env.device, TENANT)
-    return env.node.start_tenant(env.device.name, behaviours, random.Random(seed))
+    return env.node.start_tenant(env.device.name, behaviours, random.Random(seed), pod=POD)
 
 
 def test_clean_release_zeroes_memory_and_removes_the_guard(sim: SimEnv, tmp_path: Path) -> None:
@@ -177,7 +179,7 @@ def test_without_device_taints_the_guard_is_compute_mode(tmp_path: Path) -> None
     assert not env.rt.guard.has_taints and "1.32 has no DeviceTaintRule" in env.rt.guard.describe("gpu-0")
     env.rt.barrier.run(env.device, "startup-unknown")
     env.rt.barrier.mark_allocated(env.device, TENANT)
-    env.node.start_tenant(env.device.name, [("obey", 2.0)], random.Random(0))
+    env.node.start_tenant(env.device.name, [("obey", 2.0)], random.Random(0), pod=POD)
     env.rt.barrier.tenant_leaving(env.device)  # last pod terminating: no new contexts from now on
     assert env.node.compute_mode(env.device.name) is ComputeMode.PROHIBITED
     assert env.kube.rules == {}
@@ -217,6 +219,8 @@ def test_a_pid_reused_between_listing_and_signal_is_not_signalled(sim: SimEnv) -
             return True
 
     deps = sim.rt.barrier.deps
+    sim.rt.barrier.mark_allocated(sim.device, TENANT)
+    sim.node.cgroups[4242] = kubelet_cgroup(POD, "ab" * 32)  # the listed pid was in the claim's pod
     real = deps.nvml.processes
     listings = iter([[4242], []])
     deps.signaller = Pinning()

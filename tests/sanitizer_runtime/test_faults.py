@@ -9,6 +9,7 @@ import pytest
 
 from dra_constructs.agent.backends import simulated
 from dra_constructs.agent.backends.base import VerifyResult
+from dra_constructs.agent.simscenarios import TURNOVER_FAILURES
 from dra_constructs.agent.simulate import simulate
 
 
@@ -31,6 +32,9 @@ def test_a_thousand_randomized_schedules_have_no_dirty_release(tmp_path: Path) -
         assert summary.dirty_releases == 0, summary.dirty_release_details
         assert summary.failures_without_reason == 0 and summary.stuck_tenants_released == 0
         assert summary.released_without_proof == 0
+        # The agent's turnover scenarios at this target: nobody else's process signalled, no silent adoption.
+        assert summary.turnovers["rounds"] == 4 * cycles
+        assert {k: summary.turnovers[k] for k in TURNOVER_FAILURES} == dict.fromkeys(TURNOVER_FAILURES, 0)
         assert summary.releases_observed >= summary.released > 0 and summary.quarantined > 0
         assert summary.crashes > 0 and len(summary.faults_injected) >= 10
         lines = [json.loads(x) for x in records.read_text().splitlines()]
@@ -49,7 +53,8 @@ def test_a_thousand_randomized_schedules_have_no_dirty_release(tmp_path: Path) -
 def test_dynamic_mig_schedules_have_no_dirty_release(tmp_path: Path) -> None:
     """DynamicMIG: random placements, instances gone (or not) before the barrier, crashes, faults."""
     records = tmp_path / "records.jsonl"
-    summary = simulate(devices=60, cycles=30, fault_rate=0.05, seed=21, records=str(records), dynamic_mig=True)
+    summary = simulate(devices=60, cycles=30, fault_rate=0.05, seed=21, records=str(records), dynamic_mig=True,
+                       turnover_rounds=0)  # (the turnover scenarios run on whole GPUs: the test above)
     assert summary.schedules >= 80 and summary.crashes > 0
     assert summary.dirty_releases == 0, summary.dirty_release_details
     assert summary.released_without_proof == 0 and summary.failures_without_reason == 0
@@ -70,7 +75,7 @@ def test_the_audit_catches_a_barrier_that_lies(monkeypatch: pytest.MonkeyPatch) 
         return VerifyResult(result.bytes_verified, 0, result.seconds)
 
     monkeypatch.setattr(simulated._SimSession, "verify", lying_verify)
-    summary = simulate(devices=14, cycles=4, fault_rate=0.3, seed=5, crash_rate=0.0)
+    summary = simulate(devices=14, cycles=4, fault_rate=0.3, seed=5, crash_rate=0.0, turnover_rounds=0)
     assert summary.faults_injected.get("cuda.memset_silent", 0) > 0
     assert summary.dirty_releases > 0 and summary.dirty_release_details[0]["nonzero_bytes"] > 0
 
@@ -78,16 +83,16 @@ def test_the_audit_catches_a_barrier_that_lies(monkeypatch: pytest.MonkeyPatch) 
 def test_the_audit_catches_live_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Negative control: NVML hiding the tenant (no hostPID) and no compute-mode guard."""
     monkeypatch.setattr(simulated._SimNvml, "processes", lambda self, device: [])
-    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3)
+    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3, turnover_rounds=0)
     # The hidden tenant's memory is in use with no listed process: quarantined before the fill.
     assert summary.dirty_releases == 0 and summary.quarantine_reasons.get("unaccounted memory", 0) > 0
     honest = simulated._SimNvml.memory
     monkeypatch.setattr(simulated._SimNvml, "memory", lambda self, device: simulated.MemoryInfo(
         honest(self, device).total, 0, honest(self, device).total, 0))  # NVML hides the memory too
-    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3)
+    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3, turnover_rounds=0)
     # EXCLUSIVE_PROCESS alone still refuses our context next to the hidden tenant: quarantine.
     assert summary.dirty_releases == 0 and summary.quarantine_reasons.get("cuCtxCreate", 0) > 0
     monkeypatch.setattr(simulated._SimNvml, "set_compute_mode", lambda self, device, mode: None)
-    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3)
+    summary = simulate(devices=7, cycles=2, fault_rate=0.0, seed=3, turnover_rounds=0)
     assert summary.dirty_releases > 0
     assert any(d["live_contexts"] > 0 for d in summary.dirty_release_details)

@@ -118,11 +118,12 @@ def test_agent_guards_allocations_and_sanitizes_releases(fake_api: FakeApi, tmp_
     agent.startup()  # never-seen devices are sanitized first
     assert {rt.barrier.deps.store.load(d.name).phase for d in rt.devices} == {Phase.CLEAN}
     device = rt.devices[0].name
-    agent._claims = {"u1": claim("c1", "team-a", "u1", [device], reserved=["p1"])}
+    pod = "11111111-2222-4333-8444-555555555555"
+    agent._claims = {"u1": claim("c1", "team-a", "u1", [device], reserved=[pod])}
     agent.reconcile()
     assert rt.barrier.deps.store.load(device).phase is Phase.ALLOCATED
     assert fake_api.rules[f"dra-sanitizer-node-a-{device}"]["spec"]["taint"]["value"] == "in-use"
-    rt.node.start_tenant(device, [("obey", 3.0)], random.Random(1))
+    rt.node.start_tenant(device, [("obey", 3.0)], random.Random(1), pod=pod)
     agent._claims = {}
     agent.reconcile()  # deallocated: barrier
     agent._pool.shutdown(wait=True)

@@ -22,7 +22,8 @@ from dra_constructs.agent.state import Phase
 from .conftest import SimEnv
 from .fakeapi import claim
 
-TENANT = Tenant("team-a/claim-1", "team-a", "uid-1", boundary="team-a")
+POD = "6f1c2d3e-4b5a-4789-8abc-def012345678"  # the claim's pod: its processes are the ones the barrier may signal
+TENANT = Tenant("team-a/claim-1", "team-a", "uid-1", boundary="team-a", pods=(POD,))
 ONE_G = "gpu-0-mig-1g10gb-19-{}"
 RULE = "dra-sanitizer-node-a-{}"
 
@@ -132,7 +133,7 @@ def test_dynamic_mig_instance_still_prepared_is_sanitized_in_place(tmp_path: Pat
     device = _dev(env, ONE_G.format(0))
     env.rt.barrier.mark_allocated(device, TENANT)
     env.node.prepare(device.name)
-    env.node.start_tenant(device.name, [("obey", 2.0)], random.Random(3))
+    env.node.start_tenant(device.name, [("obey", 2.0)], random.Random(3), pod=POD)
     record = env.rt.barrier.run(device, "deallocated", TENANT)  # before the driver's unprepare
     assert record.result == "released" and record.transient_instance is None and record.pids_sigterm
     assert env.node.compute_mode(device.name) is ComputeMode.DEFAULT and env.node.audit(device.name).clean
@@ -153,7 +154,7 @@ def test_dynamic_mig_transient_instance_blocked_by_an_overlap_quarantines(tmp_pa
 def _used(env: SimEnv, behaviours: list[tuple[str, float]] | None = None) -> None:
     env.rt.barrier.run(env.device, "startup-unknown")
     env.rt.barrier.mark_allocated(env.device, TENANT)
-    env.node.start_tenant(env.device.name, behaviours or [("obey", 1.0)], random.Random(0))
+    env.node.start_tenant(env.device.name, behaviours or [("obey", 1.0)], random.Random(0), pod=POD)
 
 
 def test_mig_instance_reset_recreates_the_partition_and_rekeys_the_state(tmp_path: Path) -> None:
@@ -242,9 +243,9 @@ def test_the_agent_reads_the_policy_from_the_allocated_claim() -> None:
 def test_policy_grace_period_replaces_the_agents(tmp_path: Path) -> None:
     env = SimEnv(tmp_path)
     env.rt.barrier.run(env.device, "startup-unknown")
-    tenant = Tenant("team-a/c", "team-a", "u", PreemptionPolicy(grace_period_seconds=5))
+    tenant = Tenant("team-a/c", "team-a", "u", PreemptionPolicy(grace_period_seconds=5), pods=(POD,))
     env.rt.barrier.mark_allocated(env.device, tenant)
-    pids = env.node.start_tenant(env.device.name, [("obey", 20.0)], random.Random(0))
+    pids = env.node.start_tenant(env.device.name, [("obey", 20.0)], random.Random(0), pod=POD)
     record = env.rt.barrier.run(env.device, "deallocated")
     assert record.result == "released" and record.pids_sigkill == pids  # 20 s > 5 s: killed at 5 s
     assert 5.0 <= record.phase_seconds["drain"] < 7.0  # virtual time: SIGKILL at the claim's 5 s
@@ -255,8 +256,8 @@ def test_policy_quarantine_until_zero_contexts_never_kills(tmp_path: Path) -> No
     env = SimEnv(tmp_path)
     env.rt.barrier.run(env.device, "startup-unknown")
     policy = PreemptionPolicy(on_contexts_remaining=ContextsRemaining.QUARANTINE)
-    env.rt.barrier.mark_allocated(env.device, Tenant("team-a/c", "team-a", "u", policy))
-    env.node.start_tenant(env.device.name, [("obey", 500.0)], random.Random(0))
+    env.rt.barrier.mark_allocated(env.device, Tenant("team-a/c", "team-a", "u", policy, pods=(POD,)))
+    env.node.start_tenant(env.device.name, [("obey", 500.0)], random.Random(0), pod=POD)
     record = env.rt.barrier.run(env.device, "deallocated")
     assert record.result == "quarantined" and record.pids_sigkill == [] and record.pids_sigterm
     assert (record.reason or "").startswith("awaiting zero contexts")

@@ -22,7 +22,7 @@ from dra_constructs.agent.state import Phase
 
 from .fakeapi import FakeApi, claim
 from .standin import CI, GI, GPU, NVML_ERROR_NO_PERMISSION, MiB, Tenant
-from .test_standin_backends import MakeNode, a100_mig, agent_config, standin  # noqa: F401 - fixture
+from .test_standin_backends import POD, MakeNode, a100_mig, agent_config, standin  # noqa: F401 - fixture
 
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 
@@ -73,8 +73,8 @@ def test_api_down_at_start_does_not_kill_a_real_tenant(standin: MakeNode, fake_a
     first = _with_api(fake_api, tmp_path)
     device = first.devices[0]
     first.barrier.run(device, "startup-unknown")
-    first.barrier.mark_allocated(device, ClaimTenant("team-a/c1", "team-a", "u1"))
-    tenant = Tenant(node, "GPU-a", nbytes=8 * MiB, ignore_term=True)
+    first.barrier.mark_allocated(device, ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,)))
+    tenant = Tenant(node, "GPU-a", nbytes=8 * MiB, ignore_term=True, pod=POD)
     try:
         fake_api.fail("GET", CLAIMS, 503)
         rt = _with_api(fake_api, tmp_path)

@@ -18,6 +18,7 @@ import pytest
 from dra_constructs.agent.backends.base import EnumerationFailed
 from dra_constructs.agent.backends.nvml import NvmlDevices
 from dra_constructs.agent.config import AgentConfig, KubeSettings
+from dra_constructs.agent.kube import Tenant as ClaimTenant
 from dra_constructs.agent.runtime import Runtime, build_runtime
 
 from .standin import (
@@ -37,6 +38,8 @@ from .standin import (
 )
 
 MakeNode = Callable[..., Node]
+#: The tenant's pod (its cgroup file names it): the barrier signals only the released claim's pods.
+POD = "3c1d5e7f-9a2b-4c6d-8e0f-1a2b3c4d5e6f"
 
 
 @pytest.fixture
@@ -57,7 +60,8 @@ def agent_config(tmp_path: Path, **fields: Any) -> AgentConfig:
     return AgentConfig(
         node_name="node-a", backend="nvml", grace_period_s=0.3, drain_timeout_s=8, poll_interval_s=0.05,
         fill_timeout_s=60, state_dir=str(tmp_path / "state"), evidence_file=str(tmp_path / "evidence.jsonl"),
-        kube=KubeSettings(mode="disabled", kubernetes_version="1.34"), **fields,
+        kube=KubeSettings(mode="disabled", kubernetes_version="1.34"), proc_root=str(tmp_path / "node" / "proc"),
+        **fields,
     )
 
 
@@ -125,9 +129,9 @@ def test_a_tenant_on_the_second_compute_instance_is_drained(standin: MakeNode, t
     rt = runtime(tmp_path)
     (device,) = rt.devices
     assert device.compute_instance_uuids == ("MIG-ci0", "MIG-ci1")
-    tenant = Tenant(node, "MIG-ci1", nbytes=8 * MiB, ignore_term=True)
+    tenant = Tenant(node, "MIG-ci1", nbytes=8 * MiB, ignore_term=True, pod=POD)
     try:
-        record = rt.barrier.run(device, "deallocated")
+        record = rt.barrier.run(device, "deallocated", ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,)))
         assert tenant.pid in record.pids_sigterm and tenant.pid in record.pids_sigkill
         assert not tenant.alive()
     finally:

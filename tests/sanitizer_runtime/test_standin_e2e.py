@@ -27,16 +27,26 @@ def test_the_zipapp_sanitizes_a_mig_instance_through_the_real_backends(tmp_path:
                       f"drain_timeout_s: 8\npoll_interval_s: 0.05\nevidence_file: {tmp_path}/evidence.jsonl\n"
                       "kube: {mode: disabled, kubernetes_version: '1.34'}\n")
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **node.env()}
-    tenant = Tenant(node, "MIG-5-1", nbytes=16 * MiB, ignore_term=True)
+    tenant = Tenant(node, "MIG-5-1", nbytes=16 * MiB, ignore_term=True)  # no claim behind it (no pod cgroup)
+
+    def sanitizer(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-I", str(pyz), *args, "--config", str(config), "--device",
+                               "gpu-3-mig-1g10gb-19-4"], env=env, capture_output=True, text=True, timeout=120)
+
     try:
-        out = subprocess.run([sys.executable, "-I", str(pyz), "once", "--config", str(config), "--device",
-                              "gpu-3-mig-1g10gb-19-4"], env=env, capture_output=True, text=True, timeout=120)
-        assert not tenant.alive()
+        refused = sanitizer("once")  # a hand-run barrier releases no claim: it owns nobody's processes
+        assert tenant.alive()
     finally:
         tenant.stop()
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    record = json.loads(refused.stdout)
+    assert record["result"] == "quarantined" and record["reason"].startswith("foreign contexts")
+    assert record["pids_sigterm"] == record["pids_sigkill"] == []
+    assert [p["pid"] for p in record["foreign_processes"]] == [tenant.pid]
+    out = sanitizer("release", "--reason", "the stray process is gone")  # the whole barrier again
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads(out.stdout)
-    assert record["result"] == "released" and record["pids_sigkill"] == [tenant.pid]
+    assert record["result"] == "released"
     assert record["control_found"] == record["control_planted"] > 0 and record["nonzero_words"] == 0
     assert record["bytes_verified"] == record["bytes_zeroed"] > 0 and record["coverage_of_free"] == 1.0
     assert 0.5 < record["coverage"] < 1.0  # of total - reserved: the context was not read

@@ -31,11 +31,11 @@ from dra_constructs.agent.runtime import build_runtime
 from dra_constructs.agent.state import Phase
 
 from .standin import CI, GI, GI_1_SLICE, GI_2_SLICE, MiB, Node, Tenant
-from .test_standin_backends import MakeNode, a100_mig, agent_config, standin  # noqa: F401 - fixture
+from .test_standin_backends import POD, MakeNode, a100_mig, agent_config, standin  # noqa: F401 - fixture
 
 PATTERN = 0xA5C35A3C
 MARK = struct.pack("<I", PATTERN)
-OWNER = ClaimTenant("team-a/c1", "team-a", "u1")
+OWNER = ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,))
 
 
 def _two_ci_node(standin: MakeNode, generation: str = "570", **gi: Any) -> Node:  # noqa: F811
@@ -53,7 +53,7 @@ def test_mig_instance_reset_recreates_the_layout_rekeys_and_zeroes(standin: Make
     assert device.compute_instance_uuids == ("MIG-old-ci0", "MIG-old-ci1")
     assert rt.barrier.run(device, "startup-unknown").result == "released"
     rt.barrier.mark_allocated(device, OWNER)
-    tenant = Tenant(node, "MIG-old-ci1", nbytes=8 * MiB, pattern=PATTERN, ignore_term=True)  # on the 2nd CI
+    tenant = Tenant(node, "MIG-old-ci1", nbytes=8 * MiB, pattern=PATTERN, ignore_term=True, pod=POD)  # 2nd CI
     try:
         record = rt.barrier.run(device, "deallocated", OWNER)
     finally:

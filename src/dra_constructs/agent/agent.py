@@ -3,6 +3,14 @@
 Startup (fail-closed): every device whose state is unknown, mid-barrier or still marked
 allocated although no claim holds it any more is sanitized before anything else; a verified
 release that was cut off is finished; quarantined devices get their guards re-applied.
+A device whose stored claims differ from the live ones changed hands while the agent did not
+see it (restart, API outage, a barrier cancelled at stop, a watch re-list): :mod:`.turnover`
+decides (the barrier before the new pods run, or a reported adoption; never a silent one).
+Shared devices (several claims, ``allowMultipleAllocations``) are released when their last claim
+goes: no barrier, drain included, runs while another claim holds the device, because nothing
+could be proven clean under a live co-tenant and the released claim's pods have already ended
+(a claim is deallocated once its reservedFor is empty); leftovers of its pods are drained with
+the last claim's.
 Then two watch threads (claims, the node's pods) feed :meth:`Agent.reconcile`; each watch is
 bounded by a server-side timeout and re-listed on ``410 Gone``. Barriers run in a thread pool,
 one per device at a time.
@@ -10,7 +18,8 @@ one per device at a time.
 API down at start (fail-closed): if the claims cannot be listed, nothing is known about who
 holds what, so no barrier that could signal a process runs: allocated and unknown devices
 keep their guards, mid-barrier devices get compute mode PROHIBITED again, only verified
-releases are finished and quarantines re-applied. A device with no saved state (never
+releases are finished and quarantines re-applied (a quarantine that clears itself once its
+contexts are gone waits for the claims too). A device with no saved state (never
 sanitized, or its UUID changed) gets compute mode PROHIBITED too: the one guard the agent has
 without the API (taints need it) that stops new contexts without touching running ones, so a
 tenant whose claim it cannot see keeps running and nobody else can start on unproven memory
@@ -37,10 +46,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from dra_constructs.agent import turnover
 from dra_constructs.agent.backends.base import BackendError
 from dra_constructs.agent.clock import Clock, RealClock
 from dra_constructs.agent.devices import DeviceInfo
-from dra_constructs.agent.kube import ApiError, Tenant, allocated_devices
+from dra_constructs.agent.kube import ApiError, Holders, Tenant, device_holders
 from dra_constructs.agent.metrics import HealthServer
 from dra_constructs.agent.runtime import Runtime
 from dra_constructs.agent.state import Phase
@@ -80,9 +90,10 @@ class Agent:
         self._pool = ThreadPoolExecutor(max_workers=runtime.config.max_parallel, thread_name_prefix="barrier")
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[Any]] = {}
-        self._allocated: dict[str, Tenant] = {}
+        self._allocated: dict[str, Holders] = {}
         self._claims: dict[str, dict[str, Any]] = {}
         self._pods: dict[str, dict[str, Any]] = {}
+        runtime.barrier.deps.pod_name = self._pod_name
         #: API down: never-sanitized devices and how they are guarded locally (see guard_unknown_locally).
         self._local: dict[str, str] = {}
         self._local_lock = threading.Lock()  # tick (run loop) and the first successful list (watch thread)
@@ -123,6 +134,11 @@ class Agent:
         for future in futures:
             future.result()
 
+    def _pod_name(self, uid: str) -> str | None:
+        """``namespace/name`` of a pod of this node by UID, if the pods watch knows it."""
+        meta = (self._pods.get(uid) or {}).get("metadata") or {}
+        return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("name") else None
+
     def _guarded(self, device: str, job: Callable[[], Any]) -> None:
         try:
             job()
@@ -130,8 +146,8 @@ class Agent:
             _LOG.exception("barrier job for %s failed", device)
         finally:
             with self._lock:
-                tenant = self._allocated.get(device)
-            if tenant is not None:  # allocated again meanwhile (only possible without taints)
+                holders = self._allocated.get(device)
+            for tenant in holders.tenants if holders is not None else ():  # allocated again meanwhile
                 self.rt.barrier.mark_allocated(self._devices[device], tenant)
 
     def startup(self) -> None:
@@ -141,20 +157,27 @@ class Agent:
             return
         store = self.rt.barrier.deps.store
         futures = []
-        local: dict[str, Tenant | None] = {}  # guarded by compute mode while the API was down
+        local: dict[str, Holders | None] = {}  # guarded by compute mode while the API was down
         for name, info in list(self._devices.items()):
             state = store.load(name, info.uuid)
-            tenant = self._allocated.get(name)
+            holders = self._allocated.get(name)
             if state.local_guard or name in self._local:
-                local[name] = tenant
-            if tenant is not None and state.phase in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
+                local[name] = holders
+            if holders is not None and turnover.missed(state, holders):
+                # Another claim took it while the agent did not see it: never adopt silently.
+                future = self.submit(name, partial(turnover.resolve, self.rt.barrier, info,
+                                                   turnover.stored_tenant(state), holders))
+                futures.extend([future] if future is not None else [])
+                continue
+            if holders is not None and state.phase in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
                 # Held by a live claim: guard it now, sanitize when it is released (never kill a tenant).
-                self.rt.barrier.mark_allocated(info, tenant)
+                for tenant in holders.tenants:
+                    self.rt.barrier.mark_allocated(info, tenant)
                 continue
             job: Callable[[], Any]
-            if state.phase is Phase.ALLOCATED and tenant is None:
+            if state.phase is Phase.ALLOCATED and holders is None:
                 job = partial(self.rt.barrier.run, info, "deallocated-while-down",
-                              Tenant(state.claim, state.tenant_namespace))
+                              turnover.stored_tenant(state))
             else:
                 job = partial(self.rt.barrier.recover, info)
             future = self.submit(name, job)
@@ -166,7 +189,7 @@ class Agent:
         self.rt.metrics.api_unknown.set(0)
         self._started.set()
 
-    def _resolved(self, local: dict[str, Tenant | None]) -> None:
+    def _resolved(self, local: dict[str, Holders | None]) -> None:
         """The API answers again: say what became of each device guarded locally while it was down."""
         with self._local_lock:
             self._local.clear()
@@ -193,7 +216,8 @@ class Agent:
         for name, info in list(self._devices.items()):
             state = store.load(name, info.uuid)
             if state.phase in (Phase.RELEASING, Phase.QUARANTINED):
-                self.submit(name, partial(self.rt.barrier.recover, info))  # finishes or re-guards; kills nobody
+                # Finishes a verified release or re-guards; runs no barrier (no drain): kills nobody.
+                self.submit(name, partial(self.rt.barrier.recover, info, barrier_allowed=False))
             elif state.phase not in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
                 # Cut off mid-barrier: nobody may create a context until the barrier can run again
                 # (a DynamicMIG placement: on its real instance, if one exists).
@@ -252,13 +276,14 @@ class Agent:
             _LOG.warning("device %s (%s) appeared after start", info.name, info.uuid)
         return new
 
-    def _map(self, claims: list[dict[str, Any]]) -> dict[str, Tenant]:
-        """Allocated devices of this node; unknown names: re-enumerate, then alert and guard."""
+    def _map(self, claims: list[dict[str, Any]]) -> dict[str, Holders]:
+        """Allocated devices of this node and every claim on each; unknown names: re-enumerate, alert, guard."""
         cfg = self.rt.config
-        allocated = allocated_devices(claims, cfg.node_name, cfg.tenant_boundary)
+        allocated = device_holders(claims, cfg.node_name, cfg.tenant_boundary)
         if any(name not in self._devices for name in allocated):
             self.refresh_devices()
-        for name, tenant in allocated.items():
+        for name, holders in allocated.items():
+            tenant = holders.released()
             if name not in self._devices:
                 self._alert_unmapped(name, tenant)
             elif name in self._unmapped:
@@ -299,30 +324,45 @@ class Agent:
             return
         with self._lock:
             before, self._allocated = self._allocated, now
-        for name, tenant in now.items():
+        for name, holders in now.items():
             old = before.get(name)
-            if old is not None and old.uid == tenant.uid:
+            info = self._devices[name]
+            if old is not None and not turnover.same_occupancy(old, holders):
+                # Another claim took it without a release in between (a re-list after a missed event).
+                self.submit(name, partial(turnover.resolve, self.rt.barrier, info, old.released(), holders))
                 continue
-            if old is not None:  # another claim took it without a release in between
-                self.submit(name, partial(self.rt.barrier.run, self._devices[name], "claim-replaced", old))
-            elif self._started.is_set():
-                self.rt.barrier.mark_allocated(self._devices[name], tenant)
-        for name, tenant in before.items():
+            if old is not None:
+                for gone in sorted(old.uids - holders.uids):
+                    _LOG.info("%s: claim %s released it; still held by %s: sanitized when the last claim "
+                              "releases it", name, gone, holders.claim)
+            known = {t.uid: t.pods for t in old.tenants} if old is not None else {}
+            for tenant in holders.tenants:  # new holders, and new pods of known ones (kept for the drain)
+                if tenant.uid not in known or not set(tenant.pods) <= set(known[tenant.uid]):
+                    self.rt.barrier.mark_allocated(info, tenant)
+        for name, old in before.items():
             if name not in now:
-                self.submit(name, partial(self.rt.barrier.run, self._devices[name], "deallocated", tenant))
+                self.submit(name, partial(self.rt.barrier.run, self._devices[name], "deallocated", old.released()))
+        self.pods_changed()
 
     def pods_changed(self) -> None:
-        """Without taints: refuse new contexts as soon as every pod of a claim is terminating."""
-        if self.rt.guard.has_taints:
+        """Without taints: refuse new contexts once every pod of a device's claims is terminating.
+
+        And lift that again as soon as a running pod holds one of them (a no-surge rollout on a
+        shared claim: the new pod joins the claim the old one leaves; it is never deallocated).
+        """
+        if self.rt.guard.has_taints or not self._started.is_set():
             return
-        node = self.rt.config.node_name
-        for claim in list(self._claims.values()):
-            reserved = [r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or []]
-            if not reserved or not all(uid in self._pods and _terminating(self._pods[uid]) for uid in reserved):
+        with self._lock:
+            allocated = dict(self._allocated)
+        known = dict(self._pods)  # a copy: the pods watch thread changes it
+        for name, holders in allocated.items():
+            pods = holders.pods
+            if name not in self._devices or not pods:
                 continue
-            for name in allocated_devices([claim], node, self.rt.config.tenant_boundary):
-                if name in self._devices:
-                    self.rt.barrier.tenant_leaving(self._devices[name])
+            if all(uid in known and _terminating(known[uid]) for uid in pods):
+                self.rt.barrier.tenant_leaving(self._devices[name])
+            elif any(uid in known and not _terminating(known[uid]) for uid in pods):
+                self.rt.barrier.tenant_back(self._devices[name])
 
     # --- watches ----------------------------------------------------------------------------
 
@@ -418,7 +458,8 @@ class Agent:
                 allocated = dict(self._allocated)
             for info in new:
                 if info.name in allocated:
-                    self.rt.barrier.mark_allocated(info, allocated[info.name])
+                    for tenant in allocated[info.name].tenants:
+                        self.rt.barrier.mark_allocated(info, tenant)
                 else:  # appeared free after start (MIG reconfiguration): proven clean before anyone gets it
                     self.submit(info.name, partial(self.rt.barrier.recover, info))
         elif not self.api_known:
@@ -431,6 +472,7 @@ class Agent:
                 self.rt.barrier.lift_local_guard(info)  # NVML refused DEFAULT before: its tenant needs it
             if state.phase in (Phase.RELEASING, Phase.QUARANTINED) or (
                     self._started.is_set() and state.phase is Phase.DIRTY):
-                self.submit(name, partial(self.rt.barrier.recover, info))
+                # Claims unknown: finish releases and re-guard only (no barrier that could signal).
+                self.submit(name, partial(self.rt.barrier.recover, info, barrier_allowed=self._started.is_set()))
         for phase in Phase:
             self.rt.metrics.devices.labels(phase.value).set(counts.get(phase.value, 0))

@@ -40,10 +40,11 @@ from dra_constructs.agent.guard import Guard, GuardError
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.metrics import Metrics
 from dra_constructs.agent.migaccess import MIG_UNMANAGEABLE, MigAccess
+from dra_constructs.agent.owners import Owner
 from dra_constructs.agent.policy import ContextsRemaining, PreemptionPolicy
 from dra_constructs.agent.state import CiGuardRecord, DeviceState, Phase, ResetRecord, StateStore, VerifyFigures
 
-__all__ = ["AWAITING_ZERO_CONTEXTS", "CRASH_POINTS", "Barrier", "BarrierDeps", "BarrierFailure"]
+__all__ = ["AWAITING_ZERO_CONTEXTS", "CRASH_POINTS", "FOREIGN_CONTEXTS", "Barrier", "BarrierDeps", "BarrierFailure"]
 
 _LOG = logging.getLogger("dra_sanitizer.barrier")
 
@@ -58,6 +59,10 @@ CRASH_POINTS: tuple[str, ...] = (
 #: Reason prefix of a device quarantined by a claim's ``onContextsRemaining: Quarantine`` policy:
 #: the agent itself sanitizes it once NVML reports zero contexts (no operator needed).
 AWAITING_ZERO_CONTEXTS = "awaiting zero contexts"
+#: Reason prefix of a device held back by processes the released claims did not own (another
+#: pod, the host, an unknown owner): never signalled; sanitized once NVML lists none of them.
+FOREIGN_CONTEXTS = "foreign contexts"
+_SELF_CLEARING = (AWAITING_ZERO_CONTEXTS, FOREIGN_CONTEXTS)
 
 #: Reason prefix of a DynamicMIG quarantine whose fill did not count because the transient
 #: instance vanished under it (the kubelet plugin destroys instances it did not create when it
@@ -105,6 +110,10 @@ class BarrierDeps:
     ci_guard: ComputeInstanceGuard | None = None
     #: Why a claim-requested reset of this kind cannot be done here (None: it can); None: always can.
     reset_unavailable: Callable[[str], str | None] | None = None
+    #: Who owns a PID (:mod:`.owners`); the default knows nobody, so nothing is signalled.
+    owners: Callable[[int], Owner] = lambda _pid: Owner("unknown", detail="no owner lookup")
+    #: ``namespace/name`` of a pod UID on this node, if the agent's pod list knows it (reports only).
+    pod_name: Callable[[str], str | None] = lambda _uid: None
     #: DynamicMIG: whether this process can create/destroy MIG instances (None: assumed it can).
     mig_access: MigAccess | None = None
 
@@ -221,13 +230,19 @@ class Barrier:
                 state.uuid = device.uuid
             state.cycle += 1
             state.verify = None
-            state.local_guard = False  # the barrier owns the compute mode from here on
+            state.local_guard = state.leaving_guard = False  # the barrier owns the compute mode from here on
             if tenant is not None:
-                state.claim, state.tenant_namespace = tenant.claim, tenant.namespace
+                # A shared device: every claim that held it since its last clean release is on record.
+                shared = state.phase is Phase.ALLOCATED and state.claim and len(state.claim_uids) > 1
+                state.claim = _joined(state.claim, tenant.claim) if shared and state.claim else tenant.claim
+                state.tenant_namespace = tenant.namespace if not shared else state.tenant_namespace
                 state.boundary = tenant.boundary or state.boundary
                 if tenant.policy is not None:
                     state.policy = tenant.policy.model_dump(by_alias=True, mode="json")
+                _add_holder(state, tenant)
             cycle = _Cycle(self.deps, device, state, trigger)
+            cycle.record.pods = list(state.pod_uids)
+            cycle.record.missed_turnover = state.missed_turnover
             if state.phase is Phase.RESETTING and state.reset is not None:
                 cycle.record.warnings.append(
                     f"recovering from a {state.reset.reset_type} reset cut off at {state.reset.started:.3f} "
@@ -235,30 +250,39 @@ class Barrier:
                 cycle.record.reset_old_uuid = state.reset.old_uuid
             return self._cycle(cycle)
 
-    def recover(self, device: DeviceInfo) -> EvidenceRecord | None:
+    def recover(self, device: DeviceInfo, barrier_allowed: bool = True) -> EvidenceRecord | None:
         """After a restart: redo an interrupted barrier, finish a verified release, re-guard.
 
         DynamicMIG: under the per-GPU lock, like a barrier. Finishing a release destroys a
         transient instance and removes overlap guards; without the lock it would run beside
         another placement's barrier (two transient instances, or one refused by the other's).
+        ``barrier_allowed=False`` (API down): finish releases and re-guard only; nothing that
+        could signal a process runs.
         """
         with self._one_per_gpu(device):
-            return self._recover(device)
+            return self._recover(device, barrier_allowed)
 
-    def _recover(self, device: DeviceInfo) -> EvidenceRecord | None:
+    def _recover(self, device: DeviceInfo, barrier_allowed: bool = True) -> EvidenceRecord | None:
         state = self.deps.store.load(device.name, device.uuid)
         if state.phase.needs_barrier:
+            if not barrier_allowed:
+                return None
             return self.run(device, "recovery" if state.phase is not Phase.UNKNOWN else "startup-unknown")
         if state.phase is Phase.RELEASING:
+            if not self._has_proof(device):
+                # No saved proof (a state written before the figures were kept): never call it
+                # released without one; sanitize again from the start.
+                return self.run(device, "recovery") if barrier_allowed else None
             with self.deps.store.lock(device.name):
                 state = self.deps.store.load(device.name, device.uuid)
-                if state.phase is not Phase.RELEASING or state.verified_cycle != state.cycle:
+                if (state.phase is not Phase.RELEASING or state.verified_cycle != state.cycle
+                        or state.verify is None):  # (a proof checked just above; changed since: not ours)
                     return None
                 cycle = _Cycle(self.deps, device, state, "recovery-release")
                 cycle.record.result = "released"
-                if state.verify is not None:  # the proof of the verify that passed before the crash
-                    for name, value in state.verify.model_dump().items():
-                        setattr(cycle.record, name, value)
+                cycle.record.pods = list(state.pod_uids)
+                for name, value in state.verify.model_dump().items():  # the proof of the verify before the crash
+                    setattr(cycle.record, name, value)
                 if state.reset is not None and state.reset.new_uuid:
                     self._reset_evidence(cycle, state.reset)
                 if device.dynamic and self.deps.partitions is not None:
@@ -286,8 +310,10 @@ class Barrier:
                 self.deps.guard.taint(device.name, "quarantined", clock, state.reason)
             except GuardError as error:
                 _LOG.warning("%s: cannot re-apply quarantine taint: %s", device.name, error)
-            if (state.reason or "").startswith(AWAITING_ZERO_CONTEXTS) and self._no_contexts(device):
-                return self.run(device, "zero-contexts")  # the claim's policy: sanitize once they are gone
+            if not barrier_allowed:
+                return None  # the claims are unknown: re-guard only, no barrier (no drain) runs
+            if (state.reason or "").startswith(_SELF_CLEARING) and self._no_contexts(device):
+                return self.run(device, "zero-contexts")  # sanitize once they are gone (policy, foreign owners)
             if (state.reason or "").startswith(TRANSIENT_VANISHED):
                 return self.run(device, "rerun")  # the fill did not count: do it again
             if (state.reason or "").startswith(MIG_UNMANAGEABLE) and (
@@ -304,6 +330,17 @@ class Barrier:
             problem = self._close_instances(device, device, state, self.deps.clock_for(device.name))
         if problem is not None:
             _LOG.warning("%s: quarantined: %s", device.name, problem)
+
+    def _has_proof(self, device: DeviceInfo) -> bool:
+        """A ``releasing`` state carries the verify figures and the drain's context count (else: DIRTY)."""
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.phase is not Phase.RELEASING or (
+                    state.verify is not None and state.verify.contexts_after_drain is not None):
+                return True
+            state.phase = Phase.DIRTY
+            self.deps.store.save(state)
+            return False
 
     def _no_contexts(self, device: DeviceInfo) -> bool:
         """True if NVML lists no process on the device (an error: False, keep waiting).
@@ -340,10 +377,18 @@ class Barrier:
                 # Quarantined or mid-barrier (possible only without taints): the barrier owns it.
                 _LOG.warning("%s allocated to %s while %s", device.name, tenant.claim, state.phase.value)
                 return
+            if state.phase is not Phase.ALLOCATED:  # a new occupancy: nobody before it is kept
+                state.claim_uids, state.pod_uids, state.missed_turnover = [], [], None
+                state.claim = None
+            if not state.claim_uids or tenant.uid not in state.claim_uids:  # the first claim, or a co-holder
+                state.claim = tenant.claim if state.claim is None else _joined(state.claim, tenant.claim)
+                state.tenant_namespace = tenant.namespace if not state.claim_uids else (
+                    state.tenant_namespace if state.tenant_namespace == tenant.namespace else None)
+            if not state.claim_uids:
+                state.boundary = tenant.boundary
+                state.policy = tenant.policy.model_dump(by_alias=True, mode="json") if tenant.policy else None
             state.uuid, state.phase = device.uuid, Phase.ALLOCATED
-            state.claim, state.tenant_namespace = tenant.claim, tenant.namespace
-            state.boundary = tenant.boundary
-            state.policy = tenant.policy.model_dump(by_alias=True, mode="json") if tenant.policy else None
+            _add_holder(state, tenant)
             state.updated = self.deps.clock_for(device.name).wall()
             self.deps.store.save(state)
         try:
@@ -439,11 +484,45 @@ class Barrier:
         return device
 
     def tenant_leaving(self, device: DeviceInfo) -> None:
-        """The last pod using the device is terminating: without taints, refuse new contexts now."""
+        """The last pod using the device is terminating: without taints, refuse new contexts now.
+
+        Recorded (``leaving_guard``) so :meth:`tenant_back` lifts it if a running pod holds the
+        claim again before it is released (a no-surge rollout on a shared claim).
+        """
         if self.deps.guard.has_taints:
             return
-        if not self.prohibit(device, "tenant leaving"):
-            _LOG.error("%s: no taint API and compute mode PROHIBITED failed", device.name)
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.phase is not Phase.ALLOCATED or state.leaving_guard:
+                return  # mid-barrier or quarantined: the barrier owns the compute mode
+            state.leaving_guard = True  # the intent first: tenant_back restores DEFAULT
+            self.deps.store.save(state)
+            if not self.prohibit(device, "tenant leaving"):  # a DynamicMIG placement: its real instance
+                _LOG.error("%s: no taint API and compute mode PROHIBITED failed", device.name)
+
+    def tenant_back(self, device: DeviceInfo) -> bool:
+        """A running pod holds the claim again: lift the :meth:`tenant_leaving` guard (DEFAULT).
+
+        True if lifted or nothing to lift; False if NVML refused (kept, retried on the next change).
+        """
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if not state.leaving_guard or state.phase is not Phase.ALLOCATED:
+                return True
+            try:
+                target = self._current(device)
+                if target is not None:
+                    with contextlib.suppress(ComputeModeUnsupported):  # MIG before 13.3: DEFAULT all along
+                        self.deps.nvml.set_compute_mode(target, ComputeMode.DEFAULT)
+            except BackendError as error:
+                _LOG.error("%s: a running pod holds %s again, but compute mode DEFAULT failed: %s",
+                           device.name, state.claim, error)
+                return False
+            state.leaving_guard = False
+            self.deps.store.save(state)
+        _LOG.warning("%s: a running pod holds %s again: compute mode DEFAULT (its pods may create contexts)",
+                     device.name, state.claim)
+        return True
 
     def operator_release(self, device: DeviceInfo, reason: str, operator: str) -> EvidenceRecord:
         """An operator releases a quarantined device: logged, then a full barrier must pass.
@@ -973,14 +1052,21 @@ class Barrier:
         start = c.clock.monotonic()
         killed = False
         termed: set[int] = set()
+        owned = frozenset(c.state.pod_uids)
         while True:
             now = c.clock.monotonic()
             pids = self._processes(c)
             if pids is not None:
                 pids = [p for p in pids if p not in self.deps.own_pids]
-                if not pids:
+                mine = [p for p in pids if self._owned(c, p, owned)]
+                others = [p for p in pids if p not in mine]
+                self._foreign(c, others, owned)
+                if not mine:
+                    if others:
+                        self._foreign_failure(c)
                     return
-                pids = self._pinned(c, pids)
+                # Pinned first, then the owner read again: a PID reused in between is not the one read.
+                pids = [p for p in self._pinned(c, mine) if self._owned(c, p, owned)]
                 if kill and not killed and now - start >= grace:
                     killed = True
                     c.crash("drain-killed")
@@ -998,12 +1084,45 @@ class Barrier:
                     c.crash("drain-signalled")
             if now - start >= timeout:
                 still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, pids))
+                if c.record.foreign_processes:
+                    still += f"; and foreign contexts, never signalled: {self._foreign_text(c)}"
                 if not kill:
                     raise BarrierFailure(f"{AWAITING_ZERO_CONTEXTS} (claim policy onContextsRemaining: "
                                          f"Quarantine; no SIGKILL): pids {still} after {timeout:g}s")
                 raise BarrierFailure(f"drain timeout after {timeout:g}s: contexts still held by "
                                      f"pids {still}")
             c.clock.sleep(cfg.poll_interval_s)
+
+    def _owned(self, c: _Cycle, pid: int, owned: frozenset[str]) -> bool:
+        """True if ``pid`` runs in a pod of the released claims (the only processes ever signalled)."""
+        owner = self.deps.owners(pid)
+        return owner.kind == "pod" and owner.pod_uid in owned
+
+    def _foreign(self, c: _Cycle, pids: list[int], owned: frozenset[str]) -> None:
+        """Record processes the released claims do not own (once per pid): reported, never signalled."""
+        seen = {p.get("pid") for p in c.record.foreign_processes}
+        for pid in pids:
+            if pid in seen:
+                continue
+            owner = self.deps.owners(pid)
+            if owner.kind == "pod" and owner.pod_uid in owned:
+                continue  # it became ours between the two reads: the next poll signals it
+            c.record.foreign_processes.append({
+                "pid": pid, "owner_kind": owner.kind, "pod_uid": owner.pod_uid, "container": owner.container,
+                "owner": owner.describe(self.deps.pod_name)})
+
+    @staticmethod
+    def _foreign_text(c: _Cycle) -> str:
+        return ", ".join(f"pid {p['pid']} ({p['owner']})" for p in c.record.foreign_processes)
+
+    def _foreign_failure(self, c: _Cycle) -> None:
+        """Foreign contexts outlive the released claims' processes: Event, then keep the guard (quarantine)."""
+        who = self._foreign_text(c)
+        message = (f"{len(c.record.foreign_processes)} process(es) the released claim(s) "
+                   f"{c.state.claim or '(none)'} did not own hold a context: {who}; never signalled, the device "
+                   f"stays guarded and is sanitized once they are gone")
+        self.deps.guard.event(c.device.name, "ForeignContexts", message, c.clock)
+        raise BarrierFailure(f"{FOREIGN_CONTEXTS}: {who}; never signalled (not the released claim's)")
 
     def _pinned(self, c: _Cycle, pids: list[int]) -> list[int]:
         """The listed pids that are safe to signal: pinned by a pidfd, then seen in a fresh listing.
@@ -1030,8 +1149,8 @@ class Barrier:
                 if what == _AFTER_DRAIN:
                     c.record.contexts_after_drain = len(others)
                 if others:
-                    raise BarrierFailure(f"{len(others)} context(s) on the device {what}: pids "
-                                         f"{', '.join(map(str, others))}")
+                    owners = ", ".join(f"{p} ({self.deps.owners(p).describe(self.deps.pod_name)})" for p in others)
+                    raise BarrierFailure(f"{len(others)} context(s) on the device {what}: pids {owners}")
                 return
             c.clock.sleep(self.deps.config.poll_interval_s)
         raise BarrierFailure(f"cannot list the device's processes {what}: NVML keeps failing")
@@ -1129,3 +1248,18 @@ class Barrier:
         if self.deps.metrics is not None:
             self.deps.metrics.observe(record)
         return record
+
+
+def _joined(claims: str, claim: str | None) -> str:
+    """``a, b`` plus ``claim`` (a co-holder of a shared device), without repeats."""
+    names = [n for n in claims.split(", ") if n]
+    if claim and claim not in names:
+        names.append(claim)
+    return ", ".join(names)
+
+
+def _add_holder(state: DeviceState, tenant: Tenant) -> None:
+    """Keep the claim uid and its pods with the state (every holder since the last clean release)."""
+    if tenant.uid and tenant.uid not in state.claim_uids:
+        state.claim_uids = [*state.claim_uids, tenant.uid]
+    state.pod_uids = sorted({*state.pod_uids, *tenant.pods})

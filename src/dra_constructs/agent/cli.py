@@ -102,11 +102,15 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from dra_constructs.agent.simscenarios import TURNOVER_FAILURES
     from dra_constructs.agent.simulate import simulate
 
     if not 0.0 <= args.fault_rate <= 1.0:
         raise DraConstructsError("simulate", "--fault-rate", args.fault_rate, "not a probability",
                                  "pass a number between 0 and 1")
+    if args.turnover_rounds is not None and args.turnover_rounds < 0:
+        raise DraConstructsError("simulate", "--turnover-rounds", args.turnover_rounds, "out of range",
+                                 "pass --turnover-rounds >= 0")
     if args.devices < 1 or args.cycles < 0:
         raise DraConstructsError("simulate", "--devices/--cycles", (args.devices, args.cycles),
                                  "out of range", "pass --devices >= 1 and --cycles >= 0")
@@ -114,10 +118,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     summary = simulate(devices=args.devices, cycles=args.cycles, fault_rate=args.fault_rate, seed=args.seed,
                        records=args.records, kubernetes_version=args.kubernetes_version,
                        crash_rate=args.crash_rate, memory_bytes=args.memory_bytes,
-                       partition_reset=args.partition_reset, dynamic_mig=args.dynamic_mig)
+                       partition_reset=args.partition_reset, dynamic_mig=args.dynamic_mig,
+                       turnover_rounds=args.turnover_rounds)
     print(json.dumps(summary.as_dict(), indent=2, sort_keys=True))
+    turnovers = summary.turnovers
     bad = (summary.dirty_releases or summary.failures_without_reason or summary.stuck_tenants_released
-           or summary.released_without_proof)
+           or summary.released_without_proof or any(turnovers.get(k) for k in TURNOVER_FAILURES))
     return 1 if bad else 0
 
 
@@ -184,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cold partition reset at every release")
     sim.add_argument("--dynamic-mig", action="store_true",
                      help="DynamicMIG GPUs: every placement a device, instances only while prepared")
+    sim.add_argument("--turnover-rounds", type=int, default=None,
+                     help="agent turnover scenarios: shared devices, re-lists, restarts, non-DRA processes "
+                          "(default 4 x cycles)")
     sim.add_argument("--verbose", action="store_true", help="log every barrier step to stderr")
     sim.set_defaults(func=_cmd_simulate)
     return parser

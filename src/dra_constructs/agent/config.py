@@ -177,6 +177,11 @@ class AgentConfig(BaseModel):
         description="Quarantine every device while the driver's scrub-on-free is disabled (else: report).",
     )
     state_dir: str = Field(default="/var/lib/dra-sanitizer", description="Crash-safe per-device state.")
+    proc_root: str = Field(
+        default="/proc",
+        description="Where /proc/<pid>/cgroup names each GPU process's pod (hostPID): only processes of the "
+                    "released claim's pods are signalled (tests point it at files of the same format).",
+    )
     evidence_file: str = Field(
         default="/var/log/dra-sanitizer/evidence.jsonl", description="One JSON record per barrier cycle."
     )

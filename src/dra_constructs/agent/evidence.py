@@ -25,7 +25,7 @@ class EvidenceRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["barrier", "operator-release"] = "barrier"
+    kind: Literal["barrier", "operator-release", "missed-turnover"] = "barrier"
     node: str
     device: str
     uuid: str
@@ -36,6 +36,14 @@ class EvidenceRecord(BaseModel):
     started_at: float = 0.0
     pids_sigterm: list[int] = Field(default_factory=list)
     pids_sigkill: list[int] = Field(default_factory=list)
+    pods: list[str] = Field(
+        default_factory=list, description="UIDs of the released claims' pods: the only processes signalled.")
+    foreign_processes: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Processes with a context on the device that the released claims did not own ({pid, owner, "
+                    "pod_uid}): never signalled; the device is not released while one lives.")
+    missed_turnover: str | None = Field(
+        default=None, description="Claims that held the device before a turnover the agent did not see.")
     contexts_after_drain: int | None = None
     bytes_total: int = 0
     bytes_free: int = 0
@@ -72,7 +80,8 @@ class EvidenceRecord(BaseModel):
         default=None, description="[old UUID, new UUID]: the compute instances destroyed as a guard were recreated.")
     taint: str | None = Field(default=None, description="The guard in place, or why there is none.")
     scrub_on_free_disabled: bool | None = None
-    result: Literal["released", "quarantined", "interrupted", "operator-release", "deferred"] = "interrupted"
+    result: Literal["released", "quarantined", "interrupted", "operator-release", "deferred", "adopted"] = (
+        "interrupted")
     reason: str | None = None
     operator: str | None = None
     warnings: list[str] = Field(default_factory=list)

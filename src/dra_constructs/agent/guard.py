@@ -26,9 +26,11 @@ being sanitized or is quarantined.** What remains, and what the agent does:
   ``PROHIBITED``, when the agent missed the pod's termination (agent down or restarting, a
   force-deleted pod with no grace period, or NVML refusing the compute-mode change). A new
   tenant that creates a context inside that window can read what the previous tenant left in
-  memory the driver did not scrub (scrub-on-free off), and the barrier that follows kills it
-  (its context is on a device that was not proven clean). Each such cycle's evidence says
-  ``taint: none`` and ``compute_mode_guard: false``.
+  memory the driver did not scrub (scrub-on-free off). It is never killed for that (only the
+  released claim's pods are signalled): the agent, comparing the stored claim with the live one
+  (:mod:`.turnover`), records the missed turnover (evidence ``missed-turnover``, Event, metric)
+  and the next release runs the whole barrier. Each such cycle's evidence says ``taint: none``
+  and ``compute_mode_guard: false``.
 """
 
 from __future__ import annotations

@@ -20,10 +20,13 @@ from dra_constructs.agent.policy import PreemptionPolicy, policy_for
 
 __all__ = [
     "ApiError",
+    "Holders",
     "KubeClient",
     "KubeOps",
     "Tenant",
     "allocated_devices",
+    "device_holders",
+    "reserved_pods",
     "retrying",
 ]
 
@@ -79,7 +82,9 @@ class Tenant:
 
     ``boundary`` is the tenant's security boundary (:class:`~.config.TenantBoundary`);
     ``policy_problem`` says why the claim's policy could not be read (then ``policy`` is the
-    strictest one).
+    strictest one). ``pods``: the UIDs of the pods in the claim's ``status.reservedFor``, the
+    only processes the barrier may signal when the claim is released (kept in the device state:
+    reservedFor is empty once the claim is deallocated).
     """
 
     claim: str | None = None
@@ -88,29 +93,81 @@ class Tenant:
     policy: PreemptionPolicy | None = None
     boundary: str | None = None
     policy_problem: str | None = None
+    pods: tuple[str, ...] = ()
 
 
-def allocated_devices(claims: list[dict[str, Any]], node: str,
-                      boundary: TenantBoundary | None = None) -> dict[str, Tenant]:
-    """Devices of ``gpu.nvidia.com`` in pool ``node`` allocated by ``claims``, with their tenant.
+@dataclass(frozen=True)
+class Holders:
+    """Every claim holding one device (several with ``allowMultipleAllocations``), sorted by uid."""
+
+    tenants: tuple[Tenant, ...]
+
+    @property
+    def claim(self) -> str:
+        """The claims, ``namespace/name`` joined by ``, ``."""
+        return ", ".join(str(t.claim) for t in self.tenants)
+
+    @property
+    def uids(self) -> frozenset[str]:
+        """The claim uids."""
+        return frozenset(str(t.uid) for t in self.tenants if t.uid)
+
+    @property
+    def pods(self) -> frozenset[str]:
+        """The pod UIDs of every claim."""
+        return frozenset(p for t in self.tenants for p in t.pods)
+
+    def released(self) -> Tenant:
+        """The tenant a barrier releases once the last of these claims is gone (one claim: itself).
+
+        Several claims: their names joined, every pod UID, and the first claim's policy and
+        boundary (the device's claims share it by their own choice; the barrier waits for the last).
+        """
+        if len(self.tenants) == 1:
+            return self.tenants[0]
+        first = self.tenants[0]
+        namespaces = {t.namespace for t in self.tenants}
+        return Tenant(self.claim, first.namespace if len(namespaces) == 1 else None, first.uid, first.policy,
+                      first.boundary, first.policy_problem, tuple(sorted(self.pods)))
+
+
+def reserved_pods(claim: dict[str, Any]) -> tuple[str, ...]:
+    """UIDs of the pods in ``status.reservedFor`` (entries of resource ``pods``, core group)."""
+    found = []
+    for ref in (claim.get("status") or {}).get("reservedFor") or []:
+        if ref.get("resource") == "pods" and not ref.get("apiGroup") and ref.get("uid"):
+            found.append(str(ref["uid"]))
+    return tuple(sorted(set(found)))
+
+
+def device_holders(claims: list[dict[str, Any]], node: str,
+                   boundary: TenantBoundary | None = None) -> dict[str, Holders]:
+    """Devices of ``gpu.nvidia.com`` in pool ``node`` allocated by ``claims``, with every claim holding each.
 
     The allocation result shape (``status.allocation.devices.results[]``: driver, pool,
     device, adminAccess) is the same in v1beta1, v1beta2 and v1. Admin-access results are
     skipped: they are monitoring access, not a tenant, and ignore allocation anyway.
     """
-    found: dict[str, Tenant] = {}
+    found: dict[str, dict[str, Tenant]] = {}
     for claim in claims:
         meta = claim.get("metadata") or {}
         allocation = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
+        pods = reserved_pods(claim)
         for result in allocation.get("results") or []:
             if result.get("driver") != DRIVER or result.get("pool") != node or result.get("adminAccess"):
                 continue
             namespace = meta.get("namespace")
             policy, problem = policy_for(claim, result.get("request"))
-            found[str(result.get("device"))] = Tenant(
-                f"{namespace}/{meta.get('name')}", namespace, meta.get("uid"), policy,
-                (boundary or TenantBoundary()).of(meta), problem)
-    return found
+            tenant = Tenant(f"{namespace}/{meta.get('name')}", namespace, meta.get("uid"), policy,
+                            (boundary or TenantBoundary()).of(meta), problem, pods)
+            found.setdefault(str(result.get("device")), {}).setdefault(str(meta.get("uid")), tenant)
+    return {name: Holders(tuple(by_uid[uid] for uid in sorted(by_uid))) for name, by_uid in found.items()}
+
+
+def allocated_devices(claims: list[dict[str, Any]], node: str,
+                      boundary: TenantBoundary | None = None) -> dict[str, Tenant]:
+    """One tenant per allocated device (:func:`device_holders`, merged by :meth:`Holders.released`)."""
+    return {name: holders.released() for name, holders in device_holders(claims, node, boundary).items()}
 
 
 class KubeClient:

@@ -53,8 +53,23 @@ class Metrics:
             "no-instance (DynamicMIG placement, nothing to set), failed (NVML refused: alert).",
             ["guard"], registry=self.registry)
 
+        self.foreign_contexts = Counter(
+            "dra_sanitizer_foreign_contexts",
+            "Processes found with a context on a device being released that the released claims did not own, "
+            "by owner (pod, host, unknown): never signalled; the device stays guarded until they are gone.",
+            ["owner"], registry=self.registry)
+        self.missed_turnovers = Counter(
+            "dra_sanitizer_missed_turnovers",
+            "Devices another claim took with no barrier in between, by outcome (barrier: sanitized before its "
+            "pods ran; adopted: its pods already ran there, nobody killed, reported).",
+            ["outcome"], registry=self.registry)
+
     def observe(self, record: EvidenceRecord) -> None:
         """Account one evidence record."""
+        for process in record.foreign_processes:
+            self.foreign_contexts.labels(str(process.get("owner_kind", "unknown"))).inc()
+        if record.kind == "missed-turnover":
+            return
         self.cycles.labels(record.result).inc()
         for phase, seconds in record.phase_seconds.items():
             self.phase_seconds.labels(phase).observe(seconds)

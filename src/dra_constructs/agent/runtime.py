@@ -28,6 +28,7 @@ from dra_constructs.agent.kube import ApiError, KubeClient, KubeOps, retrying
 from dra_constructs.agent.limits import worker_slots
 from dra_constructs.agent.metrics import Metrics
 from dra_constructs.agent.migaccess import MigAccess, check_mig_config
+from dra_constructs.agent.owners import Owner, ProcOwners
 from dra_constructs.agent.state import Phase, StateStore
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
@@ -80,11 +81,13 @@ def build_runtime(
     signaller: ProcessSignaller
     clock_for: Callable[[str], Clock]
     partitions: PartitionBackend | None = None
+    owners: Callable[[int], Owner]
     ci_guard: ComputeInstanceGuard | None = None
     if config.backend == "simulated":
         node = node or SimulatedNode(config.simulated)
         nvml, scrubber, signaller, clock_for = node.nvml, node.scrubber, node.signaller, node.clock
         partitions = node.partitions
+        owners = ProcOwners(read=node.cgroup_text)  # the simulated processes' cgroup files, same format
     else:
         from dra_constructs.agent.backends.cuda import CudaScrubber
         from dra_constructs.agent.backends.nvml import NvmlDevices, host_pid_namespace
@@ -109,6 +112,7 @@ def build_runtime(
                       config.max_parallel)
         scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"), max_workers=slots)
         signaller = OsSignaller()
+        owners = ProcOwners(config.proc_root)
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
     kube: KubeClient | None = None
@@ -137,7 +141,7 @@ def build_runtime(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
         store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
-        partitions=partitions, ci_guard=ci_guard,
+        partitions=partitions, ci_guard=ci_guard, owners=owners,
         reset_unavailable=reset_unavailable if config.backend == "nvml" else None,
     )
     try:

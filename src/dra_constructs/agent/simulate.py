@@ -13,7 +13,9 @@ non-zero byte in its memory or any live context on it counts. It must always be 
 the memory the sanitizer's own context held is not hidden: it is counted apart
 (``uncovered_residue_releases``/``_bytes``: what no user-space fill reaches while the driver's
 scrub-on-free is off). ``released_without_proof`` counts ``released`` records (recovery
-releases included) without verified bytes or with coverage below the threshold: it must be 0.
+releases included) without verified bytes, with coverage below the threshold or without the
+drain's ``contexts_after_drain``: it must be 0. Then the agent itself meets the turnovers the
+barrier alone cannot see (:mod:`.simscenarios`, summary ``turnovers``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import random
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +46,7 @@ from dra_constructs.agent.evidence import EvidenceRecord
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.runtime import Runtime, build_runtime
 from dra_constructs.agent.simkube import SimulatedKube
+from dra_constructs.agent.simscenarios import turnover_scenarios
 from dra_constructs.agent.state import Phase
 
 __all__ = ["SimulationSummary", "simulate"]
@@ -84,6 +88,10 @@ class SimulationSummary:
     stuck_tenants_released: int = 0
     faults_injected: dict[str, int] = field(default_factory=dict)
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    #: The agent-level turnover scenarios (:mod:`.simscenarios`): shared devices, re-lists, restarts
+    #: mid-turnover, non-DRA processes; ``protected_signalled``, ``silent_adoptions``,
+    #: ``turnover_dirty`` and ``final_dirty`` must be 0.
+    turnovers: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -158,8 +166,9 @@ def _pick_placement(rt: Runtime, node: SimulatedNode, targets: list[str], rng: r
 def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed: int = 0,
              records: str | None = None, kubernetes_version: str = "1.34",
              crash_rate: float | None = None, memory_bytes: int = 4096,
-             partition_reset: str = "off", dynamic_mig: bool = False) -> SimulationSummary:
-    """Run ``devices`` x ``cycles`` schedules; see the module docstring."""
+             partition_reset: str = "off", dynamic_mig: bool = False,
+             turnover_rounds: int | None = None) -> SimulationSummary:
+    """Run ``devices`` x ``cycles`` schedules, then ``turnover_rounds`` (default 4 x cycles) agent scenarios."""
     started = time.perf_counter()
     summary = SimulationSummary(devices, cycles, fault_rate, seed, kubernetes_version,
                                 partition_reset=partition_reset)
@@ -231,7 +240,8 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                 summary.released += 1
                 if record.trigger == "recovery-release":
                     summary.recovery_releases += 1
-                if record.bytes_verified <= 0 or (record.coverage_of_free or 0.0) < config.coverage_threshold:
+                if (record.bytes_verified <= 0 or (record.coverage_of_free or 0.0) < config.coverage_threshold
+                        or record.contexts_after_drain is None):
                     summary.released_without_proof += 1
                 coverage = record.coverage_of_free or 0.0  # of free after our context (docs: "min coverage")
                 if summary.min_released_coverage is None or coverage < summary.min_released_coverage:
@@ -275,8 +285,9 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                     continue  # still out of service after the operator gave up on it
                 summary.schedules += 1
                 crashes_this_cycle[0] = 0
+                pod = str(uuid.UUID(int=rng.getrandbits(128), version=4))  # the claim's pod (reservedFor)
                 tenant = Tenant(f"team-{cycle % 5}/claim-{cycle}-{name}", f"team-{cycle % 5}",
-                                f"uid-{cycle}-{name}", boundary=f"team-{cycle % 5}")
+                                f"uid-{cycle}-{name}", boundary=f"team-{cycle % 5}", pods=(pod,))
                 rt.barrier.mark_allocated(cur(rt, name), tenant)
                 behaviours = []
                 for _ in range(rng.randint(1, 3)):
@@ -291,7 +302,7 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
                     # What the next tenant's new instance can read: checked before it exists.
                     auditor.handed_to_next_tenant(name)
                     node.prepare(name)  # the DRA driver creates the instance at prepare
-                node.start_tenant(name, behaviours, rng)
+                node.start_tenant(name, behaviours, rng, pod=pod)
                 stuck = any(b == "unkillable" for b, _ in behaviours)
                 if dynamic_mig and rng.random() < 0.7:  # usually the driver has unprepared by now
                     node.kubelet_stop(name)
@@ -308,5 +319,7 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
         summary.left_quarantined = sum(
             1 for n in targets if rt.barrier.deps.store.load(n).phase is Phase.QUARANTINED)
     summary.faults_injected = dict(Counter(faults.injected))
+    summary.turnovers = turnover_scenarios(4 * cycles if turnover_rounds is None else turnover_rounds, seed,
+                                           kubernetes_version)
     summary.wall_seconds = round(time.perf_counter() - started, 3)
     return summary

@@ -4,9 +4,10 @@ The barrier writes the phase it is *entering* before doing anything in it, so af
 (SIGKILL, OOM, node agent restart) the file says where it stopped. Recovery rule: a device in
 any phase before ``releasing`` is sanitized again from the start; ``releasing`` is only written
 after a verify that passed in the same cycle, so finishing that release is safe; it carries the
-verify figures (:class:`VerifyFigures`) so the record of a release finished after a crash still
-proves what was zeroed. ``resetting`` (a cold partition reset under way) recovers by checking
-that the partition exists again and running the whole barrier on it. A per-device
+verify figures (:class:`VerifyFigures`, the drain's ``contexts_after_drain`` included) so the
+record of a release finished after a crash still proves what was zeroed (without them it is
+not released: the barrier runs again). ``resetting`` (a cold partition reset under way) recovers
+by checking that the partition exists again and running the whole barrier on it. A per-device
 ``flock`` keeps two barriers (agent and a hand-run ``once``/``release``) off the same device.
 """
 
@@ -59,6 +60,7 @@ class VerifyFigures(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
+    contexts_after_drain: int | None = None
     bytes_total: int = 0
     bytes_free: int = 0
     bytes_zeroed: int = 0
@@ -136,6 +138,17 @@ class DeviceState(BaseModel):
     local_guard: bool = False
     #: The compute instances are destroyed as the guard (MIG before CUDA 13.3); recreated before the fill.
     ci_guard: CiGuardRecord | None = None
+    #: Every claim (uid) that held the device since it was last released clean, and the UIDs of
+    #: their pods: the only processes a barrier may signal. Kept from allocation on, because
+    #: ``status.reservedFor`` is empty once a claim is deallocated.
+    claim_uids: list[str] = []
+    pod_uids: list[str] = []
+    #: Compute mode PROHIBITED set because every pod of the device's claims was terminating (no
+    #: taints): lifted when a running pod holds the claim again (a no-surge rollout on a shared claim).
+    leaving_guard: bool = False
+    #: A turnover the agent missed (another claim took the device with no barrier in between and
+    #: its pods already ran there): the claim(s) that held it before; reported by the next barrier.
+    missed_turnover: str | None = None
 
 
 class StateStore:

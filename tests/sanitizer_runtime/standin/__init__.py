@@ -155,6 +155,11 @@ class Node:
     def state_dir(self) -> Path:
         return self.root / "driver-state"
 
+    @property
+    def proc_root(self) -> Path:
+        """The agent's ``proc_root`` in these tests: ``<pid>/cgroup`` files of the tenants' pods."""
+        return self.root / "proc"
+
     def write(self) -> Node:
         """Write the config file (call again after changing fields; memory files persist)."""
         if self.generation not in GENERATIONS:
@@ -247,7 +252,7 @@ class Tenant:
     """A real child process holding a context on one device through the stand-in libcuda."""
 
     def __init__(self, node: Node, uuid: str, *, nbytes: int = 8 * MiB, pattern: int = 0xA5C35A3C,
-                 ignore_term: bool = False, hold: bool = True) -> None:
+                 ignore_term: bool = False, hold: bool = True, pod: str | None = None) -> None:
         args = [sys.executable, str(HERE / "tenant.py"), "--bytes", str(nbytes), "--pattern", str(pattern)]
         if ignore_term:
             args.append("--ignore-term")
@@ -260,6 +265,8 @@ class Tenant:
         if not line.startswith("ready"):
             self.proc.wait(timeout=10)
             raise RuntimeError(f"tenant did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
+        if pod is not None:  # the real PID's cgroup file, as the kubelet's cgroupfs driver names it
+            cgroup(node, self.proc.pid, pod)
         if not hold:
             self.proc.wait(timeout=10)
 
@@ -277,6 +284,21 @@ class Tenant:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def cgroup(node: Node, pid: int, pod: str, container: str = "4f" * 32) -> Path:
+    """``<proc_root>/<pid>/cgroup`` of a Burstable pod's container, cgroup v1 (one line per hierarchy).
+
+    kubelet's cgroupfs driver: ``/kubepods/burstable/pod<uid>/<container id>`` (kubernetes
+    pkg/kubelet/cm/pod_container_manager_linux.go, ``podCgroupNamePrefix = "pod"``; v1 lists the
+    same path for every controller, and ``0::`` is the unified line of a hybrid host).
+    """
+    path = f"/kubepods/burstable/pod{pod}/{container}"
+    lines = [f"12:memory:{path}", f"11:devices:{path}", f"4:cpu,cpuacct:{path}", f"1:name=systemd:{path}", f"0::{path}"]
+    target = node.proc_root / str(pid) / "cgroup"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return target
 
 
 def wait_for(predicate: Any, timeout: float = 10.0) -> bool:

@@ -10,6 +10,8 @@ What it models (and what the barrier is tested against):
 - injectable faults at every call (:class:`FaultInjector`), including silent ones (a memset
   that skips a granule, an allocator that cannot reach part of the free memory);
 - per-device virtual clocks, so grace periods cost no wall time;
+- who owns each process: a ``/proc/<pid>/cgroup`` text in the kubelet's format (a pod's, the
+  host's, or none: unreadable), read by the agent's real parser (:mod:`..owners`);
 - MIG instances that can be destroyed and recreated at their placement (cold reset: a new
   UUID, the memory keeps its bytes), and DynamicMIG GPUs (``dynamic_mig``) whose every
   placement is a device sharing the GPU's memory slices, with instances that exist only
@@ -52,10 +54,12 @@ from dra_constructs.agent.devices import DeviceInfo, gpu_device_name, mig_device
 
 __all__ = [
     "FAULT_OPS",
+    "HOST_CGROUP",
     "AuditResult",
     "FaultInjector",
     "SimulatedCrash",
     "SimulatedNode",
+    "kubelet_cgroup",
 ]
 
 #: Every fault the simulated node can inject, by the call it hits.
@@ -86,6 +90,25 @@ _RESET_SECONDS = 0.5  # virtual seconds a destroy+create or a GPU reset takes
 
 _MIG_PROFILE = ("1g.10gb", 19, 1)  # (name, GI profile id, memory slices): A100 80GB 1g slices
 _SIM_BANDWIDTH = 2.0e12  # bytes/s the virtual clock advances per byte filled or verified
+
+
+#: A host process's cgroup (cgroup v2): a Slurm job, an SSH session, a validator outside Kubernetes.
+HOST_CGROUP = "0::/system.slice/slurmstepd.scope/job_4711/step_0/user/task_0\n"
+
+
+def kubelet_cgroup(pod_uid: str, container: str, driver: str = "systemd", qos: str = "burstable") -> str:
+    """A ``/proc/<pid>/cgroup`` text (cgroup v2) as the kubelet names a pod's container cgroup.
+
+    ``systemd``: slices with the UID's ``-`` escaped as ``_`` and containerd's scope; ``cgroupfs``:
+    plain directories (kubernetes pkg/kubelet/cm, see :mod:`dra_constructs.agent.owners`).
+    """
+    level = "" if qos == "guaranteed" else f"-{qos}"
+    if driver == "systemd":
+        slice_ = f"kubepods{level}-pod{pod_uid.replace('-', '_')}.slice"
+        parent = f"/kubepods.slice/kubepods{level}.slice" if level else "/kubepods.slice"
+        return f"0::{parent}/{slice_}/cri-containerd-{container}.scope\n"
+    parent = f"/kubepods/{qos}" if level else "/kubepods"
+    return f"0::{parent}/pod{pod_uid}/{container}\n"
 
 
 class SimulatedCrash(BaseException):
@@ -244,6 +267,8 @@ class SimulatedNode:
         self._next_pid = 10_000
         self._pid_lock = threading.Lock()
         self._devices: dict[str, _Device] = {}
+        #: ``/proc/<pid>/cgroup`` of the tenant processes that have one (the others: unreadable).
+        self.cgroups: dict[int, str] = {}
         #: Parts of the node "NVML" cannot read (tests set them): returned by ``nvml.enumerate()``.
         self.enumeration_errors: list[EnumerationError] = []
         for minor in range(self.settings.gpus):
@@ -337,12 +362,18 @@ class SimulatedNode:
 
     # --- the tenant side --------------------------------------------------------------------
 
+    def cgroup_text(self, pid: int) -> str | None:
+        """The ``/proc/<pid>/cgroup`` contents of a simulated process (None: unreadable)."""
+        return self.cgroups.get(pid)
+
     def start_tenant(self, device: str, behaviours: list[tuple[str, float]], rng: random.Random,
-                     exited_residue: bool = True) -> list[int]:
+                     exited_residue: bool = True, pod: str | None = None, cgroup: str | None = None) -> list[int]:
         """Run a tenant: processes that hold contexts and write non-zero data into their memory.
 
         ``behaviours``: ``(behaviour, term_delay)`` per process. With ``exited_residue`` an
-        already-exited process also leaves data behind in freed memory.
+        already-exited process also leaves data behind in freed memory. ``pod``: the pod UID the
+        processes run in (a kubelet cgroup); ``cgroup``: any other cgroup text (:data:`HOST_CGROUP`);
+        neither: the owner cannot be read.
         """
         dev = self._dev(device)
         pids = []
@@ -360,6 +391,10 @@ class SimulatedNode:
                     dev.memory[g * dev.gran:(g + 1) * dev.gran] = bytes(
                         rng.randint(1, 255) for _ in range(dev.gran))
                 dev.processes[proc.pid] = proc
+                if pod is not None:
+                    self.cgroups[proc.pid] = kubelet_cgroup(pod, f"{proc.pid:064x}")
+                elif cgroup is not None:
+                    self.cgroups[proc.pid] = cgroup
                 if behaviour == "exited":
                     dev.remove(proc.pid)
                 else:
