@@ -35,6 +35,55 @@ WARNING = re.compile(r"^Validation failed for ValidatingAdmissionPolicy '([^']+)
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.xdist_group("kcp-1.37")]
 
+# Every difference the real server shows, with why. A new difference fails the test; a fixed one too (remove it here).
+_CROSS_OBJECT = "cross-object by design: the audit sees the other objects of the file, a policy sees one object"
+_SUPPRESSION = "by design: the policy honours a suppression by rule id; its reason is enforced at synth and by audit"
+_GAP = "per-object check of the audit the policy does not make yet (docs/controlplane.md)"
+KNOWN_DIFFERENCES: dict[str, tuple[str, str]] = {
+    # DRA001: a DeviceClass of the same file maps the extended resource to DRA; the policy needs dra_extended_resources
+    "compliant/dra-extended-resource-class.yaml: Pod/ml/two-ways": ("server DRA001", _CROSS_OBJECT),
+    "noncompliant/dra-extended-resource-old-target.yaml: Pod/ml/slice": ("server DRA001", _CROSS_OBJECT),
+    "sigs-dra-nvidia/demo__specs__extended-resources__mig-1g-12gb.yaml: Pod/extended-resource-mig-1g12gb/"
+    "mig-1g12gb-pod": ("server DRA001", _CROSS_OBJECT),
+    # DRA006: one ResourceClaim used by several tenants / namespaces
+    "noncompliant/claim-shared-across-namespaces.yaml: Pod/team-b/borrower": ("audit DRA006", _CROSS_OBJECT),
+    "noncompliant/shared-claim-two-tenants.yaml: Deployment/platform/team-a-api": ("audit DRA006", _CROSS_OBJECT),
+    "noncompliant/shared-claim-two-tenants.yaml: Deployment/platform/team-b-batch": ("audit DRA006", _CROSS_OBJECT),
+    # DRA002: the device variable comes from a ConfigMap of the file (envFrom)
+    "noncompliant/envfrom-configmap.yaml: Deployment/ml/worker": ("audit DRA002", _CROSS_OBJECT),
+    "noncompliant/suppression-without-reason.yaml: ResourceClaimTemplate/ml/mps": ("audit DRA006", _SUPPRESSION),
+    # DRA006 consumable capacity (capacity.requests on a GPU class)
+    **{key: ("audit DRA006", _GAP) for key in (
+        "noncompliant/consumable-capacity-claim.yaml: ResourceClaimTemplate/ml/gpu-4gi",
+        "noncompliant/tenant-consumable-capacity.yaml: ResourceClaimTemplate/team-a/half-h100",
+        "dra-example/demo__examples__gpu-allow-multiple-allocations-partitionable__gpu-allow-multiple-allocations-"
+        "partitionable.yaml: ResourceClaim/gpu-allow-multiple-allocations-partitionable/shared-partition-pod0",
+        "dra-example/demo__examples__gpu-allow-multiple-allocations-partitionable__gpu-allow-multiple-allocations-"
+        "partitionable.yaml: ResourceClaim/gpu-allow-multiple-allocations-partitionable/shared-partition-pod1",
+        "dra-example/demo__examples__gpu-allow-multiple-allocations__gpu-allow-multiple-allocations.yaml: "
+        "ResourceClaim/gpu-allow-multiple-allocations/shared-gpu-pod0",
+        "dra-example/demo__examples__gpu-allow-multiple-allocations__gpu-allow-multiple-allocations.yaml: "
+        "ResourceClaim/gpu-allow-multiple-allocations/shared-gpu-pod1",
+        "kueue/site__static__examples__dra__sample-dra-capacity-job.yaml: ResourceClaimTemplate/default/gpu-share",
+        "sigs-dra-nvidia/demo__specs__consumable-shares__memory-sharing.yaml: ResourceClaimTemplate/gpu-share-memory/"
+        "gpu-4gi",
+        "sigs-dra-nvidia/tests__bats__specs__gpu-consumable-shares-integer.yaml: ResourceClaimTemplate/default/"
+        "rct-share-integer-gpu",
+        "sigs-dra-nvidia/tests__bats__specs__gpu-consumable-shares-memory.yaml: ResourceClaimTemplate/default/"
+        "rct-share-memory-gpu",
+        # DRA006 KAI Scheduler fractional-GPU annotations on pods
+        "noncompliant/kai-gpu-fraction.yaml: Pod/ml/half-gpu",
+        "kai/docs__gpu-sharing__gpu-memory.yaml: Pod/default/gpu-sharing",
+        "kai/docs__gpu-sharing__gpu-sharing-init-container.yaml: Pod/default/gpu-sharing-init-container",
+        "kai/docs__gpu-sharing__gpu-sharing-non-default-container.yaml: Pod/default/gpu-sharing-non-default",
+        "kai/docs__gpu-sharing__gpu-sharing.yaml: Pod/default/gpu-sharing",
+        "kai/docs__gpu-sharing__mps__gpu-sharing-with-mps.yaml: Pod/default/gpu-sharing-with-mps",
+        # DRA006 GPU-sharing device-plugin resources (nvidia.com/gpu.shared, HAMi gpumem/gpucores)
+        "noncompliant/mps-env-cronjob.yaml: CronJob/analytics/nightly-scoring",
+        "kueue/site__static__examples__serving-workloads__sample-hami.yaml: Deployment/kueue-test/gpu-burn",
+    )},
+}
+
 
 def _policies() -> list[dict[str, Any]]:
     return admission_policy_manifests(PREFIX, validation_actions=("Warn",), namespaces=(NAMESPACE,))
@@ -42,6 +91,7 @@ def _policies() -> list[dict[str, Any]]:
 
 def _install(plane: ControlPlane) -> list[dict[str, Any]]:
     """Create the policies and bindings (once per server); return the policies' status after type-checking."""
+    plane.ensure_allocation()  # status.typeChecking is written by kube-controller-manager's VAP status controller
     plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, dry_run=False)
     policies = _policies()
     for doc in policies:
@@ -60,6 +110,13 @@ def _install(plane: ControlPlane) -> list[dict[str, Any]]:
                 break
             assert time.monotonic() < deadline, f"{doc['metadata']['name']} was never type-checked"
             time.sleep(0.2)
+    # The admission plugin sees new policies and bindings through an informer, a moment after they are stored.
+    probe = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "probe"},
+             "spec": {"devices": {"requests": [{"name": "all", "exactly": {
+                 "deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}]}}}
+    while _server_verdict(plane, probe) != {"DRA003"}:
+        assert time.monotonic() < deadline, "the policies never took effect"
+        time.sleep(0.2)
     return checked
 
 
@@ -75,7 +132,7 @@ def test_policies_type_check_without_warnings(control_plane_137: ControlPlane) -
 class Differential:
     compared: int = 0
     agree: int = 0
-    differences: list[str] = field(default_factory=list)
+    differences: dict[str, str] = field(default_factory=dict)
     not_comparable: list[str] = field(default_factory=list)
 
 
@@ -141,10 +198,17 @@ def test_policy_and_audit_agree_on_every_object(control_plane_137: ControlPlane)
             diff.compared += 1
             if verdict == reported:
                 diff.agree += 1
-            else:
-                diff.differences.append(f"{where}: server {sorted(verdict)} vs audit {sorted(reported)}")
+                continue
+            side = [f"server {r}" for r in sorted(verdict - reported)]
+            side += [f"audit {r}" for r in sorted(reported - verdict)]
+            diff.differences[where] = ", ".join(side)
     print(f"\ncompared {diff.compared} objects, {diff.agree} agree; not comparable {len(diff.not_comparable)}:")
     print("\n".join(f"  {line}" for line in diff.not_comparable))
-    print("differences:\n" + "\n".join(f"  {line}" for line in diff.differences))
-    assert diff.compared >= 50
-    assert diff.differences == []
+    print("differences (only one side reports the rule):")
+    print("\n".join(f"  {where}: {side} - {KNOWN_DIFFERENCES.get(where, ('', 'NEW'))[1]}"
+                    for where, side in diff.differences.items()))
+    assert diff.compared >= 100
+    new = {w: s for w, s in diff.differences.items() if KNOWN_DIFFERENCES.get(w, ("",))[0] != s}
+    assert new == {}, "differences not in KNOWN_DIFFERENCES (or on another side)"
+    gone = sorted(set(KNOWN_DIFFERENCES) - set(diff.differences))
+    assert gone == [], "these known differences are gone: remove them from KNOWN_DIFFERENCES"
