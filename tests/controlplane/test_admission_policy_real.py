@@ -38,7 +38,6 @@ pytestmark = [pytest.mark.controlplane, pytest.mark.xdist_group("kcp-1.37")]
 # Every difference the real server shows, with why. A new difference fails the test; a fixed one too (remove it here).
 _CROSS_OBJECT = "cross-object by design: the audit sees the other objects of the file, a policy sees one object"
 _SUPPRESSION = "by design: the policy honours a suppression by rule id; its reason is enforced at synth and by audit"
-_GAP = "per-object check of the audit the policy does not make yet (docs/controlplane.md)"
 KNOWN_DIFFERENCES: dict[str, tuple[str, str]] = {
     # DRA001: a DeviceClass of the same file maps the extended resource to DRA; the policy needs dra_extended_resources
     "compliant/dra-extended-resource-class.yaml: Pod/ml/two-ways": ("server DRA001", _CROSS_OBJECT),
@@ -52,36 +51,6 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, str]] = {
     # DRA002: the device variable comes from a ConfigMap of the file (envFrom)
     "noncompliant/envfrom-configmap.yaml: Deployment/ml/worker": ("audit DRA002", _CROSS_OBJECT),
     "noncompliant/suppression-without-reason.yaml: ResourceClaimTemplate/ml/mps": ("audit DRA006", _SUPPRESSION),
-    # DRA006 consumable capacity (capacity.requests on a GPU class)
-    **{key: ("audit DRA006", _GAP) for key in (
-        "noncompliant/consumable-capacity-claim.yaml: ResourceClaimTemplate/ml/gpu-4gi",
-        "noncompliant/tenant-consumable-capacity.yaml: ResourceClaimTemplate/team-a/half-h100",
-        "dra-example/demo__examples__gpu-allow-multiple-allocations-partitionable__gpu-allow-multiple-allocations-"
-        "partitionable.yaml: ResourceClaim/gpu-allow-multiple-allocations-partitionable/shared-partition-pod0",
-        "dra-example/demo__examples__gpu-allow-multiple-allocations-partitionable__gpu-allow-multiple-allocations-"
-        "partitionable.yaml: ResourceClaim/gpu-allow-multiple-allocations-partitionable/shared-partition-pod1",
-        "dra-example/demo__examples__gpu-allow-multiple-allocations__gpu-allow-multiple-allocations.yaml: "
-        "ResourceClaim/gpu-allow-multiple-allocations/shared-gpu-pod0",
-        "dra-example/demo__examples__gpu-allow-multiple-allocations__gpu-allow-multiple-allocations.yaml: "
-        "ResourceClaim/gpu-allow-multiple-allocations/shared-gpu-pod1",
-        "kueue/site__static__examples__dra__sample-dra-capacity-job.yaml: ResourceClaimTemplate/default/gpu-share",
-        "sigs-dra-nvidia/demo__specs__consumable-shares__memory-sharing.yaml: ResourceClaimTemplate/gpu-share-memory/"
-        "gpu-4gi",
-        "sigs-dra-nvidia/tests__bats__specs__gpu-consumable-shares-integer.yaml: ResourceClaimTemplate/default/"
-        "rct-share-integer-gpu",
-        "sigs-dra-nvidia/tests__bats__specs__gpu-consumable-shares-memory.yaml: ResourceClaimTemplate/default/"
-        "rct-share-memory-gpu",
-        # DRA006 KAI Scheduler fractional-GPU annotations on pods
-        "noncompliant/kai-gpu-fraction.yaml: Pod/ml/half-gpu",
-        "kai/docs__gpu-sharing__gpu-memory.yaml: Pod/default/gpu-sharing",
-        "kai/docs__gpu-sharing__gpu-sharing-init-container.yaml: Pod/default/gpu-sharing-init-container",
-        "kai/docs__gpu-sharing__gpu-sharing-non-default-container.yaml: Pod/default/gpu-sharing-non-default",
-        "kai/docs__gpu-sharing__gpu-sharing.yaml: Pod/default/gpu-sharing",
-        "kai/docs__gpu-sharing__mps__gpu-sharing-with-mps.yaml: Pod/default/gpu-sharing-with-mps",
-        # DRA006 GPU-sharing device-plugin resources (nvidia.com/gpu.shared, HAMi gpumem/gpucores)
-        "noncompliant/mps-env-cronjob.yaml: CronJob/analytics/nightly-scoring",
-        "kueue/site__static__examples__serving-workloads__sample-hami.yaml: Deployment/kueue-test/gpu-burn",
-    )},
 }
 
 

@@ -79,7 +79,11 @@ def test_policy_denies_only_what_the_audit_reports(path: Path) -> None:
     ("deployment-device-plugin.yaml", "Deployment", {"DRA001"}),
     ("mig-extended-resource-job.yaml", "Job", {"DRA001"}),
     ("cuda-visible-devices-statefulset.yaml", "StatefulSet", {"DRA002"}),
-    ("mps-env-cronjob.yaml", "CronJob", {"DRA001", "DRA002"}),
+    ("mps-env-cronjob.yaml", "CronJob", {"DRA001", "DRA002", "DRA006"}),
+    # DRA006 per object, found missing by the real-server differential (tests/controlplane):
+    ("kai-gpu-fraction.yaml", "Pod", {"DRA006"}),
+    ("consumable-capacity-claim.yaml", "ResourceClaimTemplate", {"DRA006"}),
+    ("tenant-consumable-capacity.yaml", "ResourceClaimTemplate", {"DRA006"}),
     ("missing-container-claims.yaml", "Deployment", {"DRA005"}),
     ("undeclared-claim-reference.yaml", "Pod", {"DRA005"}),
     ("unused-pod-claim-list.json", "Pod", {"DRA005"}),
