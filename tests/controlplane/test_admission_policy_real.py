@@ -137,15 +137,13 @@ def _server_verdict(plane: ControlPlane, obj: dict[str, Any]) -> set[str] | str:
 
 def _files() -> list[Path]:
     files = sorted(FIXTURES.rglob("*.y*ml")) + sorted(FIXTURES.rglob("*.json"))
-    if CORPUS.is_dir():
-        files += sorted(p for p in CORPUS.rglob("*") if p.suffix in (".yaml", ".yml"))
-    elif ci():
-        pytest.fail(f"CI=true needs the real-world corpus at {CORPUS}")
-    return files
+    return files + sorted(p for p in CORPUS.rglob("*") if p.suffix in (".yaml", ".yml"))
 
 
 def test_policy_and_audit_agree_on_every_object(control_plane_137: ControlPlane) -> None:
     if not CORPUS.is_dir():
+        if ci():
+            pytest.fail(f"CI=true needs the real-world corpus at {CORPUS}")
         pytest.skip(f"no real-world corpus at {CORPUS} (../shared is missing)")
     plane = control_plane_137
     _install(plane)
