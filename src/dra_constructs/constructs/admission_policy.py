@@ -22,8 +22,8 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
     """ValidatingAdmissionPolicy + binding pairs (``admissionregistration.k8s.io/v1``, GA since 1.30).
 
     Pods and the pod templates of Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs,
-    ReplicationControllers and CronJobs are checked for DRA001, DRA002, DRA005, DRA007 and
-    DRA008; ResourceClaims and ResourceClaimTemplates for DRA003, DRA006 and DRA007.
+    ReplicationControllers and CronJobs are checked for DRA001, DRA002, DRA005, DRA006, DRA007
+    and DRA008; ResourceClaims and ResourceClaimTemplates for DRA003, DRA006 and DRA007.
 
     :param name: prefix of the policy names (``<name>-pods``, ``-workloads``, ``-cronjobs``,
         ``-claims``). Default: ``dra-guardrails``.

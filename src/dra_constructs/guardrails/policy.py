@@ -2,9 +2,10 @@
 
 The cluster refuses what never went through dra-constructs: Pods and the pod templates of
 Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, ReplicationControllers and
-CronJobs (DRA001, DRA002, DRA005, DRA007, DRA008), and ResourceClaims / ResourceClaimTemplates
-of every resource.k8s.io version (DRA003, DRA006, DRA007, DRA017). Cross-object rules (DRA004's CEL
-checks, DRA006's shared claims, DRA009) stay with the synth validation and the audit.
+CronJobs (DRA001, DRA002, DRA005, DRA006, DRA007, DRA008), and ResourceClaims /
+ResourceClaimTemplates of every resource.k8s.io version (DRA003, DRA006, DRA007, DRA017).
+Cross-object rules (DRA004's CEL checks, DRA006's shared claims, DRA009) stay with the synth
+validation and the audit.
 
 The CEL uses only standard CEL (``has``, ``all``, ``exists``, ``filter``, ``map``, ``matches``,
 ``startsWith``, ``contains``), so the tests evaluate it with a real CEL engine. Suppressions are
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.context import KAI_GPU_ANNOTATIONS as KAI_SHARING_ANNOTATIONS
 from dra_constructs.guardrails.resources import IMPLICIT_EXTENDED_RESOURCE_PREFIX
 from dra_constructs.guardrails.rules.barrier_toleration import SANITIZER_TAINT_KEY
 from dra_constructs.guardrails.rules.env_selection import DEVICE_ENV_VARS, HIDING_VALUES, MPS_PREFIX
@@ -71,6 +73,13 @@ _BAD_ENV = (
     "(e.name in " + _cel_list(sorted(DEVICE_ENV_VARS)) + " && (has(e.valueFrom) || "
     "(has(e.value) && !(e.value in " + _cel_list(sorted(HIDING_VALUES)) + ")))))"
 )
+# DRA006 per object, as rules/software_sharing.py: GPU-sharing device-plugin resources (time-sliced
+# nvidia.com/gpu.shared, HAMi, cGPU, vGPU), the same pattern as its _SHARED_GPU_RESOURCE.
+_SHARED_NAME = "k.matches('(?i)/(.*gpumem.*|gpucores|gpu-mem.*|gpu-core.*|gpu[.]shared|vgpu-.*)$')"
+_SHARED_RESOURCES = (
+    "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, " + _SHARED_NAME + ")) || "
+    "(has(c.resources.requests) && c.resources.requests.exists(k, " + _SHARED_NAME + ")))"
+)
 _UNDECLARED_CLAIM = (
     "has(c.resources) && has(c.resources.claims) && c.resources.claims.exists(r, !(r.name in variables.claimNames))"
 )
@@ -111,6 +120,21 @@ def _pod_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
                                  "container resources.claims, so no container gets the device'",
             "reason": "Invalid",
         })
+    if "DRA006" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA006')} || size(variables.kaiSharing) == 0",
+            "messageExpression": "'DRA006: annotation ' + variables.kaiSharing[0] + ' asks KAI Scheduler for a "
+                                 "fraction of a GPU: pods packed onto one GPU share its memory and compute with no "
+                                 "hardware isolation; use a MIG slice or suppress DRA006 with a reason'",
+            "reason": "Forbidden",
+        })
+        out.append({
+            "expression": f"{_not_suppressed('DRA006')} || size(variables.sharedGpuContainers) == 0",
+            "messageExpression": "'DRA006: container ' + variables.sharedGpuContainers[0] + ' asks for a "
+                                 "GPU-sharing device-plugin resource (time-slicing, HAMi, cGPU, vGPU): several pods "
+                                 "share one GPU with no hardware isolation'",
+            "reason": "Forbidden",
+        })
     if "DRA007" in rules:
         out.append({
             "expression": f"{_not_suppressed('DRA007')} || !has(variables.spec.resourceClaims) || "
@@ -134,6 +158,7 @@ def _pod_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
 def _pod_variables(spec: str, template_metadata: str | None, dra_names: Sequence[str]) -> list[dict[str, str]]:
     annotation = _cel_str(SUPPRESSIONS_ANNOTATION)
     sources = ["object.metadata"] + ([template_metadata] if template_metadata else [])
+    pod_meta = template_metadata or "object.metadata"  # where the audit reads a pod's KAI annotations
     suppressions = " + ".join(
         f"((has({m}) && has({m}.annotations) && {annotation} in {m}.annotations) ? {m}.annotations[{annotation}] : '')"
         for m in sources
@@ -151,6 +176,11 @@ def _pod_variables(spec: str, template_metadata: str | None, dra_names: Sequence
         {"name": "undeclaredClaimContainers",
          "expression": f"variables.containers.filter(c, {_UNDECLARED_CLAIM}).map(c, c.name)"},
         {"name": "unusedClaims", "expression": f"variables.claimNames.filter(n, !({_CLAIM_USED}))"},
+        {"name": "kaiSharing", "expression": f"(has({pod_meta}) && has({pod_meta}.annotations)) ? "
+                                             f"{_cel_list(KAI_SHARING_ANNOTATIONS)}.filter(k, k in "
+                                             f"{pod_meta}.annotations) : []"},
+        {"name": "sharedGpuContainers",
+         "expression": f"variables.containers.filter(c, {_SHARED_RESOURCES}).map(c, c.name)"},
     ]
 
 
@@ -167,9 +197,14 @@ _REMOVED_MODE = (
     "(has(r.exactly) && has(r.exactly.allocationMode) && "
     "r.exactly.allocationMode in ['Immediate', 'WaitForFirstConsumer'])"
 )
+# As rules/software_sharing.py: only the NVIDIA driver's config (driver gpu.nvidia.com or parameters of
+# resource.nvidia.com/*; other drivers' TimeSlicing means something else), strategy in any letter case.
 _SHARING = (
     "has(c.opaque) && has(c.opaque.parameters) && has(c.opaque.parameters.sharing) && "
-    "((has(c.opaque.parameters.sharing.strategy) && c.opaque.parameters.sharing.strategy in ['TimeSlicing', 'MPS']) || "
+    "(c.opaque.driver == 'gpu.nvidia.com' || (has(c.opaque.parameters.apiVersion) && "
+    "string(c.opaque.parameters.apiVersion).startsWith('resource.nvidia.com/'))) && "
+    "((has(c.opaque.parameters.sharing.strategy) && "
+    "string(c.opaque.parameters.sharing.strategy).matches('(?i)^(timeslicing|mps)$')) || "
     "has(c.opaque.parameters.sharing.timeSlicingConfig) || has(c.opaque.parameters.sharing.mpsConfig))"
 )
 
@@ -190,6 +225,16 @@ _BARRIER_TOLERATION = (
 )
 
 
+# A request (v1 ``exactly``, v1beta1 top level, or a firstAvailable subrequest) asking for a share of a GPU
+# class's capacity (KEP-5075); GPU class as AuditContext.is_gpu_class decides from the name alone.
+_GPU_CLASS = "(d.contains('gpu') || d.contains('nvidia') || d.endsWith('.mig.dra-constructs.io'))"
+_CAPACITY_OF = "has({x}.capacity) && has({x}.deviceClassName) && [{x}.deviceClassName].exists(d, " + _GPU_CLASS + ")"
+_CAPACITY = (
+    "(has(r.exactly) && " + _CAPACITY_OF.format(x="r.exactly") + ") || (" + _CAPACITY_OF.format(x="r") + ") || "
+    "(has(r.firstAvailable) && r.firstAvailable.exists(s, " + _CAPACITY_OF.format(x="s") + "))"
+)
+
+
 def _claim_variables() -> list[dict[str, str]]:
     annotation = _cel_str(SUPPRESSIONS_ANNOTATION)
     return [
@@ -203,6 +248,7 @@ def _claim_variables() -> list[dict[str, str]]:
         {"name": "allRequests", "expression": f"variables.requests.filter(r, {_REQUEST_ALL}).map(r, r.name)"},
         {"name": "barrierTolerations",
          "expression": f"variables.requests.filter(r, {_BARRIER_TOLERATION}).map(r, r.name)"},
+        {"name": "capacityRequests", "expression": f"variables.requests.filter(r, {_CAPACITY}).map(r, r.name)"},
     ]
 
 
@@ -235,6 +281,13 @@ def _claim_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
             "expression": f"{_not_suppressed('DRA006')} || !variables.configs.exists(c, {_SHARING})",
             "message": "DRA006: TimeSlicing / MPS sharing gives tenants one GPU without hardware isolation; use MIG "
                        "slices (mig.nvidia.com) or suppress DRA006 with a reason",
+            "reason": "Forbidden",
+        })
+        out.append({
+            "expression": f"{_not_suppressed('DRA006')} || size(variables.capacityRequests) == 0",
+            "messageExpression": "'DRA006: request ' + variables.capacityRequests[0] + ' asks for a share of a GPU "
+                                 "(consumable capacity): claims of other workloads and namespaces get the same GPU "
+                                 "with no hardware isolation; use a MIG slice or suppress DRA006 with a reason'",
             "reason": "Forbidden",
         })
     if "DRA017" in rules:
