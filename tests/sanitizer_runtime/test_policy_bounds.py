@@ -59,9 +59,10 @@ def test_a_claim_grace_longer_than_the_agents_is_capped(tmp_path: Path) -> None:
     """The drain never waits longer than the agent's grace_period_s (30 s here) for a claim's 3600 s."""
     env = SimEnv(tmp_path)
     env.rt.barrier.run(env.device, "startup-unknown")
-    tenant = Tenant("team-x/c", "team-x", "u", PreemptionPolicy(grace_period_seconds=3600))
+    pod = "3b9d7c1e-2f4a-4e6b-8c0d-1a2b3c4d5e6f"  # the claim's pod: only its processes may be signalled
+    tenant = Tenant("team-x/c", "team-x", "u", PreemptionPolicy(grace_period_seconds=3600), pods=(pod,))
     env.rt.barrier.mark_allocated(env.device, tenant)
-    pids = env.node.start_tenant(env.device.name, [("ignore-term", 0.0)], random.Random(0))
+    pids = env.node.start_tenant(env.device.name, [("ignore-term", 0.0)], random.Random(0), pod=pod)
     record = env.rt.barrier.run(env.device, "deallocated")
     assert record.result == "released" and record.pids_sigkill == pids
     assert 30.0 <= record.phase_seconds["drain"] < 32.0  # virtual seconds: SIGKILL at the agent's 30 s

@@ -64,9 +64,10 @@ def test_the_operator_release_runs_with_the_agents_settings_not_the_tenants(tmp_
     """D3: the tenant's policy asked for a reset (simulated: possible); the operator release does not repeat it."""
     env = SimEnv(tmp_path)
     env.rt.barrier.run(env.device, "startup-unknown")
-    tenant = Tenant("t/c", "t", "u", PreemptionPolicy(cold_reset_on_release=True, grace_period_seconds=1))
+    pod = "5d8e2a4c-9b1f-4a7e-b3c6-0f2e4d6a8b1c"  # the claim's pod: only its processes may be signalled
+    tenant = Tenant("t/c", "t", "u", PreemptionPolicy(cold_reset_on_release=True, grace_period_seconds=1), pods=(pod,))
     env.rt.barrier.mark_allocated(env.device, tenant)
-    env.node.start_tenant(env.device.name, [("ignore-term", 0.0)], random.Random(0))
+    env.node.start_tenant(env.device.name, [("ignore-term", 0.0)], random.Random(0), pod=pod)
     env.faults.rates["cuda.memset_silent"] = 1.0  # the verify fails: quarantined
     record = env.rt.barrier.run(env.device, "deallocated")
     assert record.result == "quarantined" and record.reset_type == "mig-instance"
