@@ -19,7 +19,7 @@ import urllib3
 import yaml
 from requests.adapters import HTTPAdapter
 
-__all__ = ["Api", "ApiFailure", "PLURALS", "in_parallel"]
+__all__ = ["PLURALS", "Api", "ApiFailure", "in_parallel"]
 
 T = TypeVar("T")
 

@@ -330,7 +330,8 @@ def _synthetic_case(rng: random.Random, case_id: str) -> Case:
     if feature == "counters":
         counter_sets = [{"name": "cs", "counters": {"slots": {"value": str(rng.randint(1, 4))}}}]
         for device in devices:
-            device["consumesCounters"] = [{"counterSet": "cs", "counters": {"slots": {"value": str(rng.randint(1, 2))}}}]
+            slots = {"slots": {"value": str(rng.randint(1, 2))}}
+            device["consumesCounters"] = [{"counterSet": "cs", "counters": slots}]
         slices.append(_synthetic_slice(case_id, node_name, [], suffix="c", count=2, counters=counter_sets))
         count = rng.randint(1, 2)
         claims_n = rng.randint(1, 2)
@@ -371,11 +372,7 @@ def generated_cases(n: int = 240, seed: int = 20261201) -> list[Case]:
     cases = []
     for index in range(n):
         case_id = f"o{index:03d}"
-        roll, acc = rng.random(), 0.0
-        for maker, weight in makers:
-            acc += weight
-            if roll < acc:
-                break
+        (maker,) = rng.choices([m for m, _ in makers], [w for _, w in makers])
         if maker is _dynamic_case and rng.random() < 0.2:
             cases.append(_dynamic_case(rng, case_id, count=True))
         else:

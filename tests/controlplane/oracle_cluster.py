@@ -9,6 +9,7 @@ before it counts as a difference.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -234,10 +235,8 @@ def cleanup(api: Api, cases: Sequence[Case], taint_rule_version: str) -> None:
     def one(case: Case) -> None:
         namespace = namespace_of(case)
         for kind, version in (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1")):
-            try:
+            with contextlib.suppress(ApiFailure):
                 api.delete_collection(version, kind, namespace, gracePeriodSeconds=0)
-            except ApiFailure:
-                pass
         api.delete("v1", "Namespace", namespace)
 
     in_parallel(one, cases)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_constructs.target import Target
-from .apiclient import Api
+from .cluster_access import Cluster, cluster  # noqa: F401 - fixture
 from .oracle_cases import all_cases, fit_verdicts, prune
 from .oracle_cluster import cleanup, compare, device_differences, run_cases
 
@@ -25,17 +24,16 @@ pytestmark = pytest.mark.controlplane
 KNOWN: dict[str, str] = {}
 
 
-def test_scheduler_and_fit_agree_on_every_case(oracle_api: Api, oracle_server: tuple[Target, dict[str, bool]],
-                                               tmp_path: Path) -> None:
-    target, gates = oracle_server
+def test_scheduler_and_fit_agree_on_every_case(cluster: Cluster, tmp_path: Path) -> None:  # noqa: F811
+    target, gates, api = cluster.target, cluster.gates, cluster.admin
     cases = all_cases()
     expected = {c.id: fit_verdicts(c, target, gates) for c in cases}
     cases = [prune(c, expected[c.id], 6 if c.templates else 4) for c in cases]
     rule_version = target.device_taint_rule_api_version or "resource.k8s.io/v1"
     try:
-        observed = run_cases(oracle_api, cases, expected, taint_rule_version=rule_version)
+        observed = run_cases(api, cases, expected, taint_rule_version=rule_version)
     finally:
-        cleanup(oracle_api, cases, rule_version)
+        cleanup(api, cases, rule_version)
     differences = compare(cases, expected, observed)
     devices = device_differences(expected, observed)
     report = Path(os.environ.get("ORACLE_REPORT") or tmp_path / "oracle.txt")
