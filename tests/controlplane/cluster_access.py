@@ -1,7 +1,8 @@
-"""H8's view of the control-plane fixture: an admin client, the server's target and gates, restarts.
+"""H8's view of H1's control-plane fixture: an admin client, the server's target and gates, restarts.
 
-``control_plane`` is the session fixture of ``tests/controlplane/conftest.py`` (H1). Only this
-module knows its attributes, so a change there is one change here.
+``control_plane_137`` is the session fixture of ``fixtures.py`` (etcd + kube-apiserver; the
+scheduler and controller manager start on ``ensure_allocation()``). Only this module knows its
+attributes, so a change there is one change here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from dra_constructs.target import Target
 
 from .apiclient import Api
+from .fixtures import control_plane_137  # noqa: F401 - fixture
 
 __all__ = ["Cluster", "cluster"]
 
@@ -33,18 +35,18 @@ class Cluster:
     start_apiserver: Callable[[], None]
 
 
-def _gates(target: Target, enabled: dict[str, bool]) -> dict[str, bool]:
-    """``fit``'s gates: the target's defaults, overridden by what the server runs with."""
+def fit_gates(target: Target, enabled: Any) -> dict[str, bool]:
+    """``fit``'s gates: the target's defaults, with those the server runs switched on."""
     gates = dict(target.default_feature_gates)
-    gates.update({k: v for k, v in enabled.items() if k in gates})
+    gates.update({name: True for name in enabled if name in gates})
     return gates
 
 
 @pytest.fixture(scope="session")
-def cluster(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    admin = Api.from_kubeconfig(control_plane.kubeconfig, tmp_path_factory.mktemp("admin-kubeconfig"))
+def cluster(control_plane_137: Any) -> Cluster:  # noqa: F811
+    plane = control_plane_137.ensure_allocation()
+    admin = Api(plane.server, token=plane.admin_token, ca=str(plane.ca_file))
     version = admin.request("GET", "/version")
     target = Target.parse(f"{version['major']}.{''.join(c for c in version['minor'] if c.isdigit())}")
-    return Cluster(admin, target, _gates(target, dict(control_plane.feature_gates)),
-                   getattr(control_plane, "ca_file", None), getattr(control_plane, "audit_log", None),
-                   control_plane.stop_apiserver, control_plane.start_apiserver)
+    return Cluster(admin, target, fit_gates(target, plane.spec.feature_gates), str(plane.ca_file),
+                   getattr(plane, "audit_log", None), plane.stop_apiserver, plane.start_apiserver)

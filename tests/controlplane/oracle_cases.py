@@ -14,6 +14,7 @@ generator (enough cases, both verdicts) on every machine.
 from __future__ import annotations
 
 import copy
+import functools
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -432,8 +433,13 @@ def example_cases(dist: Path | None = None, gpus: int = 4) -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    """The examples' workloads and the generated cases."""
-    return [*example_cases(), *generated_cases()]
+    """The examples' workloads and the generated cases (built once per process; treat them as read-only)."""
+    return list(_all_cases())
+
+
+@functools.cache
+def _all_cases() -> tuple[Case, ...]:
+    return (*example_cases(), *generated_cases())
 
 
 def _slice_node(body: Mapping[str, Any]) -> str | None:

@@ -58,25 +58,35 @@ def _device_class(name: str, selectors: Sequence[str]) -> dict[str, Any]:
             "spec": {"selectors": [{"cel": {"expression": e}} for e in selectors]}}
 
 
-def create_inventories(api: Api, cases: Sequence[Case], taint_rule_version: str) -> None:
-    """DeviceClasses (shared), then per case its namespace, Nodes, slices and DeviceTaintRules."""
+def create_inventories(api: Api, cases: Sequence[Case], taint_rule_version: str) -> dict[str, str]:
+    """DeviceClasses (shared), then per case its namespace, Nodes, slices and DeviceTaintRules.
+
+    Returns the cases the server refused an object of (case id -> the refusal): they get no Pods.
+    """
     classes = [_device_class(c.name, c.selectors) for c in server_classes().values()]
     classes += [c for case in cases for c in case.classes]
     for body in {c["metadata"]["name"]: c for c in classes}.values():
         api.create(body, exist_ok=True)
 
-    def one(case: Case) -> None:
+    def one(case: Case) -> str | None:
         labels = {RUN_LABEL: "1", **({ADMIN_LABEL: "true"} if case.admin else {})}
-        api.create({"apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": namespace_of(case), "labels": labels}})
-        for obj in case.nodes:
-            api.create(_labelled(obj))
-        for obj in case.slices:
-            api.create(_labelled(obj))
-        for obj in case.taint_rules:
-            api.create(_labelled({**obj, "apiVersion": taint_rule_version}))
+        try:
+            api.create({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": namespace_of(case), "labels": labels}})
+            for obj in case.nodes:
+                api.create(_labelled(obj))
+            for obj in case.slices:
+                api.create(_labelled(obj), params={"fieldValidation": "Strict"})
+            for obj in case.taint_rules:
+                api.create(_labelled({**obj, "apiVersion": taint_rule_version}), params={"fieldValidation": "Strict"})
+            if case.templates:
+                for claim in case.claims:
+                    api.create(claim, namespace_of(case), params={"fieldValidation": "Strict"})
+        except ApiFailure as failure:
+            return str(failure)
+        return None
 
-    in_parallel(one, cases)
+    return {case.id: refusal for case, refusal in zip(cases, in_parallel(one, cases), strict=True) if refusal}
 
 
 def _pod(case: Case, node: str, node_index: int, k: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -106,9 +116,7 @@ def _pod(case: Case, node: str, node_index: int, k: int) -> tuple[list[dict[str,
 
 
 def _create_pods(api: Api, cases: Sequence[Case]) -> list[Observed]:
-    """Claim templates (once per case), then per Pod its claims and the Pod."""
-    in_parallel(lambda case: [api.create(c, namespace_of(case)) for c in case.claims],
-                [c for c in cases if c.templates])
+    """Per Pod its claims (the templates are there already), then the Pod."""
     jobs = [(case, node, i, k) for case in cases for i, node in enumerate(case.node_names) for k in range(case.pods)]
 
     def one(job: tuple[Case, str, int, int]) -> Observed:
@@ -116,8 +124,8 @@ def _create_pods(api: Api, cases: Sequence[Case]) -> list[Observed]:
         claims, pod = _pod(case, node, i, k)
         if not case.templates:
             for claim in claims:
-                api.create(claim, namespace_of(case))
-        api.create(pod, namespace_of(case))
+                api.create(claim, namespace_of(case), params={"fieldValidation": "Strict"})
+        api.create(pod, namespace_of(case), params={"fieldValidation": "Strict"})
         return Observed(case.id, node, k)
 
     return in_parallel(one, jobs)
@@ -136,8 +144,8 @@ def _poll(api: Api, observed: dict[tuple[str, str], Observed]) -> None:
             continue
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                    and condition.get("reason") == "Unschedulable":
-                seen.unschedulable = condition.get("message") or "Unschedulable"
+                    and condition.get("reason") in ("Unschedulable", "SchedulerError"):
+                seen.unschedulable = f"{condition['reason']}: {condition.get('message')}"
 
 
 def _devices(api: Api, observed: dict[tuple[str, str], Observed], pods: Mapping[tuple[str, str], Any]) -> None:
@@ -164,9 +172,14 @@ def _devices(api: Api, observed: dict[tuple[str, str], Observed], pods: Mapping[
 
 
 def run_cases(api: Api, cases: Sequence[Case], expected: Mapping[str, Mapping[str, NodeVerdict]], *,
-              taint_rule_version: str, timeout_s: float = 150.0, grace_s: float = 15.0) -> list[Observed]:
-    """Create everything, wait for every verdict, give disagreeing ones ``grace_s`` to change."""
-    create_inventories(api, cases, taint_rule_version)
+              taint_rule_version: str, timeout_s: float = 150.0, grace_s: float = 15.0
+              ) -> tuple[list[Observed], dict[str, str]]:
+    """Create everything, wait for every verdict, give disagreeing ones ``grace_s`` to change.
+
+    Returns the verdicts and the cases whose inventory or claims the server refused.
+    """
+    refused = create_inventories(api, cases, taint_rule_version)
+    cases = [c for c in cases if c.id not in refused]
     time.sleep(2.0)  # let the scheduler's informers see the inventories before the Pods
     created = _create_pods(api, cases)
     observed = {(f"oracle-{o.case}", f"p-{cases_index(cases, o)}-{o.index}"): o for o in created}
@@ -183,7 +196,7 @@ def run_cases(api: Api, cases: Sequence[Case], expected: Mapping[str, Mapping[st
     pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p
             for p in api.list("v1", "Pod", labelSelector=f"{RUN_LABEL}=1")}
     _devices(api, observed, pods)
-    return list(observed.values())
+    return list(observed.values()), refused
 
 
 def cases_index(cases: Sequence[Case], observed: Observed) -> int:

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from dra_constructs.agent.zipapp import build_zipapp
 
 from .apiclient import Api, ApiFailure
 from .cluster_access import Cluster, cluster  # noqa: F401 - fixture
+from .oracle_cases import node as fake_node
 from .sanitizer_identity import SanitizerIdentity, granted_verbs, install_identity, render_chart
 
 pytestmark = pytest.mark.controlplane
@@ -64,7 +64,17 @@ def identity(cluster: Cluster, chart: list[dict[str, Any]], tmp_path: Path) -> S
 
 
 def _allocated_claim(admin: Api, name: str, device: str, *, policy: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A claim the admin allocates to ``device`` of ``node-a`` by hand (status as the scheduler writes it)."""
+    """A claim the admin allocates to ``device`` of ``node-a`` by hand (status as the scheduler writes it).
+
+    Its reservation names a real Pod bound to node-a (the resourceclaim controller deallocates a
+    claim whose reservations name no live Pod).
+    """
+    admin.create(fake_node(NODE, "agent"), exist_ok=True)
+    pod = admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-pod", "namespace": TENANT_NS},
+                        "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}],
+                                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                                 "resources": {"claims": [{"name": "gpu"}]}}],
+                                 "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}})
     claim = admin.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                           "metadata": {"name": name, "namespace": TENANT_NS},
                           "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
@@ -77,9 +87,15 @@ def _allocated_claim(admin: Api, name: str, device: str, *, policy: dict[str, An
         allocation["devices"]["config"] = [{"source": "FromClaim", "requests": ["gpu"], "opaque": {
             "driver": "sanitizer.dra-constructs.io", "parameters": policy}}]
     claim["status"] = {"allocation": allocation,
-                       "reservedFor": [{"resource": "pods", "name": f"{name}-pod", "uid": str(uuid.uuid4())}]}
+                       "reservedFor": [{"resource": "pods", "name": f"{name}-pod", "uid": pod["metadata"]["uid"]}]}
     path = f"/apis/resource.k8s.io/v1/namespaces/{TENANT_NS}/resourceclaims/{name}/status"
     return dict(admin.request("PUT", path, claim))
+
+
+def _release(admin: Api, name: str) -> None:
+    """The Pod ends and its claim is deleted (no kubelet: grace period 0)."""
+    admin.delete("v1", "Pod", f"{name}-pod", TENANT_NS, gracePeriodSeconds=0)
+    admin.delete("resource.k8s.io/v1", "ResourceClaim", name, TENANT_NS)
 
 
 def _rule(admin: Api, version: str, device: str) -> dict[str, Any] | None:
@@ -116,7 +132,7 @@ def test_the_client_does_its_calls_under_the_rendered_role(cluster: Cluster,  # 
             list(client.watch_claims(version, "1"))
         assert gone.value.status == 410
         pods, _ = client.list_pods(NODE)
-        assert pods == []
+        assert [p["metadata"]["name"] for p in pods] == ["list-watch-pod"]
 
         body = taint_rule(target, NODE, "gpu-7", key="sanitizer.dra-constructs.io/barrier", effect="NoSchedule",
                           value="in-use")
@@ -155,7 +171,7 @@ def test_the_client_does_its_calls_under_the_rendered_role(cluster: Cluster,  # 
         assert any(c["metadata"]["name"] == "list-watch" for c in items)
     finally:
         client.close()
-        admin.delete("resource.k8s.io/v1", "ResourceClaim", "list-watch", TENANT_NS)
+        _release(admin, "list-watch")
 
 
 def _try(call: Callable[[], Any]) -> Any:
@@ -231,7 +247,7 @@ def test_the_agent_guards_and_releases_through_the_api_server_as_its_role_allows
         cluster.start_apiserver()
         _wait(lambda: _try_admin(lambda: admin.request("GET", "/readyz")), 30, "the API server back")
 
-        admin.delete("resource.k8s.io/v1", "ResourceClaim", "holder", TENANT_NS)  # released: the barrier runs
+        _release(admin, "holder")  # released: the barrier runs
         record = _wait(lambda: next((r for r in _records(evidence) if r["trigger"] == "deallocated"), None), 90,
                        "the release barrier")
         assert record["result"] == "released", record
@@ -245,8 +261,8 @@ def test_the_agent_guards_and_releases_through_the_api_server_as_its_role_allows
                           for e in admin.list("v1", "Event", identity.namespace)), 30, "the policy Event")
     finally:
         tenant.stop()
-        admin.delete("resource.k8s.io/v1", "ResourceClaim", "holder", TENANT_NS)
-        admin.delete("resource.k8s.io/v1", "ResourceClaim", "unreadable", TENANT_NS)
+        _release(admin, "holder")
+        _release(admin, "unreadable")
     assert process.poll() is None, log.read_text()[-3000:]
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0, log.read_text()[-3000:]

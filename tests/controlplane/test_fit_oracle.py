@@ -31,7 +31,7 @@ def test_scheduler_and_fit_agree_on_every_case(cluster: Cluster, tmp_path: Path)
     cases = [prune(c, expected[c.id], 6 if c.templates else 4) for c in cases]
     rule_version = target.device_taint_rule_api_version or "resource.k8s.io/v1"
     try:
-        observed = run_cases(api, cases, expected, taint_rule_version=rule_version)
+        observed, refused = run_cases(api, cases, expected, taint_rule_version=rule_version)
     finally:
         cleanup(api, cases, rule_version)
     differences = compare(cases, expected, observed)
@@ -40,8 +40,11 @@ def test_scheduler_and_fit_agree_on_every_case(cluster: Cluster, tmp_path: Path)
     bound = sum(o.bound is not None for o in observed)
     summary = (f"{len(cases)} cases, {len(observed)} Pods: {bound} bound, {len(observed) - bound} unschedulable; "
                f"{len(differences)} verdict difference(s), {len(devices)} with other devices")
-    report.write_text("\n".join([summary, "", "verdicts:", *differences, "", "devices:", *devices]) + "\n")
-    print(summary, *differences, sep="\n")
+    rejections = [f"{case}: {why}" for case, why in sorted(refused.items())]
+    report.write_text("\n".join([summary, "", "refused by the API server:", *rejections, "", "verdicts:",
+                                 *differences, "", "devices:", *devices]) + "\n")
+    print(summary, *rejections, *differences, sep="\n")
+    assert rejections == [], "the server refused inventories or claims the library emits or reads"
     assert len([c for c in cases if not c.templates]) >= 200
     assert bound and bound < len(observed), "a generator whose cases all agree one way proves little"
     unknown = [d for d in differences if d.split()[0] not in KNOWN]
