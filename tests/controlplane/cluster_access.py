@@ -17,9 +17,9 @@ import pytest
 from dra_constructs.target import Target
 
 from .apiclient import Api
-from .fixtures import control_plane_137  # noqa: F401 - fixture
+from .fixtures import control_plane_134, control_plane_137  # noqa: F401 - fixtures
 
-__all__ = ["Cluster", "cluster"]
+__all__ = ["Cluster", "cluster", "cluster_134"]
 
 
 @dataclass
@@ -44,7 +44,18 @@ def fit_gates(target: Target, enabled: Any) -> dict[str, bool]:
 
 @pytest.fixture(scope="session")
 def cluster(control_plane_137: Any) -> Cluster:  # noqa: F811
-    plane = control_plane_137.ensure_allocation()
+    """The 1.37 control plane with its scheduler and controller manager."""
+    return _cluster(control_plane_137)
+
+
+@pytest.fixture(scope="session")
+def cluster_134(control_plane_134: Any) -> Cluster:  # noqa: F811
+    """The 1.34 control plane (the oldest built) with its scheduler and controller manager."""
+    return _cluster(control_plane_134)
+
+
+def _cluster(plane: Any) -> Cluster:
+    plane = plane.ensure_allocation()
     admin = Api(plane.server, token=plane.admin_token, ca=str(plane.ca_file))
     version = admin.request("GET", "/version")
     target = Target.parse(f"{version['major']}.{''.join(c for c in version['minor'] if c.isdigit())}")

@@ -213,7 +213,7 @@ def _catalog_claims(rng: random.Random, case_id: str, spec: Any, gpus: int, dyna
 # --- generated cases ---------------------------------------------------------------------------
 
 
-def _static_case(rng: random.Random, case_id: str) -> Case:
+def _static_case(rng: random.Random, case_id: str, target: Target) -> Case:
     spec = rng.choice(_mig_models())
     gpus = rng.randint(1, 2)
     slices, nodes = relocate(case_id, catalog_resource_slices([spec.key], gpus_per_node=gpus, mig_mode="static"))
@@ -221,11 +221,11 @@ def _static_case(rng: random.Random, case_id: str) -> Case:
                 _catalog_claims(rng, case_id, spec, gpus, dynamic=False))
 
 
-def _dynamic_case(rng: random.Random, case_id: str, count: bool = False) -> Case:
+def _dynamic_case(rng: random.Random, case_id: str, target: Target, count: bool = False) -> Case:
     spec = rng.choice(_mig_models())
     gpus = rng.randint(1, 2)
     slices, nodes = relocate(case_id, catalog_resource_slices([spec.key], gpus_per_node=gpus, mig_mode="dynamic",
-                                                              split_counter_sets=True))
+                                                              split_counter_sets=target.counter_sets_in_own_slice))
     claims = _catalog_claims(rng, case_id, spec, gpus, dynamic=True)
     if count:
         claims = claims[:1]
@@ -233,7 +233,7 @@ def _dynamic_case(rng: random.Random, case_id: str, count: bool = False) -> Case
                 pods=rng.randint(3, 6) if count else 1)
 
 
-def _network_case(rng: random.Random, case_id: str) -> Case:
+def _network_case(rng: random.Random, case_id: str, target: Target) -> Case:
     spec = rng.choice([s for s in GPU_SPECS if s.memory_mib >= 40000])
     gpus = rng.choice([2, 4])
     slices, nodes = relocate(case_id, catalog_resource_slices([spec.key], gpus_per_node=gpus, network=True))
@@ -284,7 +284,7 @@ POLICIES: list[dict[str, Any] | None] = [
     {"default": "3Gi", "validRange": {"min": "3Gi"}}]
 
 
-def _synthetic_case(rng: random.Random, case_id: str) -> Case:
+def _synthetic_case(rng: random.Random, case_id: str, target: Target) -> Case:
     """Taints, shared devices with capacity policies, counters, All, admin access, node selection."""
     node_name = f"{case_id}-n0"
     feature = rng.choice(["taints", "shared", "counters", "all", "admin", "incomplete", "generations",
@@ -301,7 +301,7 @@ def _synthetic_case(rng: random.Random, case_id: str) -> Case:
         for device in devices:
             if rng.random() < 0.5:
                 taint: dict[str, Any] = {"key": rng.choice(["bad", "maint"]),
-                                         "effect": rng.choice(["NoSchedule", "NoExecute", "None"])}
+                                         "effect": rng.choice(target.device_taint_effects)}
                 if rng.random() < 0.5:
                     taint["value"] = "x"
                 device["taints"] = [taint]
@@ -366,7 +366,7 @@ def _synthetic_case(rng: random.Random, case_id: str) -> Case:
     return Case(case_id, f"synthetic: {feature}", [node(node_name, case_id)], slices, claims, rules, admin=admin)
 
 
-def generated_cases(n: int = 240, seed: int = 20261201) -> list[Case]:
+def generated_cases(target: Target, n: int = 240, seed: int = 20261201) -> list[Case]:
     """``n`` cases: static MIG, DynamicMIG (some counting Pods), GPU + NIC, synthetic features."""
     rng = random.Random(seed)
     makers = [(_static_case, 0.22), (_dynamic_case, 0.33), (_network_case, 0.12), (_synthetic_case, 0.33)]
@@ -375,9 +375,9 @@ def generated_cases(n: int = 240, seed: int = 20261201) -> list[Case]:
         case_id = f"o{index:03d}"
         (maker,) = rng.choices([m for m, _ in makers], [w for _, w in makers])
         if maker is _dynamic_case and rng.random() < 0.2:
-            cases.append(_dynamic_case(rng, case_id, count=True))
+            cases.append(_dynamic_case(rng, case_id, target, count=True))
         else:
-            cases.append(maker(rng, case_id))
+            cases.append(maker(rng, case_id, target))
     return cases
 
 
@@ -394,7 +394,7 @@ def _pod_templates(objects: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, 
             yield obj["metadata"]["name"], dict((spec.get("template") or {}).get("spec") or {})
 
 
-def example_cases(dist: Path | None = None, gpus: int = 4) -> list[Case]:
+def example_cases(target: Target, dist: Path | None = None, gpus: int = 4) -> list[Case]:
     """Each example workload (``dist/k8s-1.34``: resource.k8s.io/v1) with its claim templates, on the catalog.
 
     The inventory is the catalog's (static and DynamicMIG, NICs beside the GPUs), one copy per case.
@@ -402,7 +402,8 @@ def example_cases(dist: Path | None = None, gpus: int = 4) -> list[Case]:
     root = dist or REPO / "dist" / "k8s-1.34"
     cases = []
     static = catalog_resource_slices(gpus_per_node=gpus, mig_mode="static", network=True)
-    dynamic = catalog_resource_slices(gpus_per_node=gpus, mig_mode="dynamic", split_counter_sets=True, network=True)
+    dynamic = catalog_resource_slices(gpus_per_node=gpus, mig_mode="dynamic",
+                                      split_counter_sets=target.counter_sets_in_own_slice, network=True)
     for path in sorted(root.glob("*/*.yaml")):
         objects = [o for o in yaml.safe_load_all(path.read_text()) if isinstance(o, dict)]
         templates = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "ResourceClaimTemplate"}
@@ -432,14 +433,18 @@ def example_cases(dist: Path | None = None, gpus: int = 4) -> list[Case]:
     return cases
 
 
-def all_cases() -> list[Case]:
-    """The examples' workloads and the generated cases (built once per process; treat them as read-only)."""
-    return list(_all_cases())
+def all_cases(target: Target) -> list[Case]:
+    """The examples' workloads and the generated cases for a server of ``target``.
+
+    Built once per process and target; treat them as read-only.
+    """
+    return list(_all_cases(str(target)))
 
 
 @functools.cache
-def _all_cases() -> tuple[Case, ...]:
-    return (*example_cases(), *generated_cases())
+def _all_cases(version: str) -> tuple[Case, ...]:
+    target = Target.parse(version)
+    return (*example_cases(target), *generated_cases(target))
 
 
 def _slice_node(body: Mapping[str, Any]) -> str | None:

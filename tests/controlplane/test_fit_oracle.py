@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .cluster_access import Cluster, cluster  # noqa: F401 - fixture
+from .cluster_access import Cluster, cluster, cluster_134  # noqa: F401 - fixtures
 from .oracle_cases import all_cases, fit_verdicts, prune
 from .oracle_cluster import cleanup, compare, device_differences, run_cases
 
@@ -24,9 +24,11 @@ pytestmark = pytest.mark.controlplane
 KNOWN: dict[str, str] = {}
 
 
-def test_scheduler_and_fit_agree_on_every_case(cluster: Cluster, tmp_path: Path) -> None:  # noqa: F811
-    target, gates, api = cluster.target, cluster.gates, cluster.admin
-    cases = all_cases()
+@pytest.mark.parametrize("server", ["cluster", "cluster_134"])
+def test_scheduler_and_fit_agree_on_every_case(server: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    control: Cluster = request.getfixturevalue(server)
+    target, gates, api = control.target, control.gates, control.admin
+    cases = all_cases(target)
     expected = {c.id: fit_verdicts(c, target, gates) for c in cases}
     cases = [prune(c, expected[c.id], 6 if c.templates else 4) for c in cases]
     rule_version = target.device_taint_rule_api_version or "resource.k8s.io/v1"
@@ -36,7 +38,7 @@ def test_scheduler_and_fit_agree_on_every_case(cluster: Cluster, tmp_path: Path)
         cleanup(api, cases, rule_version)
     differences = compare(cases, expected, observed)
     devices = device_differences(expected, observed)
-    report = Path(os.environ.get("ORACLE_REPORT") or tmp_path / "oracle.txt")
+    report = Path(os.environ.get("ORACLE_REPORT") or tmp_path / "oracle").with_suffix(f".{target}.txt")
     bound = sum(o.bound is not None for o in observed)
     summary = (f"{len(cases)} cases, {len(observed)} Pods: {bound} bound, {len(observed) - bound} unschedulable; "
                f"{len(differences)} verdict difference(s), {len(devices)} with other devices")

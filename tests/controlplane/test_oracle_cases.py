@@ -16,7 +16,7 @@ GATES = {name: True for name in TARGET.default_feature_gates}
 
 
 def test_cases_are_many_mixed_and_isolated() -> None:
-    cases = all_cases()
+    cases = all_cases(TARGET)
     assert len([c for c in cases if not c.templates]) >= 200 and any(c.templates for c in cases)
     verdicts: Counter[tuple[str, bool]] = Counter()
     nodes: Counter[str] = Counter()
@@ -41,7 +41,7 @@ def test_cases_are_many_mixed_and_isolated() -> None:
 
 
 def test_prune_keeps_allocatable_nodes_and_their_slices_only() -> None:
-    case = next(c for c in all_cases() if c.title.startswith("example mig_inference_pod"))
+    case = next(c for c in all_cases(TARGET) if c.title.startswith("example mig_inference_pod"))
     expected = fit_verdicts(case, TARGET, GATES)
     small = prune(case, expected, 4)
     assert len(small.nodes) == 4
