@@ -115,20 +115,24 @@ def _pod(case: Case, node: str, node_index: int, k: int) -> tuple[list[dict[str,
     return claims, pod
 
 
-def _create_pods(api: Api, cases: Sequence[Case]) -> list[Observed]:
-    """Per Pod its claims (the templates are there already), then the Pod."""
+def _create_pods(api: Api, cases: Sequence[Case], refused: dict[str, str]) -> list[Observed]:
+    """Per Pod its claims (the templates are there already), then the Pod; refusals go to ``refused``."""
     jobs = [(case, node, i, k) for case in cases for i, node in enumerate(case.node_names) for k in range(case.pods)]
 
-    def one(job: tuple[Case, str, int, int]) -> Observed:
+    def one(job: tuple[Case, str, int, int]) -> Observed | None:
         case, node, i, k = job
         claims, pod = _pod(case, node, i, k)
-        if not case.templates:
-            for claim in claims:
-                api.create(claim, namespace_of(case), params={"fieldValidation": "Strict"})
-        api.create(pod, namespace_of(case), params={"fieldValidation": "Strict"})
+        try:
+            if not case.templates:
+                for claim in claims:
+                    api.create(claim, namespace_of(case), params={"fieldValidation": "Strict"})
+            api.create(pod, namespace_of(case), params={"fieldValidation": "Strict"})
+        except ApiFailure as failure:
+            refused[case.id] = str(failure)
+            return None
         return Observed(case.id, node, k)
 
-    return in_parallel(one, jobs)
+    return [o for o in in_parallel(one, jobs) if o is not None and o.case not in refused]
 
 
 def _poll(api: Api, observed: dict[tuple[str, str], Observed]) -> None:
@@ -181,7 +185,7 @@ def run_cases(api: Api, cases: Sequence[Case], expected: Mapping[str, Mapping[st
     refused = create_inventories(api, cases, taint_rule_version)
     cases = [c for c in cases if c.id not in refused]
     time.sleep(2.0)  # let the scheduler's informers see the inventories before the Pods
-    created = _create_pods(api, cases)
+    created = _create_pods(api, cases, refused)
     observed = {(f"oracle-{o.case}", f"p-{cases_index(cases, o)}-{o.index}"): o for o in created}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
