@@ -155,7 +155,7 @@ def test_taints_need_tolerations() -> None:
     assert only(checked_fit([whole], _tainted("NoSchedule"), "1.35")).allocatable  # DRADeviceTaints off in 1.35
 
 
-def test_tainted_device_keeps_its_counters_like_upstream() -> None:
+def test_tainted_device_keeps_its_counters_through_1_35_only() -> None:
     from dra_constructs.catalog import catalog_resource_slices
 
     slices = catalog_resource_slices(["A100_80GB"], gpus_per_node=2, mig_mode="dynamic", split_counter_sets=True)
@@ -165,15 +165,39 @@ def test_tainted_device_keeps_its_counters_like_upstream() -> None:
                 device["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
     inventory = Inventory.from_slices(slices)
     claims = [claim("w", request("gpu", device_class="gpu.nvidia.com")), mig("m", "1g.10gb")]
-    # The scheduler checks gpu-0's counters, refuses it for the taint and keeps its counters consumed:
-    # the 1g.10gb then finds no room on gpu-0 (gpu-1 went to the whole-GPU claim).
-    assert not only(checked_fit(claims, inventory)).allocatable
+    gates = {"DRAPartitionableDevices": True, "DRADeviceTaints": True}
+    # Through 1.35 the scheduler checks gpu-0's counters, refuses it for the taint and keeps its
+    # counters consumed: the 1g.10gb then finds no room on gpu-0 (gpu-1 went to the whole-GPU claim).
+    assert not only(checked_fit(claims, inventory, "1.35", gates=gates)).allocatable
+    # From 1.36.3 / 1.37 allocateDevice rolls the counters back (rollbackDevice): the 1g.10gb fits on gpu-0.
+    for version in ("1.36", "1.37"):
+        result = only(checked_fit(claims, inventory, version))
+        assert result.allocatable, version
+        assert {d.device for d in result.devices} == {"gpu-1", "gpu-0-mig-1g10gb-19-0"}
     from dra_constructs.fit import Allocator
     from dra_constructs.target import Target
 
-    target = Target.parse("1.36")
-    plain = Allocator(inventory, default_device_classes(), target.default_feature_gates, target, upstream_quirks=False)
-    assert plain.allocate(claims, inventory.nodes[0]).allocatable  # the plain rules would allow it
+    target = Target.parse("1.35")
+    plain = Allocator(inventory, default_device_classes(), {**target.default_feature_gates, **gates}, target,
+                      upstream_quirks=False)
+    assert plain.allocate(claims, inventory.nodes[0]).allocatable  # the plain rules allow it
+
+
+def test_a_shared_device_charges_its_counters_once_from_1_35() -> None:
+    device = {"name": "d0", "attributes": {"model": {"string": "a"}}, "allowMultipleAllocations": True,
+              "capacity": {"mem": {"value": "8"}},
+              "consumesCounters": [{"counterSet": "cs", "counters": {"slots": {"value": "1"}}}]}
+    slices = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+        "sharedCounters": [{"name": "cs", "counters": {"slots": {"value": "1"}}}], "devices": [device]}}]
+    inventory = Inventory.from_slices(slices)
+    classes = {"any": DeviceClass("any", ())}
+    two = [claim(f"c{i}", request("r", "any", capacity={"requests": {"mem": "2"}})) for i in range(2)]
+    gates = {"DRAPartitionableDevices": True, "DRAConsumableCapacity": True}
+    # 1.34 (the experimental allocator) checks the counters again for the second share: no slot left.
+    assert not only(checked_fit(two, inventory, "1.34", classes=classes, gates=gates)).allocatable
+    for version in ("1.35", "1.37"):  # skipCounterCheck: a device in use already paid its counters
+        assert only(checked_fit(two, inventory, version, classes=classes, gates=gates)).allocatable, version
 
 
 def test_node_selection_per_slice_and_per_device() -> None:

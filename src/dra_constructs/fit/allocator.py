@@ -549,7 +549,8 @@ class _NodeSearch:
         multi = self._is_multi(position)
         if fit.consumes and not self.a.gate("DRAPartitionableDevices"):
             return "consumes counters, but DRAPartitionableDevices is off"
-        skip_counters = multi and (fit.id in self.a.allocated.capacity or position in self.capacity_in_use)
+        skip_counters = multi and self.a.target.shared_devices_charge_counters_once and (
+            fit.id in self.a.allocated.capacity or position in self.capacity_in_use)
         took = False
         if fit.consumes and not skip_counters:
             over = self._take_counters(position)
@@ -558,9 +559,9 @@ class _NodeSearch:
             took = True
 
         def refuse(reason: str) -> str:
-            # Upstream keeps the counters of a device refused after its counter check (taint,
-            # constraint) consumed for the rest of the Allocate call; mirrored unless told not to.
-            if took and not self.a.upstream_quirks:
+            # Upstream through 1.35 keeps the counters of a device refused after its counter check
+            # (taint, constraint) consumed for the rest of the Allocate call; mirrored unless told not to.
+            if took and not (self.a.upstream_quirks and self.a.target.allocator_keeps_refused_counters):
                 self._give_counters(position)
             return reason
 
