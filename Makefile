@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup synth check-dist test lint unit imports check-imports bench audit-corpus clean
+.PHONY: setup synth check-dist test lint unit imports check-imports bench audit-corpus clean controlplane controlplane-if-go
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,16 @@ lint: setup
 	$(VENV)/bin/ruff check src tests examples benchmarks scripts
 	$(VENV)/bin/mypy
 
-unit: setup
+# The tests' real Kubernetes control plane (etcd, kube-apiserver, -scheduler, -controller-manager), built from
+# pinned Go modules into ~/.cache/dra-constructs/controlplane (once; then seconds). Needs Go 1.26.
+controlplane: setup
+	$(PY) scripts/build_controlplane.py
+
+# What `make test` runs: builds when Go is present; without Go the control-plane tests skip (fail under CI=true).
+controlplane-if-go: setup
+	$(PY) scripts/build_controlplane.py --if-available
+
+unit: setup controlplane-if-go
 	$(VENV)/bin/pytest -n 2
 
 test: lint unit check-dist

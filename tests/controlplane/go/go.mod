@@ -1,0 +1,3 @@
+module kcp
+
+go 1.26.0
