@@ -1,8 +1,8 @@
 """H8's view of H1's control-plane fixture: an admin client, the server's target and gates, restarts.
 
-``control_plane_137`` is the session fixture of ``fixtures.py`` (etcd + kube-apiserver; the
-scheduler and controller manager start on ``ensure_allocation()``). Only this module knows its
-attributes, so a change there is one change here.
+``control_plane_137`` / ``control_plane_134`` are H1's session fixtures (``fixtures.py``, registered
+in tests/conftest.py: etcd + kube-apiserver; the scheduler and controller manager start on
+``ensure_allocation()``). Only this module knows their attributes: a change there is one change here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 from dra_constructs.target import Target
 
 from .apiclient import Api
-from .fixtures import control_plane_134, control_plane_137  # noqa: F401 - fixtures
 
 __all__ = ["Cluster", "cluster", "cluster_134"]
 
@@ -43,13 +42,13 @@ def fit_gates(target: Target, enabled: Any) -> dict[str, bool]:
 
 
 @pytest.fixture(scope="session")
-def cluster(control_plane_137: Any) -> Cluster:  # noqa: F811
+def cluster(control_plane_137: Any) -> Cluster:
     """The 1.37 control plane with its scheduler and controller manager."""
     return _cluster(control_plane_137)
 
 
 @pytest.fixture(scope="session")
-def cluster_134(control_plane_134: Any) -> Cluster:  # noqa: F811
+def cluster_134(control_plane_134: Any) -> Cluster:
     """The 1.34 control plane (the oldest built) with its scheduler and controller manager."""
     return _cluster(control_plane_134)
 
