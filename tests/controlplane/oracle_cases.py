@@ -36,6 +36,7 @@ __all__ = [
     "all_cases",
     "example_cases",
     "fit_verdicts",
+    "fixed_cases",
     "generated_cases",
     "prune",
     "server_classes",
@@ -366,6 +367,37 @@ def _synthetic_case(rng: random.Random, case_id: str, target: Target) -> Case:
     return Case(case_id, f"synthetic: {feature}", [node(node_name, case_id)], slices, claims, rules, admin=admin)
 
 
+def fixed_cases() -> list[Case]:
+    """Hand-made cases where scheduler releases differ (docs/fit.md: the counters of a refused device)."""
+    def device(name: str, group: int, **extra: Any) -> dict[str, Any]:
+        return {"name": name, "attributes": {"group": {"int": group}},
+                "consumesCounters": [{"counterSet": "cs", "counters": {"slots": {"value": "1"}}}], **extra}
+
+    def case(case_id: str, title: str, slots: int, devices: list[dict[str, Any]],
+             claims: list[dict[str, Any]]) -> Case:
+        node_name = f"{case_id}-n0"
+        counters = [{"name": "cs", "counters": {"slots": {"value": str(slots)}}}]
+        slices = [_synthetic_slice(case_id, node_name, [], suffix="c", count=2, counters=counters),
+                  _synthetic_slice(case_id, node_name, devices, count=2)]
+        return Case(case_id, title, [node(node_name, case_id)], slices, claims)
+
+    taint = [{"key": "bad", "effect": "NoSchedule"}]
+    return [
+        # d0 passes the counter check, then its taint refuses it: through 1.35 its slot stays taken.
+        case("f00", "fixed: counters of a tainted device", 1, [device("d0", 0, taints=taint), device("d1", 0)],
+             [claim("f00-c0", [exactly("r", TEST_DRIVER)])]),
+        # d1 passes the counter check, then matchAttribute refuses it: the same through 1.35.
+        case("f01", "fixed: counters of a device a constraint refuses", 2,
+             [device("d0", 0), device("d1", 1), device("d2", 0)],
+             [claim("f01-c0", [exactly("r", TEST_DRIVER, count=2)], [{"matchAttribute": f"{TEST_DRIVER}/group"}])]),
+        # Two shares of one device with counters: 1.34 charges the slot twice, 1.35+ once.
+        case("f02", "fixed: counters of a shared device", 1,
+             [device("d0", 0, allowMultipleAllocations=True, capacity={"memory": {"value": "8Gi"}})],
+             [claim(f"f02-c{i}", [exactly("r", TEST_DRIVER, capacity={"requests": {"memory": "2Gi"}})])
+              for i in range(2)]),
+    ]
+
+
 def generated_cases(target: Target, n: int = 240, seed: int = 20261201) -> list[Case]:
     """``n`` cases: static MIG, DynamicMIG (some counting Pods), GPU + NIC, synthetic features."""
     rng = random.Random(seed)
@@ -444,7 +476,7 @@ def all_cases(target: Target) -> list[Case]:
 @functools.cache
 def _all_cases(version: str) -> tuple[Case, ...]:
     target = Target.parse(version)
-    return (*example_cases(target), *generated_cases(target))
+    return (*example_cases(target), *fixed_cases(), *generated_cases(target))
 
 
 def _slice_node(body: Mapping[str, Any]) -> str | None:
