@@ -67,6 +67,7 @@ class Api:
         self.server = server.rstrip("/")
         self.timeout_s = timeout_s
         self._session = requests.Session()
+        self._session.trust_env = False  # REQUESTS_CA_BUNDLE / proxies from the environment would override ours
         self._session.mount("https://", HTTPAdapter(pool_connections=4, pool_maxsize=32))
         self._session.mount("http://", HTTPAdapter(pool_connections=4, pool_maxsize=32))
         if token:

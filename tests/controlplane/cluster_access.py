@@ -7,12 +7,15 @@ in tests/conftest.py: etcd + kube-apiserver; the scheduler and controller manage
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 
 from dra_constructs.target import Target
 
@@ -32,6 +35,18 @@ class Cluster:
     audit_log: Path | None
     stop_apiserver: Callable[[], None]
     start_apiserver: Callable[[], None]
+    etcd_url: str
+
+    def compact_etcd(self) -> int:
+        """Compact etcd to its current revision (etcd's JSON gateway): older resourceVersions are gone (410)."""
+        http = urllib3.PoolManager(retries=False, timeout=10.0)
+        key = base64.b64encode(b"/").decode()
+        answer = http.request("POST", f"{self.etcd_url}/v3/kv/range", body=json.dumps({"key": key}).encode())
+        revision = int(json.loads(answer.data)["header"]["revision"])
+        done = http.request("POST", f"{self.etcd_url}/v3/kv/compaction",
+                            body=json.dumps({"revision": str(revision), "physical": True}).encode())
+        assert done.status == 200, done.data
+        return revision
 
 
 def fit_gates(target: Target, enabled: Any) -> dict[str, bool]:
@@ -59,4 +74,4 @@ def _cluster(plane: Any) -> Cluster:
     version = admin.request("GET", "/version")
     target = Target.parse(f"{version['major']}.{''.join(c for c in version['minor'] if c.isdigit())}")
     return Cluster(admin, target, fit_gates(target, plane.spec.feature_gates), str(plane.ca_file),
-                   getattr(plane, "audit_log", None), plane.stop_apiserver, plane.start_apiserver)
+                   getattr(plane, "audit_log", None), plane.stop_apiserver, plane.start_apiserver, plane.etcd_url)

@@ -93,6 +93,7 @@ def install_identity(admin: Api, manifests: list[dict[str, Any]], scratch: Path,
         cluster["certificate-authority"] = ca_file
     else:
         cluster["insecure-skip-tls-verify"] = True
+    scratch.mkdir(parents=True, exist_ok=True)
     kubeconfig = scratch / "sanitizer.kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "sanitizer",
