@@ -271,6 +271,7 @@ class ControlPlane:
             f"--service-account-key-file={self.workdir / 'sa.pub'}",
             f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",  # loopback may not be the kubernetes Service's endpoint
             f"--runtime-config={','.join(self.spec.runtime_config)}", f"--feature-gates={gates}",
             "--profiling=false", "--v=0",
         ]
@@ -278,10 +279,13 @@ class ControlPlane:
     def start_apiserver(self) -> None:
         """Start (or restart, on the same port and etcd) the API server and wait until /readyz is ok."""
         self._spawn("apiserver", self._apiserver_args())
-        http = urllib3.PoolManager(retries=False, timeout=2.0, cert_reqs="CERT_NONE")
         headers = {"Authorization": f"Bearer {self.admin_token}"}
-        self._wait("apiserver", lambda: http.request("GET", f"{self.server}/readyz", headers=headers).status == 200,
-                   "ready")
+
+        def ready() -> bool:  # the serving certificate (ca_file) is written just before the port opens
+            http = urllib3.PoolManager(retries=False, timeout=2.0, ca_certs=str(self.ca_file))
+            return http.request("GET", f"{self.server}/readyz", headers=headers).status == 200
+
+        self._wait("apiserver", ready, "ready")
 
     def stop_apiserver(self) -> None:
         """Stop the API server (SIGTERM, as a rolling restart does); clients see connection errors."""

@@ -91,7 +91,7 @@ def test_api_server_restarts_under_a_client(request: pytest.FixtureRequest, mino
     with plane.api_client() as api:
         core = client.CoreV1Api(api)
         plane.stop_apiserver()
-        with pytest.raises(Exception, match="Connection refused|Max retries"):
+        with pytest.raises(Exception, match=r"Connection refused|Max retries"):
             core.read_namespaced_config_map("survivor", "default", _request_timeout=2)
         plane.start_apiserver()
         assert core.read_namespaced_config_map("survivor", "default").metadata.name == "survivor"

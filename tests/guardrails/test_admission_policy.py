@@ -153,6 +153,22 @@ def test_claims_generated_from_templates_are_skipped() -> None:
     assert evaluate(_policy("-claims"), claim) == []
 
 
+@pytest.mark.parametrize(("opaque", "denied"), [
+    ({"driver": "gpu.nvidia.com", "parameters": {"sharing": {"strategy": "timeSlicing"}}}, True),
+    ({"driver": "x.example.com", "parameters": {"apiVersion": "resource.nvidia.com/v1beta1",
+                                                 "sharing": {"strategy": "MPS"}}}, True),
+    # Another driver's TimeSlicing (the DRA example driver's) is not the NVIDIA sharing DRA006 means; the
+    # real API server's differential (tests/controlplane) found the policy refusing it where audit does not.
+    ({"driver": "gpu.example.com", "parameters": {"apiVersion": "gpu.resource.example.com/v1alpha1",
+                                                   "sharing": {"strategy": "TimeSlicing"}}}, False),
+])
+def test_sharing_is_refused_as_the_audit_reports_it(opaque: dict[str, Any], denied: bool) -> None:
+    claim = claim_template([mig_request()], config=[{"opaque": opaque}])
+    assert ([m.split(":")[0] for m in evaluate(_policy("-claims"), claim)] == ["DRA006"]) is denied
+    result = audit([claim], kubernetes_version="1.37")
+    assert ("DRA006" in {f.rule for f in result.errors}) is denied
+
+
 def test_rule_selection_and_bad_options() -> None:
     only = admission_policy_manifests("x", rules=("DRA001",), validation_actions=("Warn", "Audit"),
                                       excluded_namespaces=())

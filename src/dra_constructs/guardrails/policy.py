@@ -166,9 +166,14 @@ _REMOVED_MODE = (
     "(has(r.exactly) && has(r.exactly.allocationMode) && "
     "r.exactly.allocationMode in ['Immediate', 'WaitForFirstConsumer'])"
 )
+# As rules/software_sharing.py: only the NVIDIA driver's config (driver gpu.nvidia.com or parameters of
+# resource.nvidia.com/*; other drivers' TimeSlicing means something else), strategy in any letter case.
 _SHARING = (
     "has(c.opaque) && has(c.opaque.parameters) && has(c.opaque.parameters.sharing) && "
-    "((has(c.opaque.parameters.sharing.strategy) && c.opaque.parameters.sharing.strategy in ['TimeSlicing', 'MPS']) || "
+    "(c.opaque.driver == 'gpu.nvidia.com' || (has(c.opaque.parameters.apiVersion) && "
+    "string(c.opaque.parameters.apiVersion).startsWith('resource.nvidia.com/'))) && "
+    "((has(c.opaque.parameters.sharing.strategy) && "
+    "string(c.opaque.parameters.sharing.strategy).matches('(?i)^(timeslicing|mps)$')) || "
     "has(c.opaque.parameters.sharing.timeSlicingConfig) || has(c.opaque.parameters.sharing.mpsConfig))"
 )
 
