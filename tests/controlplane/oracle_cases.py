@@ -324,9 +324,15 @@ def _synthetic_case(rng: random.Random, case_id: str, target: Target) -> Case:
     if feature == "shared":
         for device in devices:
             device["allowMultipleAllocations"] = True
-            device["capacity"] = {"memory": {"value": f"{rng.choice([8, 16])}Gi"}}
+            size = rng.choice([8, 16])
+            device["capacity"] = {"memory": {"value": f"{size}Gi"}}
             policy = rng.choice(POLICIES)
-            if policy is not None:
+            if policy is not None:  # options above the capacity are invalid (the API server says so)
+                policy = copy.deepcopy(policy)
+                if "validValues" in policy:
+                    policy["validValues"] = [v for v in policy["validValues"] if int(v[:-2]) <= size]
+                if "max" in policy.get("validRange", {}):
+                    policy["validRange"]["max"] = f"{min(12, size)}Gi"
                 device["capacity"]["memory"]["requestPolicy"] = policy
         claims_n = rng.randint(1, 3)
     if feature == "counters":

@@ -234,11 +234,14 @@ def compare(cases: Sequence[Case], expected: Mapping[str, Mapping[str, NodeVerdi
 
 
 def device_differences(expected: Mapping[str, Mapping[str, NodeVerdict]], observed: Sequence[Observed]) -> list[str]:
-    """Same verdict, other devices: informational (both are valid first solutions only if the orders agree)."""
+    """Same verdict, other devices (one-Pod cases; identical Pods of a count case bind in any order)."""
     lines = []
+    pods: dict[tuple[str, str], int] = {}
+    for seen in observed:
+        pods[(seen.case, seen.node)] = pods.get((seen.case, seen.node), 0) + 1
     for seen in observed:
         verdict = expected[seen.case][seen.node]
-        if seen.bound is None or not verdict.allocatable or seen.index:
+        if seen.bound is None or not verdict.allocatable or pods[(seen.case, seen.node)] > 1:
             continue
         mine = sorted((request, device) for _, request, device in verdict.devices)
         theirs = sorted((request, device) for _, request, device in seen.devices)

@@ -35,7 +35,7 @@ from .cluster_access import Cluster, cluster  # noqa: F401 - fixture
 from .oracle_cases import node as fake_node
 from .sanitizer_identity import SanitizerIdentity, granted_verbs, install_identity, render_chart
 
-pytestmark = pytest.mark.controlplane
+pytestmark = [pytest.mark.controlplane, pytest.mark.xdist_group("kcp-1.37")]
 
 NODE = "node-a"
 DRIVER = "gpu.nvidia.com"

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.controlplane
 KNOWN: dict[str, str] = {}
 
 
-@pytest.mark.parametrize("server", ["cluster", "cluster_134"])
+@pytest.mark.parametrize("server", [pytest.param("cluster", marks=pytest.mark.xdist_group("kcp-1.37")),
+                                    pytest.param("cluster_134", marks=pytest.mark.xdist_group("kcp-1.34"))])
 def test_scheduler_and_fit_agree_on_every_case(server: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     control: Cluster = request.getfixturevalue(server)
     target, gates, api = control.target, control.gates, control.admin
