@@ -316,6 +316,12 @@ class Target:
         return self.minor >= 33
 
     @property
+    def allocator_skips_incomplete_pools(self) -> bool:
+        """From 1.35 an ``ExactCount`` request takes no device of an incomplete pool (one whose slice
+        count differs from ``resourceSliceCount``); through 1.34 it does (only ``All`` fails on one)."""
+        return self.minor >= 35
+
+    @property
     def allocator_keeps_refused_counters(self) -> bool:
         """The scheduler's allocator leaves the counters of a device it refused after the counter
         check (taint, constraint) consumed for the rest of the allocation: through 1.35 (and

@@ -242,6 +242,11 @@ def test_incomplete_pools_are_skipped_and_fail_all() -> None:
     every = claim("every", request("all", device_class="gpu.nvidia.com", allocationMode="All"))
     result = only(checked_fit([every], inventory))
     assert "being updated" in result.reason
+    # Through 1.34 an ExactCount request takes devices of an incomplete pool (the 1.34 scheduler
+    # binds such a Pod: tests/controlplane oracle, synthetic "incomplete" cases); All still fails.
+    gates = {"DRAPartitionableDevices": True}
+    assert only(checked_fit([mig("m", "1g.10gb")], inventory, "1.34", gates=gates)).allocatable
+    assert "being updated" in only(checked_fit([every], inventory, "1.34", gates=gates)).reason
 
 
 def test_a_cel_runtime_error_fails_the_node() -> None:

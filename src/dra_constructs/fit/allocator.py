@@ -295,7 +295,8 @@ class _NodeSearch:
             if not slices:
                 continue
             self.pools.append(pool)
-            usable = not pool.incomplete and pool.invalid_reason() is None
+            skipped = pool.incomplete and self.a.target.allocator_skips_incomplete_pools  # through 1.34: usable
+            usable = pool.invalid_reason() is None and not skipped
             for slice_ in slices:
                 for device in slice_.devices:
                     if slice_.per_device and not (device.node_selection and device.node_selection.matches(self.node)):
