@@ -316,6 +316,13 @@ class Target:
         return self.minor >= 33
 
     @property
+    def distinct_attribute_compares_values(self) -> bool:
+        """``distinctAttribute`` refuses a repeated value from 1.35; the 1.34 allocator compares the
+        values' pointers (``attribute.StringValue == attr.StringValue``), so only a device without
+        the attribute is refused there."""
+        return self.minor >= 35
+
+    @property
     def allocator_skips_incomplete_pools(self) -> bool:
         """From 1.35 an ``ExactCount`` request takes no device of an incomplete pool (one whose slice
         count differs from ``resourceSliceCount``); through 1.34 it does (only ``All`` fails on one)."""

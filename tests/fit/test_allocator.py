@@ -287,3 +287,19 @@ def test_consumable_capacity_shares_one_device() -> None:
     assert quantity("10Gi", "x", "y") * 8 == quantity("80Gi", "x", "y")
     off = only(checked_fit(shares, inventory, "1.35"))
     assert not off.allocatable
+
+
+def test_distinct_attribute_refuses_repeats_from_1_35_only() -> None:
+    """The 1.34 scheduler bound such Pods (tests/controlplane oracle: its allocator compares value pointers)."""
+    devices = [{"name": f"d{i}", "attributes": {"model": {"string": "a"}}} for i in range(2)]
+    slices = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+        "devices": devices}}]
+    inventory = Inventory.from_slices(slices)
+    classes = {"any": DeviceClass("any", ())}
+    two = [claim("c", request("r", "any", count=2), constraints=[{"distinctAttribute": "gpu.nvidia.com/model"}])]
+    gates = {"DRAConsumableCapacity": True}
+    assert only(checked_fit(two, inventory, "1.34", classes=classes, gates=gates)).allocatable
+    assert not only(checked_fit(two, inventory, "1.37", classes=classes, gates=gates)).allocatable
+    lacking = [claim("c", request("r", "any", count=2), constraints=[{"distinctAttribute": "gpu.nvidia.com/rack"}])]
+    assert not only(checked_fit(lacking, inventory, "1.34", classes=classes, gates=gates)).allocatable

@@ -128,8 +128,9 @@ class _Alt:
 
 
 class _ConstraintState:
-    def __init__(self, constraint: Constraint) -> None:
+    def __init__(self, constraint: Constraint, compare_distinct: bool = True) -> None:
         self.constraint = constraint
+        self.compare_distinct = compare_distinct  # False: the 1.34 allocator (see Target)
         self.names = set(constraint.requests)
         self.value: Any = None
         self.count = 0
@@ -145,7 +146,7 @@ class _ConstraintState:
         if value is None:
             return False
         if self.constraint.distinct:
-            if self.seen[value]:
+            if self.seen[value] and self.compare_distinct:
                 return False
             self.seen[value] += 1
             return True
@@ -319,7 +320,8 @@ class _NodeSearch:
             if minimum > ALLOCATION_RESULTS_MAX_SIZE:
                 raise _Stop(f"claim {claim.name}: number of requested devices {minimum} exceeds the claim limit "
                             f"of {ALLOCATION_RESULTS_MAX_SIZE}")
-            self.constraints.append([_ConstraintState(c) for c in claim.constraints])
+            compare = self.a.target.distinct_attribute_compares_values
+            self.constraints.append([_ConstraintState(c, compare) for c in claim.constraints])
             for constraint in claim.constraints:
                 if constraint.distinct and not self.a.gate("DRAConsumableCapacity"):
                     raise _Stop(f"claim {claim.name}: distinctAttribute needs the DRAConsumableCapacity feature")
