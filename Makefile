@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup synth check-dist test lint unit imports check-imports bench audit-corpus clean controlplane controlplane-if-go
+.PHONY: setup synth check-dist test lint unit imports check-imports bench audit-corpus sanitizer-image clean controlplane controlplane-if-go
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ bench: setup
 # The real-world corpus (../shared/corpus/realworld, or DRA_CORPUS_DIR) against tests/guardrails/corpus_expectations.yaml.
 audit-corpus: setup
 	$(PY) scripts/audit_corpus.py
+
+# The sanitizer agent's base image (images/sanitizer) with docker, podman or buildah; says so where none.
+# SANITIZER_IMAGE=registry/dra-sanitizer-base:TAG, PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:..., SANITIZER_PUSH=1.
+sanitizer-image:
+	sh scripts/sanitizer_image.sh
 
 clean:
 	rm -rf $(VENV) .tools build

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Cost of the SanitizerDaemonSet: synthesis vs plain ApiObjects, zipapp build, ConfigMap headroom.
 
-- ``construct``: ``SanitizerDaemonSet(...)`` (config validation, zipapp build, RBAC, claim
-  template, hashes) plus ``app.synth_yaml()``;
-- ``plain``: the same 12 manifests, pre-rendered dicts written as ``cdk8s.ApiObject`` + one
+- ``construct``: ``SanitizerDaemonSet(...)`` (config validation, MIG mode and privilege, zipapp
+  build, RBAC, hashes) plus ``app.synth_yaml()``;
+- ``plain``: the same 9 manifests, pre-rendered dicts written as ``cdk8s.ApiObject`` + one
   ``JsonPatch.add`` each (the cheapest cdk8s route; nothing is validated or computed);
 - ``zipapp``: ``build_zipapp()`` alone (it runs inside ``construct``);
 - the ConfigMap payload against the 1 MiB API limit, and one offline checkov scan.

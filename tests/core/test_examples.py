@@ -32,13 +32,14 @@ class YamlSnapshot(SingleFileSnapshotExtension):
 
 
 def mask_runtime(text: str) -> str:
-    """Mask the sanitizer's embedded runtime (zipapp bytes, its hashes, the hashed ConfigMap name).
+    """Mask the sanitizer's embedded runtime (zipapp bytes, its hashes and the pod's copies, the ConfigMap name).
 
     The snapshot pins the manifests; ``tests/sanitizer_construct`` pins and runs the runtime they
     carry, and ``dist/`` (checked for staleness in CI) carries the exact bytes.
     """
     text = re.sub(r"(agent\.pyz: )\S+", r"\1<zipapp base64>", text)
     text = re.sub(r"(runtime-sha256: |config-sha256: )[0-9a-f]{64}", r"\1<sha256>", text)
+    text = re.sub(r"(name: DRA_SANITIZER_(?:RUNTIME|CONFIG)_SHA256\n\s+value: )[0-9a-f]{64}", r"\1<sha256>", text)
     return re.sub(r"(-runtime-)[0-9a-f]{8,}", r"\1<hash>", text)
 
 

@@ -59,7 +59,7 @@ def extract_bundle(docs: list[dict[str, Any]], folder: Path) -> tuple[Path, Path
                       and d["metadata"]["name"] == volume["configMap"]["name"])
     command = spec["containers"][0]["command"]
     mount = next(m["mountPath"] for m in spec["containers"][0]["volumeMounts"] if m["name"] == "runtime")
-    zipapp_name = Path(command[1]).relative_to(mount).as_posix()
+    zipapp_name = Path(next(c for c in command if c.endswith(".pyz"))).relative_to(mount).as_posix()
     config_name = Path(command[command.index("--config") + 1]).relative_to(mount).as_posix()
     zipapp = folder / zipapp_name
     zipapp.write_bytes(base64.b64decode(config_map["binaryData"][zipapp_name]))

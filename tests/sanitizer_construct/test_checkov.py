@@ -20,7 +20,7 @@ import yaml
 
 from dra_constructs.agent.config import AgentConfig
 from dra_constructs.constructs.sanitizer._agent_spec import agent_capabilities
-from dra_constructs.constructs.sanitizer._checkov import SUPPRESSIONS, suppressed_checks
+from dra_constructs.constructs.sanitizer._checkov import justification, suppressed_checks
 
 from .helpers import build
 
@@ -40,12 +40,15 @@ def _without_suppressions(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def scan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """file stem -> {"failed": [...], "skipped": [...]} for every variant, from one checkov run."""
     folder = tmp_path_factory.mktemp("checkov")
-    _, default = build("1.34")
+    _, default = build("1.34")  # MIG (the default shape): privileged
+    _, whole = build("1.34", mig_mode="off")  # whole GPUs: KILL + SYS_ADMIN only
     variants = {
         "default": default,
+        "whole-gpus": whole,
         "target-1-32": build("1.32")[1],
-        "unpinned": build("1.34", image_digest=None)[1],
+        "unpinned": build("1.34", mig_mode="off", image_digest=None, unpinned_image_reason="test")[1],
         "unsuppressed": _without_suppressions(default),
+        "whole-gpus-unsuppressed": _without_suppressions(whole),
     }
     for stem, docs in variants.items():
         (folder / f"{stem}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
@@ -71,19 +74,21 @@ def _ids(checks: list[dict[str, Any]]) -> list[str]:
 
 def test_no_failed_checks(scan: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
     assert _ids(scan["default"]["failed"]) == []
+    assert _ids(scan["whole-gpus"]["failed"]) == []
     assert _ids(scan["target-1-32"]["failed"]) == []
 
 
+@pytest.mark.parametrize(("variant", "privileged"), [("default", True), ("whole-gpus", False)])
 def test_each_suppression_is_a_real_finding_with_a_justification(
-        scan: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
-    skipped = scan["default"]["skipped"]
+        scan: dict[str, dict[str, list[dict[str, Any]]]], variant: str, privileged: bool) -> None:
+    skipped = scan[variant]["skipped"]
     # What the annotations suppress is exactly what checkov finds without them: none is idle.
-    assert _ids(skipped) == _ids(scan["unsuppressed"]["failed"])
-    assert set(_ids(skipped)) <= set(SUPPRESSIONS)
+    assert _ids(skipped) == _ids(scan[f"{variant}-unsuppressed" if variant != "default" else "unsuppressed"]["failed"])
     for check in skipped:
         assert check["resource"].startswith("DaemonSet.")
-        assert check["check_result"]["suppress_comment"] == SUPPRESSIONS[check["check_id"]]
-    assert _ids(skipped) == sorted(suppressed_checks(agent_capabilities(AgentConfig())))
+        assert check["check_result"]["suppress_comment"] == justification(check["check_id"])
+    capabilities = [] if privileged else agent_capabilities(AgentConfig())
+    assert _ids(skipped) == sorted(suppressed_checks(capabilities, privileged))
 
 
 def test_an_image_without_digest_is_reported_not_suppressed(

@@ -10,19 +10,14 @@ import yaml
 from dra_constructs import DraConstructsError
 from dra_constructs.agent import zipapp as zipapp_module
 from dra_constructs.agent.config import AgentConfig, load_config
-from dra_constructs.constructs.sanitizer._agent_spec import (
-    CLAIM_NAME,
-    NVIDIA_HEALTH_TAINT_KEYS,
-    agent_rules,
-    device_class_selector,
-)
-from dra_constructs.constructs.sanitizer.construct import RUNTIME_HASH_ANNOTATION
+from dra_constructs.constructs.sanitizer._agent_spec import agent_rules
+from dra_constructs.constructs.sanitizer.construct import RUNTIME_HASH_ANNOTATION, UNPINNED_IMAGE_ANNOTATION
 from dra_constructs.guardrails import SANITIZER_LABEL
 from dra_constructs.target import Target
 
 from .helpers import DIGEST, IMAGE, VERSIONS, agent_container, build, one, pod_spec
 
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +29,7 @@ def test_emits_every_object_the_agent_needs(docs_by_version: dict[str, list[dict
     kinds = sorted(d["kind"] for d in docs_by_version["1.34"])
     assert kinds == sorted([
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-        "DeviceClass", "ResourceClaimTemplate", "ConfigMap", "NetworkPolicy", "DaemonSet",
+        "ConfigMap", "NetworkPolicy", "DaemonSet",
     ])
 
 
@@ -46,20 +41,12 @@ def test_daemonset_carries_the_guardrails_sanitizer_label(docs_by_version: dict[
         assert daemon_set["spec"]["template"]["metadata"]["labels"][key] == value
 
 
-@pytest.mark.parametrize(("version", "labels"), [
-    ("1.32", {"resource.k8s.io/admin-access", "resource.kubernetes.io/admin-access"}),
-    ("1.33", {"resource.k8s.io/admin-access", "resource.kubernetes.io/admin-access"}),
-    ("1.34", {"resource.k8s.io/admin-access", "resource.kubernetes.io/admin-access"}),
-    ("1.35", {"resource.kubernetes.io/admin-access"}),
-])
-def test_namespace_has_the_admin_access_labels_of_the_target(version: str, labels: set[str]) -> None:
+@pytest.mark.parametrize("version", [*VERSIONS, "1.35"])
+def test_namespace_admits_privileged_pods_and_needs_no_admin_access_label(version: str) -> None:
     _, docs = build(version)
-    namespace = one(docs, "Namespace")["metadata"]
-    found = {k for k, v in namespace["labels"].items() if k.endswith("/admin-access") and v == "true"}
-    assert found == labels
-    assert namespace["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    # The admin claim lives in that namespace.
-    assert one(docs, "ResourceClaimTemplate")["metadata"]["namespace"] == namespace["name"]
+    labels = one(docs, "Namespace")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert not [k for k in labels if k.endswith("/admin-access")]  # no admin claim any more
 
 
 def test_rbac_is_exactly_the_agents_calls(docs_by_version: dict[str, list[dict[str, Any]]]) -> None:
@@ -84,9 +71,8 @@ def test_rbac_is_exactly_the_agents_calls(docs_by_version: dict[str, list[dict[s
         assert one(docs, "RoleBinding")["subjects"] == binding["subjects"]
 
 
-def test_pod_runs_with_host_pid_and_only_the_capabilities_it_needs(
-        docs_by_version: dict[str, list[dict[str, Any]]]) -> None:
-    docs = docs_by_version["1.34"]
+def test_pod_runs_with_host_pid_and_only_the_capabilities_it_needs() -> None:
+    _, docs = build("1.34", mig_mode="off")  # whole GPUs: the least-privilege pod
     spec = pod_spec(docs)
     assert spec["hostPID"] is True
     assert spec.get("hostNetwork") is None and spec.get("hostIPC") is None
@@ -110,7 +96,7 @@ def test_probes_requests_limits_and_writable_paths(docs_by_version: dict[str, li
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     assert set(container["resources"]["limits"]) == {"cpu", "memory"}
-    assert container["resources"]["claims"] == [{"name": CLAIM_NAME}]
+    assert "claims" not in container["resources"]
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert set(mounts) == {"/opt/dra-sanitizer", "/var/lib/dra-sanitizer", "/var/log/dra-sanitizer", "/tmp"}
     assert mounts["/opt/dra-sanitizer"]["readOnly"] is True
@@ -126,37 +112,6 @@ def test_evidence_inside_the_state_dir_is_one_mount() -> None:
     assert [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v] == ["/var/lib/gpu-barrier"]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_admin_claim_takes_every_nvidia_device_through_one_class(
-        version: str, docs_by_version: dict[str, list[dict[str, Any]]]) -> None:
-    docs = docs_by_version[version]
-    target = Target.parse(version)
-    template = one(docs, "ResourceClaimTemplate")
-    assert template["apiVersion"] == target.resource_api_version
-    [request] = template["spec"]["spec"]["devices"]["requests"]
-    body = request["exactly"] if target.wraps_requests_in_exactly else request
-    device_class = one(docs, "DeviceClass")
-    assert body["deviceClassName"] == device_class["metadata"]["name"]
-    assert body["allocationMode"] == "All" and body["adminAccess"] is True and "count" not in body
-    expression = device_class["spec"]["selectors"][0]["cel"]["expression"]
-    assert "type == 'gpu'" in expression and "type == 'mig'" in expression
-    if target.has_request_tolerations:
-        keys = [t["key"] for t in body["tolerations"]]
-        assert keys == [AgentConfig().taint_key, *NVIDIA_HEALTH_TAINT_KEYS]
-        assert all(t["operator"] == "Exists" and "effect" not in t for t in body["tolerations"])
-    else:
-        assert "tolerations" not in body  # 1.32 has no device taints
-    claim = pod_spec(docs)["resourceClaims"]
-    assert claim == [{"name": CLAIM_NAME, "resourceClaimTemplateName": template["metadata"]["name"]}]
-
-
-def test_device_tolerations_follow_the_configured_taint_key() -> None:
-    _, docs = build(config={"taint_key": "example.com/gpu-barrier"}, device_toleration_keys=["example.com/other"])
-    request = one(docs, "ResourceClaimTemplate")["spec"]["spec"]["devices"]["requests"][0]
-    keys = [t["key"] for t in request["exactly"]["tolerations"]]
-    assert keys[0] == "example.com/gpu-barrier" and keys[-1] == "example.com/other"
-
-
 def test_pinned_image_and_unpinned_image() -> None:
     _, pinned = build()
     container = agent_container(pinned)
@@ -164,9 +119,22 @@ def test_pinned_image_and_unpinned_image() -> None:
     assert container["imagePullPolicy"] == "IfNotPresent"
     _, inline = build(image=f"{IMAGE}@{DIGEST}", image_digest=None)
     assert agent_container(inline)["image"] == f"{IMAGE}@{DIGEST}"
-    _, unpinned = build(image_digest=None)
+    _, unpinned = build(image_digest=None, unpinned_image_reason=" kind test cluster, local registry ")
     assert agent_container(unpinned)["image"] == IMAGE
     assert agent_container(unpinned)["imagePullPolicy"] == "Always"
+    assert one(unpinned, "DaemonSet")["metadata"]["annotations"][UNPINNED_IMAGE_ANNOTATION] == (
+        "kind test cluster, local registry")
+    assert UNPINNED_IMAGE_ANNOTATION not in one(pinned, "DaemonSet")["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("image", [f"{IMAGE}", "registry.example.com/dra-sanitizer-base:latest",
+                                   "registry.example.com/dra-sanitizer-base"])
+def test_an_image_without_digest_is_refused_without_a_reason(image: str) -> None:
+    for reason in (None, "", "  "):
+        with pytest.raises(DraConstructsError) as error:
+            build(image=image, image_digest=None, unpinned_image_reason=reason)
+        assert error.value.field == "image_digest" and "not pinned" in error.value.problem
+        assert "unpinned_image_reason" in error.value.fix and "RepoDigests" in error.value.fix
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
@@ -182,6 +150,11 @@ def test_pinned_image_and_unpinned_image() -> None:
     ({"termination_grace_period_seconds": 0}, "termination_grace_period_seconds"),
     ({"api_server_ports": [0]}, "api_server_ports"),
     ({"kubernetes_version": "1.31"}, "kubernetesVersion"),
+    ({"unpinned_image_reason": "pinned anyway"}, "unpinned_image_reason"),
+    ({"mig_mode": "mixed"}, "mig_mode"),
+    ({"mig_mode": "dynamic", "kubernetes_version": "1.32"}, "mig_mode"),  # no partitionable devices on 1.32
+    ({"mig_mode": "static", "config": {"dynamic_mig": True}}, "config.dynamic_mig"),
+    ({"runtime_class_name": "Not A Class"}, "runtime_class_name"),
 ])
 def test_bad_construct_input_names_the_field(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(DraConstructsError) as error:
@@ -268,11 +241,9 @@ def test_in_a_namespaced_chart_cluster_objects_stay_cluster_scoped() -> None:
 
 
 def test_existing_namespace_and_no_network_policy() -> None:
-    sanitizer, docs = build(create_namespace=False, network_policy=False, namespace="kube-system")
+    _, docs = build(create_namespace=False, network_policy=False, namespace="kube-system")
     kinds = {d["kind"] for d in docs}
     assert "Namespace" not in kinds and "NetworkPolicy" not in kinds
-    assert sanitizer.admin_access_labels == {"resource.k8s.io/admin-access": "true",
-                                             "resource.kubernetes.io/admin-access": "true"}
     assert one(docs, "DaemonSet")["metadata"]["namespace"] == "kube-system"
 
 
@@ -283,29 +254,6 @@ def test_network_policy_allows_metrics_in_and_the_api_server_out() -> None:
     assert policy["podSelector"]["matchLabels"] == one(docs, "DaemonSet")["spec"]["selector"]["matchLabels"]
     assert {p["port"] for rule in policy["egress"] for p in rule["ports"]} == {8443}
     assert {p["port"] for rule in policy["ingress"] for p in rule["ports"]} == {9402}
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_device_class_selector_passes_the_api_server_checks(version: str) -> None:
-    from dra_constructs.cel import check
-
-    result = check(device_class_selector(), Target.parse(version))
-    assert result.verdict == "OK", result.error
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_device_class_matches_exactly_the_nvidia_gpu_and_mig_devices(version: str) -> None:
-    from dra_constructs.catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, DEVICE_CLASS_SELECTORS
-    from dra_constructs.cel import match_devices
-    from dra_constructs.selector_checks import catalog_inventory
-
-    devices = catalog_inventory()
-    ours = match_devices([device_class_selector()], [], devices, version)
-    gpu = match_devices([DEVICE_CLASS_SELECTORS[DEVICE_CLASS_GPU]], [], devices, version)
-    mig = match_devices([DEVICE_CLASS_SELECTORS[DEVICE_CLASS_MIG]], [], devices, version)
-    assert not [d for d, v in ours.items() if isinstance(v, str)], "no run-time errors on any device"
-    assert ours == {d: gpu[d] is True or mig[d] is True for d in ours}
-    assert any(gpu[d] is True for d in ours) and any(mig[d] is True for d in ours)
 
 
 def test_user_labels_cannot_override_the_selector_or_the_component_label() -> None:

@@ -1,10 +1,12 @@
-"""The agent image (images/sanitizer) installs every third-party package the zipapp imports."""
+"""The agent image (images/sanitizer): every third-party import installed; ``make sanitizer-image``."""
 
 from __future__ import annotations
 
 import ast
 import io
 import re
+import shutil
+import subprocess
 import sys
 import zipfile
 from importlib.metadata import packages_distributions
@@ -52,3 +54,68 @@ def test_dockerfile_installs_the_requirements_and_bakes_no_agent_code() -> None:
     dockerfile = (IMAGE_DIR / "Dockerfile").read_text()
     assert "-r /tmp/requirements.txt" in dockerfile
     assert "dra_constructs" not in dockerfile and "pip install ." not in dockerfile
+
+
+# --- make sanitizer-image ------------------------------------------------------------------------
+
+ROOT = IMAGE_DIR.parents[1]
+
+
+def _make(tmp_path: Path, path: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([shutil.which("make") or "make", "-s", "sanitizer-image"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False, env={"PATH": path, "HOME": str(tmp_path), **env})
+
+
+def _only(tmp_path: Path, *tools: str) -> str:
+    """A PATH with only these tools (no container builder, whatever this machine has installed)."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for tool in tools:
+        found = shutil.which(tool)
+        assert found, f"{tool} is needed to run make"
+        (folder / tool).symlink_to(found)
+    return str(folder)
+
+
+def test_make_sanitizer_image_says_so_where_no_builder_exists(tmp_path: Path) -> None:
+    result = _make(tmp_path, _only(tmp_path, "make", "sh"))
+    assert result.returncode != 0
+    assert "no container builder found (docker, podman or buildah" in result.stderr
+
+
+def _fake_builder(tmp_path: Path, name: str) -> Path:
+    """A recording stand-in for docker/podman (argv per call; push writes a digest like the real ones)."""
+    log = tmp_path / "calls"
+    fake = tmp_path / "fake" / name
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        'if [ "$1" = inspect ]; then echo "registry.example.com/x@sha256:' + "ab" * 32 + '"; fi\n'
+        'if [ "$1" = push ] && [ "$2" = --digestfile ]; then echo "sha256:' + "cd" * 32 + '" > "$3"; fi\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def test_make_sanitizer_image_builds_the_dockerfile_with_the_builder_found(tmp_path: Path) -> None:
+    fake = _fake_builder(tmp_path, "docker")
+    path = _only(tmp_path, "make", "sh")
+    result = _make(tmp_path, f"{fake.parent}:{path}", SANITIZER_IMAGE="registry.example.com/x:1",
+                   PYTHON_IMAGE="python:3.11-slim-bookworm@sha256:" + "0" * 64, SANITIZER_PUSH="1")
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0] == ("build --tag registry.example.com/x:1 --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@"
+                        f"sha256:{'0' * 64} {IMAGE_DIR}")
+    assert calls[1:] == ["push registry.example.com/x:1",
+                         "inspect --format {{index .RepoDigests 0}} registry.example.com/x:1"]
+    assert f"pushed: registry.example.com/x@sha256:{'ab' * 32}" in result.stdout
+
+
+def test_make_sanitizer_image_with_podman_reads_the_pushed_digest(tmp_path: Path) -> None:
+    fake = _fake_builder(tmp_path, "podman")
+    result = _make(tmp_path, f"{fake.parent}:{_only(tmp_path, 'make', 'sh', 'rm')}", SANITIZER_PUSH="1")
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0] == f"build --tag dra-sanitizer-base:dev {IMAGE_DIR}"
+    assert calls[1].startswith("push --digestfile ") and calls[1].endswith(" dra-sanitizer-base:dev")
+    assert f"pushed: sha256:{'cd' * 32}" in result.stdout

@@ -19,7 +19,7 @@ import yaml
 
 from dra_constructs.agent.zipapp import build_zipapp
 
-from .helpers import build, extract_bundle
+from .helpers import agent_container, build, extract_bundle
 
 SIMULATED = {"gpus": 1, "mig_slices_per_gpu": 2}
 
@@ -100,3 +100,41 @@ def test_the_agent_rejects_a_broken_config_at_start(synthesized: list[dict[str, 
                  "--device", "gpu-0-mig-1g10gb-19-0", cwd=tmp_path)
     assert result.returncode == 2
     assert "coverage_threshold" in result.stderr and "Traceback" not in result.stderr
+
+
+def pod_command(docs: list[dict[str, Any]], zipapp: Path, *args: str, env: dict[str, str] | None = None,
+                cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The container's own command line (verify bootstrap included) with its env, on the extracted files."""
+    container = agent_container(docs)
+    command = container["command"]
+    at = next(i for i, c in enumerate(command) if c.endswith(".pyz"))
+    pinned = {e["name"]: e["value"] for e in container["env"] if e["name"].endswith("_SHA256")}
+    return subprocess.run([sys.executable, *command[1:at], str(zipapp), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=60, check=False, env={"PATH": "/usr/bin:/bin", **(
+                              pinned if env is None else env)})
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")  # the swapped __main__.py shadows the real one
+def test_the_pod_verifies_the_mounted_code_and_config_before_it_runs(
+        synthesized: list[dict[str, Any]], tmp_path: Path) -> None:
+    zipapp, config = extract_bundle(synthesized, tmp_path)
+    args = ("simulate", "--devices", "2", "--cycles", "1", "--seed", "3")
+    result = pod_command(synthesized, zipapp, *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["dirty_releases"] == 0
+    # Another zipapp in the ConfigMap (same size, still a valid archive): refused before any of it runs.
+    original = zipapp.read_bytes()
+    marker = tmp_path / "ran"
+    with zipfile.ZipFile(zipapp, "a") as archive:
+        archive.writestr("__main__.py", f"open({str(marker)!r}, 'w').write('swapped code ran')\n")
+    result = pod_command(synthesized, zipapp, *args, cwd=tmp_path)
+    assert result.returncode == 1 and not marker.exists()
+    assert "refusing to start: agent.pyz has sha256" in result.stderr and "Traceback" not in result.stderr
+    zipapp.write_bytes(original)
+    # A changed configuration (e.g. a weaker quarantine policy) is refused too.
+    config.write_text(config.read_text().replace("taint-and-prohibit", "taint-only"))
+    result = pod_command(synthesized, zipapp, *args, cwd=tmp_path)
+    assert result.returncode == 1 and "config.yaml has sha256" in result.stderr
+    # Without the pinned hashes (env stripped) nothing runs either.
+    result = pod_command(synthesized, zipapp, *args, env={}, cwd=tmp_path)
+    assert result.returncode == 1 and "refusing to start" in result.stderr

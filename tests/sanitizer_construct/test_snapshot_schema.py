@@ -1,7 +1,8 @@
 """Snapshots (YAML, one file per target) and strict schema validation for 1.32, 1.33 and 1.34.
 
 The runtime zipapp changes with every edit of the agent's code, so the snapshot shows its hash
-and size as placeholders (the ConfigMap name and the pod annotation carry it too); that the
+and size as placeholders (the ConfigMap name, the pod annotation and the env var the pod checks
+the mounted zipapp against carry it too); that the
 hash follows the bytes is tested in test_construct.py and test_runtime_carried.py.
 """
 
@@ -17,6 +18,7 @@ import yaml
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from dra_constructs.constructs.sanitizer._agent_spec import RUNTIME_SHA_ENV
 from dra_constructs.constructs.sanitizer.construct import RUNTIME_HASH_ANNOTATION
 from dra_constructs.target import Target
 
@@ -53,6 +55,9 @@ def normalized(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     daemon_set = next(d for d in out if d["kind"] == "DaemonSet")
     template = daemon_set["spec"]["template"]
     template["metadata"]["annotations"][RUNTIME_HASH_ANNOTATION] = "<sha256 of the zipapp>"
+    for entry in template["spec"]["containers"][0]["env"]:
+        if entry["name"] == RUNTIME_SHA_ENV:
+            entry["value"] = "<sha256 of the zipapp>"
     for volume in template["spec"]["volumes"]:
         if volume.get("configMap", {}).get("name") == old_name:
             volume["configMap"]["name"] = new_name

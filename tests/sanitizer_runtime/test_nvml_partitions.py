@@ -83,6 +83,9 @@ class FakeNvml:
     def nvmlDeviceGetMinorNumber(self, gpu: str) -> int:
         return 0
 
+    def nvmlDeviceGetCudaComputeCapability(self, gpu: str) -> tuple[int, int]:
+        return (8, 0)  # A100: Ampere, the driver publishes no whole-GPU device beside the placements
+
     def nvmlDeviceGetUUID(self, handle: Any) -> bytes:
         return b"GPU-x" if handle == "gpu" else f"MIG-{handle[1]}".encode()
 

@@ -37,7 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from dra_constructs.agent.backends.base import BackendError, ComputeMode
+from dra_constructs.agent.backends.base import BackendError
 from dra_constructs.agent.clock import Clock, RealClock
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.kube import ApiError, Tenant, allocated_devices
@@ -100,7 +100,9 @@ class Agent:
 
     def ready(self) -> bool:
         """Startup recovery done and (with an API) the claims listed once."""
-        return self._started.is_set() and (self.rt.kube is None or self._listed.is_set())
+        mig = self.rt.barrier.deps.mig_access  # DynamicMIG without MIG management: not ready (said once)
+        return self._started.is_set() and (self.rt.kube is None or self._listed.is_set()) and (
+            mig is None or mig.problem is None)
 
     # --- barrier scheduling -----------------------------------------------------------------
 
@@ -193,11 +195,9 @@ class Agent:
             if state.phase in (Phase.RELEASING, Phase.QUARANTINED):
                 self.submit(name, partial(self.rt.barrier.recover, info))  # finishes or re-guards; kills nobody
             elif state.phase not in (Phase.CLEAN, Phase.ALLOCATED, Phase.UNKNOWN):
-                # Cut off mid-barrier: nobody may create a context until the barrier can run again.
-                try:
-                    self.rt.barrier.deps.nvml.set_compute_mode(info, ComputeMode.PROHIBITED)
-                except BackendError as error:
-                    _LOG.warning("%s: cannot re-apply PROHIBITED while the API is unknown: %s", name, error)
+                # Cut off mid-barrier: nobody may create a context until the barrier can run again
+                # (a DynamicMIG placement: on its real instance, if one exists).
+                self.rt.barrier.prohibit(info, "re-guard while the API is unknown")
         self._guard_unknown_locally()
         _LOG.error("claims unknown (API unreachable): every guard is kept, no barrier runs, nothing is "
                    "killed; retrying")

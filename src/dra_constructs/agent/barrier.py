@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import logging
 import signal
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -34,9 +33,11 @@ from dra_constructs.agent.clock import Clock
 from dra_constructs.agent.config import AgentConfig, PartitionReset, QuarantinePolicy
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceRecord, EvidenceWriter
+from dra_constructs.agent.gpulock import GpuLock, GpuLocks
 from dra_constructs.agent.guard import Guard, GuardError
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.metrics import Metrics
+from dra_constructs.agent.migaccess import MIG_UNMANAGEABLE, MigAccess
 from dra_constructs.agent.policy import ContextsRemaining, PreemptionPolicy
 from dra_constructs.agent.state import DeviceState, Phase, ResetRecord, StateStore, VerifyFigures
 
@@ -48,21 +49,31 @@ _LOG = logging.getLogger("dra_sanitizer.barrier")
 CRASH_POINTS: tuple[str, ...] = (
     "guard", "drain", "drain-signalled", "drain-killed", "verify-contexts", "fill", "fill-opened",
     "filled", "verify", "verified", "releasing", "release-mode", "release-untainted", "quarantine",
-    "quarantine-mode", "quarantine-tainted", "resetting", "reset-destroyed", "reset-created", "transient-created",
-    "transient-destroyed",
+    "quarantine-mode", "quarantine-tainted", "resetting", "reset-destroyed", "reset-created", "transient-intent",
+    "transient-created", "transient-destroyed",
 )
 
 #: Reason prefix of a device quarantined by a claim's ``onContextsRemaining: Quarantine`` policy:
 #: the agent itself sanitizes it once NVML reports zero contexts (no operator needed).
 AWAITING_ZERO_CONTEXTS = "awaiting zero contexts"
 
+#: Reason prefix of a DynamicMIG quarantine whose fill did not count because the transient
+#: instance vanished under it (the kubelet plugin destroys instances it did not create when it
+#: starts): the agent's tick runs the barrier again, the placement stays guarded meanwhile.
+TRANSIENT_VANISHED = "transient instance vanished"
+
 
 _AFTER_DRAIN = "after the drain"
+_GI_CREATE = "nvmlDeviceCreateGpuInstanceWithPlacement"
 _SAME_RECOVERY_AS_GUARD = frozenset({Phase.DRAIN, Phase.VERIFY_CONTEXTS, Phase.FILL, Phase.VERIFY})
 
 
 class BarrierFailure(Exception):
     """The device could not be proven clean; the message is the quarantine reason."""
+
+
+class _Deferred(BarrierFailure):
+    """DynamicMIG: the agent cannot manage MIG; the placement stays guarded, said once node-wide."""
 
 
 @dataclass
@@ -84,6 +95,8 @@ class BarrierDeps:
     partitions: PartitionBackend | None = None
     #: The current info of every device by name (a cold reset changes a MIG device's UUID).
     inventory: dict[str, DeviceInfo] = field(default_factory=dict)
+    #: DynamicMIG: whether this process can create/destroy MIG instances (None: assumed it can).
+    mig_access: MigAccess | None = None
 
 
 class _Cycle:
@@ -149,19 +162,18 @@ class Barrier:
 
     def __init__(self, deps: BarrierDeps) -> None:
         self.deps = deps
-        self._parent_locks: dict[str, threading.RLock] = {}
-        self._locks_lock = threading.Lock()
+        self._gpu_locks = GpuLocks(deps.store.root / "locks")
 
-    def _parent_lock(self, device: DeviceInfo) -> threading.RLock | None:
-        """DynamicMIG: one barrier or recovery at a time per GPU (overlapping placements share memory slices).
+    def _parent_lock(self, device: DeviceInfo) -> GpuLock | None:
+        """DynamicMIG: the lock of the GPU a barrier on ``device`` takes (None: no per-GPU lock).
 
-        Reentrant: a recovery holds it and may run the whole barrier. Taken before the
-        per-device file lock, everywhere.
+        One barrier or recovery at a time per GPU, node-wide (overlapping placements and the
+        whole GPU share memory slices; see :mod:`.gpulock`). Reentrant: a recovery holds it and
+        may run the whole barrier. Taken before the per-device file lock, everywhere.
         """
-        if not device.dynamic or device.parent_uuid is None:
+        if not device.dynamic:
             return None
-        with self._locks_lock:
-            return self._parent_locks.setdefault(device.parent_uuid, threading.RLock())
+        return self._gpu_locks.get(device.gpu_uuid)
 
     @contextlib.contextmanager
     def _one_per_gpu(self, device: DeviceInfo) -> Iterator[None]:
@@ -226,33 +238,56 @@ class Barrier:
                 if device.dynamic and self.deps.partitions is not None:
                     # DynamicMIG: what is at the placement now (the transient may be gone already:
                     # killed between its destroy and the state write); a placeholder UUID has no handle.
-                    found = self.deps.partitions.instance(device)
+                    found = self._current(device)
+                    if found is None and not device.whole_gpu and not self._mig_enabled(device):
+                        found = self._whole_gpu_free(device)  # it was filled as the whole GPU: DEFAULT back
                     cycle.target = found
-                    if found is not None and found.uuid == state.transient_uuid:
+                    if found is not None and (found.uuid == state.transient_uuid or state.transient_pending):
                         cycle.transient = found
                 return self._finish(cycle, self._release(cycle))
         if state.phase is Phase.QUARANTINED:
             clock = self.deps.clock_for(device.name)
             if self.deps.config.quarantine_policy is QuarantinePolicy.TAINT_AND_PROHIBIT:
-                try:
-                    self.deps.nvml.set_compute_mode(device, ComputeMode.PROHIBITED)
-                except BackendError as error:
-                    _LOG.warning("%s: cannot re-apply PROHIBITED: %s", device.name, error)
+                self.prohibit(device, "re-apply the quarantine guard")
             try:
                 self.deps.guard.taint(device.name, "quarantined", clock, state.reason)
             except GuardError as error:
                 _LOG.warning("%s: cannot re-apply quarantine taint: %s", device.name, error)
             if (state.reason or "").startswith(AWAITING_ZERO_CONTEXTS) and self._no_contexts(device):
                 return self.run(device, "zero-contexts")  # the claim's policy: sanitize once they are gone
+            if (state.reason or "").startswith(TRANSIENT_VANISHED):
+                return self.run(device, "rerun")  # the fill did not count: do it again
+            if (state.reason or "").startswith(MIG_UNMANAGEABLE) and (
+                    self.deps.mig_access is None or self.deps.mig_access.problem is None):
+                return self.run(device, "mig-management-available")
         return None
 
     def _no_contexts(self, device: DeviceInfo) -> bool:
-        """True if NVML lists no process on the device (an error: False, keep waiting)."""
+        """True if NVML lists no process on the device (an error: False, keep waiting).
+
+        DynamicMIG: the processes of the instance at the placement now (none there: no context).
+        """
         try:
-            pids = self.deps.nvml.processes(device)
+            target = self._current(device)
+            if target is None:
+                return True
+            pids = self.deps.nvml.processes(target)
         except BackendError:
             return False
         return not [p for p in pids if p not in self.deps.own_pids]
+
+    def prohibit(self, device: DeviceInfo, why: str) -> bool:
+        """Compute mode PROHIBITED on the hardware at ``device`` now (a DynamicMIG placement: its real
+        instance, never the placeholder UUID). True if set, or if no instance exists (nothing to guard)."""
+        try:
+            target = self._current(device)
+            if target is None:
+                return True
+            self.deps.nvml.set_compute_mode(target, ComputeMode.PROHIBITED)
+            return True
+        except BackendError as error:
+            _LOG.warning("%s: cannot set PROHIBITED (%s): %s", device.name, why, error)
+            return False
 
     def mark_allocated(self, device: DeviceInfo, tenant: Tenant) -> None:
         """A claim now holds the device: guard it for the moment it is released."""
@@ -338,7 +373,10 @@ class Barrier:
         return True
 
     def _current(self, device: DeviceInfo) -> DeviceInfo | None:
-        """The hardware to set a compute mode on: the device, or a DynamicMIG placement's instance (or None)."""
+        """The hardware to set a compute mode on: the device, or a DynamicMIG placement's instance (or None).
+
+        DynamicMIG's whole GPU ``gpu-N`` with MIG mode off is the GPU itself (see :meth:`_instance`).
+        """
         if device.dynamic and self.deps.partitions is not None:
             return self.deps.partitions.instance(device)
         return device
@@ -347,10 +385,8 @@ class Barrier:
         """The last pod using the device is terminating: without taints, refuse new contexts now."""
         if self.deps.guard.has_taints:
             return
-        try:
-            self.deps.nvml.set_compute_mode(device, ComputeMode.PROHIBITED)
-        except BackendError as error:
-            _LOG.error("%s: no taint API and compute mode PROHIBITED failed: %s", device.name, error)
+        if not self.prohibit(device, "tenant leaving"):
+            _LOG.error("%s: no taint API and compute mode PROHIBITED failed", device.name)
 
     def operator_release(self, device: DeviceInfo, reason: str, operator: str) -> EvidenceRecord:
         """An operator releases a quarantined device: logged, then a full barrier must pass."""
@@ -421,8 +457,10 @@ class Barrier:
             c.enter(Phase.RELEASING)
             c.record.result = "released"
             return self._finish(c, self._release(c))
+        except _Deferred as deferred:
+            return self._defer(c, str(deferred), session)
         except (BarrierFailure, BackendError, GuardError) as error:
-            return self._quarantine(c, str(error), session)
+            return self._quarantine(c, self._vanished(c, str(error)), session)
         except Exception as error:  # a bug must not release a device: fail closed
             _LOG.exception("%s: internal error in the barrier", c.device.name)
             return self._quarantine(c, f"internal error: {type(error).__name__}: {error}", session)
@@ -433,33 +471,158 @@ class Barrier:
     # --- partitions: DynamicMIG and cold reset ----------------------------------------------
 
     def _instance(self, c: _Cycle) -> DeviceInfo | None:
-        """The hardware at the device now: itself, its current MIG instance, or None (no instance)."""
+        """The hardware at the device now: itself, its current MIG instance, or None (no instance).
+
+        DynamicMIG: an instance the agent made (``transient_uuid``, or any found while
+        ``transient_pending`` says a create was under way when a crash cut it off) is its own
+        transient, destroyed at the release; its own GPU instance without a compute instance (a
+        create cut off half-way) is destroyed now. MIG mode off on the GPU (Hopper+: the driver
+        turns it off when its last instance goes): see :meth:`_mig_off_target`.
+        """
         parts = self.deps.partitions
         if parts is None or not (c.device.dynamic or (c.device.is_mig and c.resuming_reset)):
             return c.device  # static devices: no extra NVML calls unless a reset was cut off
+        if c.device.dynamic and not self._mig_enabled(c.device):
+            return self._mig_off_target(c)
         found = parts.instance(c.device)
-        if found is not None and c.state.transient_uuid == found.uuid:
+        ours = c.state.transient_uuid == (found.uuid if found else None) or c.state.transient_pending
+        if found is not None and (ours if c.device.dynamic else c.state.transient_uuid == found.uuid):
             c.transient = found  # ours, from a cycle cut off by a crash: destroyed at the release
+        if found is None and c.device.dynamic and self._half_made(c.device):
+            if not c.state.transient_pending:
+                raise BarrierFailure("a GPU instance without a compute instance is at the placement and the agent "
+                                     "did not create it (the DRA driver preparing a claim?): not touched")
+            c.record.warnings.append("destroyed the agent's own GPU instance left without a compute instance")
+            parts.destroy(c.device)
+            c.state.transient_pending = False
+            self.deps.store.save(c.state)
         if found is not None and not c.device.dynamic and found.uuid != c.device.uuid:
             self._rekey(c, found)  # recreated (a reset finished before a crash)
         return found
 
+    def _mig_enabled(self, device: DeviceInfo) -> bool:
+        check = getattr(self.deps.partitions, "mig_enabled", None)
+        return True if check is None else bool(check(device))
+
+    def _half_made(self, device: DeviceInfo) -> bool:
+        """A GPU instance at the placement that has no compute instance (no MIG device handle)."""
+        check = getattr(self.deps.partitions, "gpu_instance_exists", None)
+        return False if check is None else bool(check(device))
+
+    def _mig_off_target(self, c: _Cycle) -> DeviceInfo:
+        """MIG mode is off: the GPU is one device; the placement's memory is the whole GPU's.
+
+        ``gpu-N`` itself: the GPU. A placement: the whole GPU is filled (it holds the placement's
+        slices), unless a claim holds ``gpu-N``: then its tenant owns that memory now, nothing is
+        filled or killed, and the placement is quarantined (the whole GPU's own barrier covers it).
+        """
+        if c.device.whole_gpu:
+            return c.device
+        whole = self._whole_gpu(c.device)
+        if whole is None:
+            raise BarrierFailure("MIG mode is off on the GPU and the agent knows no whole-GPU device to fill")
+        held = self.deps.store.load(whole.name, whole.uuid)
+        if held.phase is Phase.ALLOCATED:
+            raise BarrierFailure(f"MIG mode is off and the whole GPU {whole.name} is held by claim {held.claim}: "
+                                 "the placement's memory is that tenant's now; nothing filled, nobody killed")
+        c.record.warnings.append(f"MIG mode off: the whole GPU {whole.name} is filled for this placement")
+        return whole
+
+    def _whole_gpu(self, device: DeviceInfo) -> DeviceInfo | None:
+        return next((d for d in self.deps.inventory.values() if d.whole_gpu and d.gpu_uuid == device.gpu_uuid), None)
+
+    def _whole_gpu_free(self, device: DeviceInfo) -> DeviceInfo | None:
+        """The whole GPU of ``device`` if no claim holds it (None otherwise, or if there is none)."""
+        whole = self._whole_gpu(device)
+        if whole is None or self.deps.store.load(whole.name, whole.uuid).phase is Phase.ALLOCATED:
+            return None
+        return whole
+
     def _create_transient(self, c: _Cycle) -> None:
-        """No instance at the placement: create one to fill (DynamicMIG), or recreate a lost static one."""
+        """No instance at the placement: create one to fill (DynamicMIG), or recreate a lost static one.
+
+        DynamicMIG: the intent is saved durably before the create (``transient_pending``), the
+        UUID right after it, before anything else can fail or be killed; a create that fails
+        looks again: an instance the DRA driver created meanwhile (the next claim's prepare) is
+        the quarantine's target, so the guard lands on it; NO_PERMISSION defers (see
+        :mod:`.migaccess`).
+        """
         parts = self.deps.partitions
         if parts is None:
             raise BarrierFailure("no MIG instance at the placement and no partition backend to create one")
-        created = parts.create(c.device)
+        if c.device.dynamic:
+            access = self.deps.mig_access
+            if access is not None and access.problem is not None:
+                raise _Deferred(f"{MIG_UNMANAGEABLE}: {access.problem}")
+            c.state.transient_pending = True
+            self.deps.store.save(c.state)
+            c.crash("transient-intent")
+        try:
+            created = parts.create(c.device)
+        except BackendError as error:
+            if c.device.dynamic:
+                self._create_failed(c, error)
+            raise
         c.target = created
-        c.set_mode(ComputeMode.PROHIBITED)  # a new instance starts in DEFAULT
         if c.device.dynamic:
             c.transient = created
             c.record.transient_instance = created.uuid
-            c.state.transient_uuid = created.uuid
+            c.state.transient_uuid, c.state.transient_pending = created.uuid, False
             self.deps.store.save(c.state)
         else:
             self._rekey(c, created)
+        c.set_mode(ComputeMode.PROHIBITED)  # a new instance starts in DEFAULT
         c.crash("transient-created")
+
+    def _create_failed(self, c: _Cycle, error: BackendError) -> None:
+        """The transient create failed: what is at the placement now decides the quarantine's target."""
+        parts = self.deps.partitions
+        assert parts is not None
+        # Our own GI exists only if its create passed (the CI create failed, and so did the cleanup).
+        own_gi = error.op != _GI_CREATE
+        if "NO_PERMISSION" in str(error).upper().replace(" ", "_") or "Insufficient Permissions" in str(error):
+            c.state.transient_pending = own_gi and self._half_made(c.device)
+            self.deps.store.save(c.state)
+            if self.deps.mig_access is not None:
+                self.deps.mig_access.refused(f"NVML refused to create a GPU instance ({error})")
+                raise _Deferred(f"{MIG_UNMANAGEABLE}: NVML refused to create a GPU instance ({error})") from error
+            return
+        found = parts.instance(c.device)
+        c.state.transient_pending = own_gi and found is None and self._half_made(c.device)  # destroyed next time
+        self.deps.store.save(c.state)
+        if found is not None:
+            c.target = found  # the quarantine guards it (PROHIBITED on its real UUID)
+            raise BarrierFailure(
+                f"an instance appeared at the placement during the barrier ({found.uuid}: the DRA driver prepared "
+                f"the next claim) before the fill; its memory was never sanitized: guarded, nothing killed "
+                f"({error})") from error
+
+    def _vanished(self, c: _Cycle, reason: str) -> str:
+        """A failure: did the transient vanish (kubelet plugin restart)? DynamicMIG: guard what is there now.
+
+        Without a transient, an instance found at the placement (the DRA driver prepared the next
+        claim meanwhile) becomes the quarantine's target, so its guard lands on the real UUID.
+        """
+        parts = self.deps.partitions
+        if not c.device.dynamic or parts is None:
+            return reason
+        if c.transient is None:
+            with contextlib.suppress(BackendError):
+                found = parts.instance(c.device) if self._mig_enabled(c.device) else None
+                if found is not None:
+                    c.target = found
+            return reason
+        try:
+            found = parts.instance(c.device)
+        except BackendError:
+            return reason
+        if found is not None and found.uuid == c.transient.uuid:
+            return reason
+        gone = c.transient.uuid
+        c.transient, c.target = None, found  # not ours any more; whatever is there now gets the guard
+        c.state.transient_uuid, c.state.transient_pending = None, False
+        return (f"{TRANSIENT_VANISHED} ({gone}; the GPU kubelet plugin destroys instances it did not create "
+                f"when it starts): the fill does not count, the barrier runs again ({reason})")
 
     def _reset_type(self, c: _Cycle) -> str | None:
         """The cold reset this release needs (config or the claim's policy), or None."""
@@ -725,6 +888,22 @@ class Barrier:
             c.record.warnings.append(f"quarantine taint failed (retried by the agent): {error}")
         c.crash("quarantine-tainted")
         self.deps.guard.event(c.device.name, "DeviceQuarantined", reason, c.clock)
+        return self._finish(c, c.record)
+
+    def _defer(self, c: _Cycle, reason: str, session: ScrubSession | None) -> EvidenceRecord:
+        """DynamicMIG without MIG management: guarded (quarantine taint), no per-device Event, retried
+        once the agent can manage MIG (:mod:`.migaccess` said so node-wide, once)."""
+        _LOG.warning("%s stays guarded: %s", c.device.name, reason)
+        c.state.reason = reason
+        c.enter(Phase.QUARANTINED, point="quarantine")
+        if session is not None:
+            session.close()
+        c.record.result, c.record.reason = "deferred", reason
+        try:
+            if not self.deps.guard.taint(c.device.name, "quarantined", c.clock, reason):
+                c.record.warnings.append(f"guard taint: {self.deps.guard.describe(c.device.name)}")
+        except GuardError as error:
+            c.record.warnings.append(f"guard taint failed (retried by the agent): {error}")
         return self._finish(c, c.record)
 
     def _finish(self, c: _Cycle, record: EvidenceRecord) -> EvidenceRecord:

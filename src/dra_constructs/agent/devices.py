@@ -113,15 +113,23 @@ class DeviceInfo:
     placement: tuple[int, int, int] | None = None
     #: DynamicMIG: the DRA driver creates the instance at prepare and destroys it at unprepare.
     dynamic: bool = False
+    #: DynamicMIG: the whole GPU ``gpu-N`` the driver publishes beside the placements (Hopper and
+    #: newer); ``placement`` then spans every memory slice (the full-size GPU-instance profile).
+    whole_gpu: bool = False
 
     @property
     def is_mig(self) -> bool:
         """True for a MIG device (its CUDA context must be created through its MIG UUID)."""
         return self.parent_uuid is not None
 
+    @property
+    def gpu_uuid(self) -> str:
+        """The physical GPU's UUID (the parent of a MIG device, the device itself otherwise)."""
+        return self.parent_uuid or self.uuid
+
     def overlaps(self, other: DeviceInfo) -> bool:
-        """Same parent GPU and intersecting memory slices (placements of one partitionable GPU)."""
-        if self.placement is None or other.placement is None or self.parent_uuid != other.parent_uuid:
+        """Same physical GPU and intersecting memory slices (placements of one partitionable GPU)."""
+        if self.placement is None or other.placement is None or self.gpu_uuid != other.gpu_uuid:
             return False
         _, start, size = self.placement
         _, other_start, other_size = other.placement

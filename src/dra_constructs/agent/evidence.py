@@ -60,7 +60,7 @@ class EvidenceRecord(BaseModel):
     compute_mode_guard: bool | None = Field(default=None, description="PROHIBITED/EXCLUSIVE set OK.")
     taint: str | None = Field(default=None, description="The guard in place, or why there is none.")
     scrub_on_free_disabled: bool | None = None
-    result: Literal["released", "quarantined", "interrupted", "operator-release"] = "interrupted"
+    result: Literal["released", "quarantined", "interrupted", "operator-release", "deferred"] = "interrupted"
     reason: str | None = None
     operator: str | None = None
     warnings: list[str] = Field(default_factory=list)

@@ -39,6 +39,10 @@ class Metrics:
         self.enumeration_errors = Counter(
             "dra_sanitizer_enumeration_errors", "Device enumeration errors (NVML), per enumeration.",
             registry=self.registry)
+        self.mig_management_unavailable = Gauge(
+            "dra_sanitizer_mig_management_unavailable",
+            "1 if the agent cannot create/destroy MIG instances (DynamicMIG placements stay guarded: alert).",
+            registry=self.registry)
         self.api_unknown = Gauge(
             "dra_sanitizer_api_state_unknown", "1 while the claims could not be listed (no barrier runs).",
             registry=self.registry)

@@ -26,6 +26,7 @@ from dra_constructs.agent.guard import Guard
 from dra_constructs.agent.kube import ApiError, KubeClient, KubeOps, retrying
 from dra_constructs.agent.limits import worker_slots
 from dra_constructs.agent.metrics import Metrics
+from dra_constructs.agent.migaccess import MigAccess, check_mig_config
 from dra_constructs.agent.state import Phase, StateStore
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
@@ -141,10 +142,26 @@ def build_runtime(
         _LOG.error("device enumeration failed for %s", failure)
     if config.dynamic_mig and config.backend == "nvml":
         enumeration = _with_placements(enumeration, partitions)
+    if config.dynamic_mig:
+        deps.mig_access = _mig_access(config, guard, metrics)
     deps.inventory.update({d.name: d for d in enumeration.devices})
     devices = [*enumeration.devices, *_cut_off_resets(store, deps.inventory)]
     _wire_overlaps(guard, deps.inventory, store)
     return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration)
+
+
+def _mig_access(config: AgentConfig, guard: Guard, metrics: Metrics) -> MigAccess:
+    """DynamicMIG: check the MIG config capability once; a refusal is said once (log, Event, metric, readyz)."""
+    metrics.mig_management_unavailable.set(0)
+
+    def report(problem: str) -> None:
+        metrics.mig_management_unavailable.set(1)
+        guard.event("dynamic-mig", "MigManagementUnavailable",
+                    f"the sanitizer cannot create or destroy MIG instances: {problem}; freed DynamicMIG placements "
+                    "stay guarded until it can", RealClock())
+
+    problem = check_mig_config() if config.backend == "nvml" else None
+    return MigAccess(problem, report)
 
 
 def _cut_off_resets(store: StateStore, inventory: dict[str, DeviceInfo]) -> list[DeviceInfo]:
@@ -204,8 +221,8 @@ def _with_placements(enumeration: EnumerationResult, partitions: PartitionBacken
         raise DraConstructsError("AgentConfig", "dynamic_mig", True, f"cannot list MIG placements: {error}",
                                  "check the driver (nvmlDeviceGetGpuInstancePossiblePlacements), or set "
                                  "dynamic_mig: false") from error
-    parents = {d.parent_uuid for d in dynamic}
-    kept = [d for d in enumeration.devices if d.parent_uuid not in parents]
+    parents = {d.gpu_uuid for d in dynamic}
+    kept = [d for d in enumeration.devices if d.gpu_uuid not in parents]  # MIG instances, and gpu-N when MIG is off
     return EnumerationResult([*kept, *dynamic], enumeration.errors)
 
 
@@ -218,5 +235,5 @@ def _device_from(snapshot: dict[str, Any]) -> DeviceInfo:
         mig_profile=snapshot.get("mig_profile"),
         compute_instance_uuids=tuple(str(u) for u in snapshot.get("compute_instance_uuids") or ()),
         placement=(int(placement[0]), int(placement[1]), int(placement[2])) if placement else None,
-        dynamic=bool(snapshot.get("dynamic", False)),
+        dynamic=bool(snapshot.get("dynamic", False)), whole_gpu=bool(snapshot.get("whole_gpu", False)),
     )

@@ -110,6 +110,9 @@ class DeviceState(BaseModel):
     boundary: str | None = None
     policy: dict[str, Any] | None = None  # the claim's PreemptionPolicy parameters, kept for its release
     transient_uuid: str | None = None  # DynamicMIG: the instance the barrier created (destroyed at release)
+    #: DynamicMIG: saved (durably) before the transient create, cleared once ``transient_uuid`` is saved
+    #: or the create failed: an instance found at the placement while it is set is the agent's own.
+    transient_pending: bool = False
     #: Compute mode PROHIBITED set while the API was down and nothing was known of the device
     #: (no saved state): lifted when a live claim is seen to hold it; a barrier takes it over otherwise.
     local_guard: bool = False

@@ -74,6 +74,8 @@ class AuditContext:
         self._device_classes: dict[str, Manifest] = {}
         self._env_sources: dict[tuple[str, str, str], Manifest] = {}
         self.sanitizer_present = False
+        #: Sanitizer DaemonSets that do not count: their pods wait for a DRA allocation (path, why).
+        self.sanitizers_not_counted: list[tuple[Manifest, str]] = []
         self._gpu_pod: dict[int, bool] = {}
         self._memo: dict[tuple[str, int], Any] = {}
         for manifest in manifests:
@@ -94,7 +96,17 @@ class AuditContext:
         elif kind == "DaemonSet":
             key, value = SANITIZER_LABEL
             if m.pod_labels().get(key) == value:
-                self.sanitizer_present = True
+                claims = [entry for _, entry in m.pod_claims()]
+                if claims:
+                    # A pod with claims runs only where the scheduler allocates them; an admin claim
+                    # with allocationMode All cannot be allocated on a node with more than 32 devices
+                    # (8 x 7 MIG, every DynamicMIG node), so those nodes would run with no barrier.
+                    self.sanitizers_not_counted.append(
+                        (m, f"its pods request {len(claims)} ResourceClaim(s) (spec.resourceClaims) and run only "
+                            "where the scheduler can allocate them: an allocationMode All claim cannot be "
+                            "allocated on nodes with more than 32 devices"))
+                else:
+                    self.sanitizer_present = True
 
     # --- lookups -------------------------------------------------------------------------
 

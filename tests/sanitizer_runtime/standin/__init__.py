@@ -123,6 +123,10 @@ class Node:
     scrub_on_free: bool = False
     residue_byte: int | None = None
     residue_len: int = 0
+    #: The MIG ``config`` capability as the agent's pod sees it (:mod:`dra_constructs.agent.migaccess`):
+    #: the driver's ``/proc/driver/nvidia/capabilities/mig/config`` (``DeviceFileMinor: 1``) and the
+    #: ``/dev/nvidia-caps/nvidia-cap1`` node, under ``host/`` (``DRA_SANITIZER_HOST_ROOT``). False: absent.
+    mig_config: bool = True
 
     @property
     def config_path(self) -> Path:
@@ -161,16 +165,34 @@ class Node:
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_start"] = start
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_size"] = ci.placement_size
         self.root.mkdir(parents=True, exist_ok=True)
+        self._write_mig_config()
         tmp = self.config_path.with_suffix(".tmp")
         tmp.write_text("".join(f"{k}={v}\n" for k, v in lines.items()), encoding="utf-8")
         tmp.replace(self.config_path)
         return self
 
+    @property
+    def host_root(self) -> Path:
+        return self.root / "host"
+
+    def _write_mig_config(self) -> None:
+        """The files the NVIDIA driver publishes for the MIG config capability (nvidia-capabilities)."""
+        proc = self.host_root / "proc/driver/nvidia/capabilities/mig/config"
+        cap = self.host_root / "dev/nvidia-caps/nvidia-cap1"
+        if not self.mig_config:
+            proc.unlink(missing_ok=True)
+            cap.unlink(missing_ok=True)
+            return
+        proc.parent.mkdir(parents=True, exist_ok=True)
+        cap.parent.mkdir(parents=True, exist_ok=True)
+        proc.write_text("DeviceFileMinor: 1\nDeviceFileMode: 256\nDeviceFileModify: 1\n", encoding="utf-8")
+        cap.touch()
+
     def env(self) -> dict[str, str]:
         """Environment that makes a child process load the stand-ins."""
         ld = os.environ.get("LD_LIBRARY_PATH")
         return {"LD_LIBRARY_PATH": f"{self.libdir}{os.pathsep + ld if ld else ''}",
-                "DRA_STANDIN_CONFIG": str(self.config_path)}
+                "DRA_STANDIN_CONFIG": str(self.config_path), "DRA_SANITIZER_HOST_ROOT": str(self.host_root)}
 
     def memory(self, gpu: int = 0, gi: int | None = None) -> bytes:
         """The device memory's current bytes (what the next tenant could read)."""

@@ -15,7 +15,8 @@
 si_config si_cfg;
 
 #define SI_ALIGN (2ULL << 20)
-#define MAX_LINES 1024
+/* 8 GPUs x 8 GIs x 8 CIs (SI_MAX_*) need about 5,000 lines; a config past this is refused, never cut. */
+#define MAX_LINES 16384
 
 static char *keys[MAX_LINES];
 static char *vals[MAX_LINES];
@@ -112,7 +113,12 @@ int si_load(void) {
         vals[nlines] = strdup(eq + 1);
         nlines++;
     }
+    int truncated = !feof(f);
     fclose(f);
+    if (truncated) {  /* a silently shortened node (GPUs falling back to defaults) would prove nothing */
+        fprintf(stderr, "stand-in: %s has more than %d lines\n", path, MAX_LINES);
+        return -1;
+    }
     memset(&si_cfg, 0, sizeof si_cfg);
     str(si_cfg.state_dir, sizeof si_cfg.state_dir, get("state_dir"), "/tmp/dra-standin");
     str(si_cfg.driver_version, sizeof si_cfg.driver_version, get("driver_version"), "570.124.06");

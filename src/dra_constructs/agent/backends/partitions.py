@@ -13,6 +13,7 @@ public whole-GPU reset (only clock/NvLink resets), so :meth:`NvmlPartitions.rese
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import shutil
 import subprocess
@@ -20,13 +21,18 @@ from dataclasses import replace
 from typing import Any
 
 from dra_constructs.agent.backends.base import BackendError
-from dra_constructs.agent.devices import DeviceInfo, mig_device_name, mig_profile_name
+from dra_constructs.agent.devices import DeviceInfo, gpu_device_name, mig_device_name, mig_profile_name
 
-__all__ = ["NvmlPartitions", "parse_mig_name"]
+__all__ = ["NvmlPartitions", "parse_mig_name", "whole_gpu_device"]
 
 _MiB = 1 << 20
 
 _MAX_INSTANCES = 8
+
+#: CUDA compute capability major of Hopper: the DRA driver publishes the whole GPU beside the
+#: placements from Hopper on (dra-driver-nvidia-gpu nvlib.go ``supportsMIGModeToggle``: arch >=
+#: NVML_DEVICE_ARCH_HOPPER; MIG-capable GPUs of CC 9.x and newer are exactly those).
+_HOPPER_MAJOR = 9
 
 
 def parse_mig_name(name: str) -> tuple[int, int]:
@@ -61,8 +67,10 @@ class NvmlPartitions:
 
     def _gi(self, device: DeviceInfo) -> Any | None:
         nv = self._nv
-        gpu = self._gpu(device)
         profile_id, start = self._where(device)
+        if profile_id < 0:
+            return None  # the whole GPU of a GPU without a full-size GI profile: no instance can be there
+        gpu = self._gpu(device)
         array = (nv.c_nvmlGpuInstance_t * _MAX_INSTANCES)()
         count = ctypes.c_uint(_MAX_INSTANCES)
         self._call("nvmlDeviceGetGpuInstances", nv.nvmlDeviceGetGpuInstances, gpu, profile_id, array,
@@ -73,10 +81,22 @@ class NvmlPartitions:
                 return array[index]
         return None
 
+    def mig_enabled(self, device: DeviceInfo) -> bool:
+        """The current MIG mode of the device's GPU (the driver toggles it per claim on Hopper+)."""
+        return bool(self._dev._mig_enabled(self._gpu(device)))
+
+    def gpu_instance_exists(self, device: DeviceInfo) -> bool:
+        """A GPU instance at the placement, with or without compute instances."""
+        return self._gi(device) is not None
+
     def instance(self, device: DeviceInfo) -> DeviceInfo | None:
         nv = self._nv
         if not device.is_mig and not device.dynamic:
             return device
+        if device.dynamic and not self.mig_enabled(device):
+            # MIG mode off (Hopper+, the driver toggles it): no instance at any placement; the whole
+            # GPU is the CUDA device
+            return device if device.whole_gpu else None
         gi = self._gi(device)
         if gi is None:
             return None
@@ -101,7 +121,7 @@ class NvmlPartitions:
         memory = self._call("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, cis[0][2])
         # Every CI of the instance as it is now: the drain and the checks list the processes of each
         # (a recreated instance has new CI UUIDs; the old ones no longer resolve).
-        return replace(device, uuid=cis[0][1], memory_bytes=int(memory.total),
+        return replace(device, uuid=cis[0][1], memory_bytes=int(memory.total), parent_uuid=device.gpu_uuid,
                        compute_instance_uuids=tuple(ci[1] for ci in cis))
 
     def destroy(self, device: DeviceInfo) -> None:
@@ -132,6 +152,9 @@ class NvmlPartitions:
         nv = self._nv
         gpu = self._gpu(device)
         profile_id, start = self._where(device)
+        if profile_id < 0:
+            raise BackendError("create", "this GPU has no GPU-instance profile over every memory slice: the whole "
+                               "GPU cannot be filled while MIG mode is on", fatal=True)
         profile = self._call("nvmlDeviceGetGpuInstanceProfileInfoById",
                              nv.nvmlDeviceGetGpuInstanceProfileInfoById, gpu, profile_id)
         placements = (nv.c_nvmlGpuInstancePlacement_t * _MAX_INSTANCES)()
@@ -144,6 +167,23 @@ class NvmlPartitions:
                                f"no placement starting at {start} for GI profile {profile_id}", fatal=True)
         gi = self._call("nvmlDeviceCreateGpuInstanceWithPlacement", nv.nvmlDeviceCreateGpuInstanceWithPlacement,
                         gpu, profile_id, ctypes.byref(chosen))
+        layout = self._layouts.get(device.name)
+        try:
+            self._create_compute_instances(device, gi, int(profile.sliceCount))
+        except BackendError:
+            # A GI without (all) its CIs would be an orphan holding the slices: destroy what was made.
+            with contextlib.suppress(BackendError):  # else the barrier finds the CI-less GI and destroys it
+                self.destroy(device)
+            if layout:
+                self._layouts[device.name] = layout  # the recreate still owes this layout
+            raise
+        found = self.instance(device)
+        if found is None:
+            raise BackendError("nvmlDeviceCreateGpuInstanceWithPlacement", "created, but no MIG device appeared")
+        return found
+
+    def _create_compute_instances(self, device: DeviceInfo, gi: Any, gi_slices: int) -> None:
+        nv = self._nv
         layout = self._layouts.pop(device.name, None)
         if layout:
             for ci_profile_id, ci_start, ci_size in layout:
@@ -159,15 +199,11 @@ class NvmlPartitions:
                         gi, ci_profile, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
                 except nv.NVMLError:
                     continue
-                if int(info.sliceCount) == int(profile.sliceCount):
+                if int(info.sliceCount) == gi_slices:
                     full = info
             if full is None:
                 raise BackendError("nvmlGpuInstanceGetComputeInstanceProfileInfo", "no full-size CI profile")
             self._call("nvmlGpuInstanceCreateComputeInstance", nv.nvmlGpuInstanceCreateComputeInstance, gi, full.id)
-        found = self.instance(device)
-        if found is None:
-            raise BackendError("nvmlDeviceCreateGpuInstanceWithPlacement", "created, but no MIG device appeared")
-        return found
 
     def reset_gpu(self, device: DeviceInfo, timeout_s: float) -> DeviceInfo:
         smi = shutil.which("nvidia-smi")
@@ -191,7 +227,9 @@ class NvmlPartitions:
         Named like static MIG devices (profile, GI profile id, placement start: the driver's
         canonical name; [INFER] that DynamicMIG keeps it), with a stable placeholder UUID
         (``DYN-<gpu uuid>-<profile id>-<start>``); the instance's real UUID comes from
-        :meth:`instance` while it exists.
+        :meth:`instance` while it exists. On Hopper and newer the whole GPU ``gpu-N`` too (the
+        driver publishes it beside the placements, on the same counters): its placement spans
+        every memory slice (the full-size GI profile), so it overlaps each placement.
         """
         nv = self._nv
         found: list[DeviceInfo] = []
@@ -203,6 +241,7 @@ class NvmlPartitions:
             raw = self._call("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID, gpu)
             gpu_uuid = raw.decode() if isinstance(raw, bytes) else str(raw)
             total = int(self._call("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo, gpu).total)
+            placed: list[DeviceInfo] = []
             for profile_id, (profile_index, memory_mb) in sorted(self._dev._gi_profiles(gpu).items()):
                 profile = mig_profile_name(profile_index, memory_mb, total)
                 if profile is None:
@@ -214,9 +253,21 @@ class NvmlPartitions:
                            ctypes.byref(count))
                 for i in range(count.value):
                     start, size = int(placements[i].start), int(placements[i].size)
-                    found.append(DeviceInfo(
+                    placed.append(DeviceInfo(
                         mig_device_name(minor, profile, profile_id, start), f"DYN-{gpu_uuid}-{profile_id}-{start}",
                         minor, memory_mb * _MiB, parent_uuid=gpu_uuid, mig_profile=profile,
                         placement=(profile_id, start, size), dynamic=True,
                     ))
+            found.extend(placed)
+            major, _ = self._call("nvmlDeviceGetCudaComputeCapability", nv.nvmlDeviceGetCudaComputeCapability, gpu)
+            if placed and int(major) >= _HOPPER_MAJOR:
+                found.append(whole_gpu_device(minor, gpu_uuid, total, placed))
         return found
+
+
+def whole_gpu_device(minor: int, gpu_uuid: str, total: int, placements: list[DeviceInfo]) -> DeviceInfo:
+    """DynamicMIG's ``gpu-N``: the GPU itself, placed over every memory slice (the full-size GI profile)."""
+    slices = max(p.placement[1] + p.placement[2] for p in placements if p.placement is not None)
+    full = next((p.placement for p in placements if p.placement is not None and p.placement[1:] == (0, slices)),
+                (-1, 0, slices))  # no full-size profile: a create there fails, and the barrier quarantines
+    return DeviceInfo(gpu_device_name(minor), gpu_uuid, minor, total, placement=full, dynamic=True, whole_gpu=True)

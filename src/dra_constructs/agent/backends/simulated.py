@@ -13,7 +13,10 @@ What it models (and what the barrier is tested against):
 - MIG instances that can be destroyed and recreated at their placement (cold reset: a new
   UUID, the memory keeps its bytes), and DynamicMIG GPUs (``dynamic_mig``) whose every
   placement is a device sharing the GPU's memory slices, with instances that exist only
-  between the DRA driver's prepare and unprepare (:meth:`SimulatedNode.prepare`).
+  between the DRA driver's prepare and unprepare (:meth:`SimulatedNode.prepare`); with
+  ``whole_gpu`` (Hopper and newer) also the whole GPU ``gpu-N`` beside the placements, and MIG
+  mode toggled as the driver does: on at the first instance, off when the last one goes
+  (dra-driver-nvidia-gpu ``maybeDisableMigMode``); ``gpu-N`` is a CUDA device only while it is off.
 The hardware's own view (:meth:`SimulatedNode.audit`) decides whether a release was dirty.
 
 Idealizations, stated (docs/sanitizer-runtime.md "What the simulation does not model"):
@@ -151,6 +154,8 @@ class _Gpu:
         self.owner: list[int | None] = [None] * (size // gran)
         self.lock = threading.RLock()
         self.context_granules: set[int] = set()  # absolute granules the sanitizer's contexts held
+        self.mig_on = True  # DynamicMIG on Ampere: always on; with a whole-GPU device toggled per claim
+        self.whole: _Device | None = None  # DynamicMIG, Hopper+: the whole GPU gpu-N
 
 
 class _OwnerView:
@@ -230,8 +235,10 @@ class SimulatedNode:
         settings: SimulatedBackendSettings | None = None,
         faults: FaultInjector | None = None,
         on_compute_mode: Callable[[str, ComputeMode], None] | None = None,
+        whole_gpu: bool = False,
     ) -> None:
         self.settings = settings or SimulatedBackendSettings()
+        self.whole_gpu = whole_gpu
         self.faults = faults or FaultInjector()
         self.on_compute_mode = on_compute_mode
         self._next_pid = 10_000
@@ -272,16 +279,32 @@ class SimulatedNode:
                     placement=(profile_id, start, slices), dynamic=True,
                 )
                 self._devices[info.name] = _Device(info, self.settings, gpu, start)
+        if self.whole_gpu:  # Hopper+: the driver publishes gpu-N on the same counters; MIG mode off while idle
+            info = DeviceInfo(gpu_device_name(minor), gpu_uuid, minor, size * _MEMORY_SLICES,
+                              placement=(0, 0, _MEMORY_SLICES), dynamic=True, whole_gpu=True)
+            whole = _Device(info, self.settings, gpu, 0)
+            whole.exists, gpu.mig_on, gpu.whole = True, False, whole
+            self._devices[info.name] = whole
 
     # --- the DRA driver side (DynamicMIG) ---------------------------------------------------
 
     def prepare(self, device: str) -> DeviceInfo:
-        """The DRA driver prepares a claim: it creates the MIG instance (DynamicMIG)."""
-        return self.partitions.create(self._dev(device).info, faults=False)
+        """The DRA driver prepares a claim: it creates the MIG instance (DynamicMIG).
+
+        The whole GPU: MIG mode must be off (no instance); the GPU is the device."""
+        dev = self._dev(device)
+        if dev.info.whole_gpu:
+            with dev.lock:
+                if dev.gpu.mig_on:
+                    raise BackendError("nvmlDeviceSetMigMode", "NVML_ERROR_IN_USE (MIG instances exist)")
+                return dev.info
+        return self.partitions.create(dev.info, faults=False)
 
     def unprepare(self, device: str) -> None:
         """The DRA driver unprepares: it destroys the instance (IN_USE while processes live)."""
         dev = self._dev(device)
+        if dev.info.whole_gpu:
+            return  # the whole GPU stays (MIG mode off)
         self.partitions.destroy(dev.info)
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -593,6 +616,11 @@ class _SimPartitions:
         with dev.lock:
             return replace(dev.info, uuid=dev.instance_uuid) if dev.exists else None
 
+    def mig_enabled(self, device: DeviceInfo) -> bool:
+        dev = self._node._dev(device.name)
+        with dev.lock:
+            return dev.gpu.mig_on
+
     def destroy(self, device: DeviceInfo) -> None:
         dev = self._node._dev(device.name)
         with dev.lock:
@@ -604,6 +632,10 @@ class _SimPartitions:
             dev.exists = False  # the memory keeps its bytes: nothing says a GI destroy scrubs it
             dev.mode = ComputeMode.DEFAULT
             dev.clock.sleep(_RESET_SECONDS / 2)
+            whole = dev.gpu.whole
+            if whole is not None and not any(o.exists for o in self._node._devices.values()
+                                              if o.gpu is dev.gpu and o is not whole):
+                dev.gpu.mig_on, whole.exists, whole.mode = False, True, ComputeMode.DEFAULT  # the driver: MIG off
 
     def create(self, device: DeviceInfo, faults: bool = True) -> DeviceInfo:
         node = self._node
@@ -612,11 +644,18 @@ class _SimPartitions:
             if dev.exists:
                 raise BackendError("nvmlDeviceCreateGpuInstanceWithPlacement", "NVML_ERROR_INSUFFICIENT_RESOURCES "
                                    "(an instance exists at this placement)")
-            busy = [o.info.name for o in node._devices.values()
-                    if o is not dev and o.gpu is dev.gpu and o.exists and o.info.overlaps(dev.info)]
+            whole = dev.gpu.whole
+            mig_off = whole is not None and not dev.gpu.mig_on
+            busy = [o.info.name for o in node._devices.values() if o is not dev and o.gpu is dev.gpu and o.exists
+                    and o.info.overlaps(dev.info) and not (mig_off and o is whole)]
             if busy or (faults and node.faults.hit("nvml.insufficient_resources")):
                 raise BackendError("nvmlDeviceCreateGpuInstanceWithPlacement",
                                    f"NVML_ERROR_INSUFFICIENT_RESOURCES (overlaps {', '.join(busy) or 'a reservation'})")
+            if whole is not None and mig_off:  # the driver turns MIG mode on first (the GPU must be idle)
+                whole.reap()
+                if whole.processes or dev is whole:
+                    raise BackendError("nvmlDeviceSetMigMode", "NVML_ERROR_IN_USE (the whole GPU is in use)")
+                dev.gpu.mig_on, whole.exists = True, False
             dev.generation += 1
             minor, (_, start, size) = dev.info.minor, dev.info.placement or (0, 0, 1)
             dev.instance_uuid = f"MIG-sim-{minor:04d}-{start}-{size}-g{dev.generation}"

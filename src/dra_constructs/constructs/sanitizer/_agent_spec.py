@@ -1,38 +1,45 @@
-"""What the sanitizer agent's pod needs, as plain data: RBAC rules, capabilities, pod spec.
+"""What the sanitizer agent's pod needs, as plain data: RBAC rules, driver access, privileges.
 
 Pure Python (no cdk8s): :mod:`.construct` turns these into API objects, and tests and docs read
 them directly. Every privilege carries the reason the agent needs it; the construct writes the
 reasons into the manifests (checkov suppressions) and ``docs/sanitizer-construct.md`` lists them.
+
+The agent reaches the host driver the way NVIDIA's own node components do (device plugin, DCGM
+exporter, MIG manager, the DRA kubelet plugin): through the NVIDIA container runtime and
+``NVIDIA_VISIBLE_DEVICES=all``, not through a DRA claim. A claim with ``allocationMode: All``
+holds at most 32 devices (``AllocationResultsMaxSize``), so it cannot be allocated on a node cut
+into 8 x 7 MIG slices (56 devices) or on any DynamicMIG node (one device per placement).
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from dra_constructs.agent.config import AgentConfig
-from dra_constructs.catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, DEVICE_CLASS_SELECTORS
+from dra_constructs.agent.config import AgentConfig, PartitionReset
 from dra_constructs.target import Target
 
 __all__ = [
     "AGENT_CONTAINER",
-    "CLAIM_NAME",
     "COMPONENT_LABEL",
     "COMPONENT_VALUE",
     "CONFIG_FILE",
+    "CONFIG_SHA_ENV",
     "DEFAULT_NODE_SELECTOR",
     "DEFAULT_NODE_TOLERATIONS",
-    "NVIDIA_HEALTH_TAINT_KEYS",
+    "DEFAULT_RUNTIME_CLASS",
     "RUNTIME_DIR",
+    "RUNTIME_SHA_ENV",
     "ZIPAPP_FILE",
     "Capability",
+    "DriverAccess",
+    "NodeMigMode",
     "Rule",
     "agent_capabilities",
     "agent_rules",
-    "device_class_selector",
-    "device_tolerations",
+    "driver_access",
     "host_paths",
 ]
 
@@ -41,21 +48,68 @@ COMPONENT_LABEL = "dra-constructs.io/component"
 COMPONENT_VALUE = "sanitizer"
 
 AGENT_CONTAINER = "agent"
-#: Name of the admin-access claim in the pod (``spec.resourceClaims[].name``).
-CLAIM_NAME = "node-gpus"
 #: Where the ConfigMap with the runtime (zipapp) and its configuration is mounted.
 RUNTIME_DIR = "/opt/dra-sanitizer"
 ZIPAPP_FILE = "agent.pyz"
 CONFIG_FILE = "config.yaml"
+#: Env vars carrying the SHA-256 the pod template pins for each mounted file (checked before start).
+RUNTIME_SHA_ENV = "DRA_SANITIZER_RUNTIME_SHA256"
+CONFIG_SHA_ENV = "DRA_SANITIZER_CONFIG_SHA256"
 
 #: GPU nodes: the label NVIDIA GPU feature discovery / the GPU Operator puts on them.
 DEFAULT_NODE_SELECTOR: Mapping[str, str] = {"nvidia.com/gpu.present": "true"}
 #: The usual GPU node taint (any value, any effect), as cloud GPU node pools set it.
 DEFAULT_NODE_TOLERATIONS: tuple[Mapping[str, Any], ...] = ({"key": "nvidia.com/gpu", "operator": "Exists"},)
-#: Device taints the NVIDIA DRA driver publishes from its health checks (gpu-sanitization.md §4):
-#: the agent must keep its access to unhealthy devices (to quarantine them, to see their state).
-NVIDIA_HEALTH_TAINT_KEYS: tuple[str, ...] = ("gpu.nvidia.com/xid", "gpu.nvidia.com/gpu-lost",
-                                             "gpu.nvidia.com/unmonitored")
+#: The RuntimeClass the GPU Operator (and ``nvidia-ctk runtime configure``) registers for the
+#: NVIDIA container runtime.
+DEFAULT_RUNTIME_CLASS = "nvidia"
+
+#: MIG on the nodes: ``off`` (whole GPUs only), ``static`` (pre-created MIG devices), ``dynamic``
+#: (DynamicMIG: the NVIDIA DRA driver creates an instance per prepared claim).
+NodeMigMode = Literal["off", "static", "dynamic"]
+
+
+@dataclass(frozen=True)
+class DriverAccess:
+    """How the agent's container reaches the host driver, and the privilege that takes."""
+
+    mig_mode: NodeMigMode
+    #: ``privileged: true``: the agent creates and destroys MIG GPU/compute instances.
+    privileged: bool
+    runtime_class_name: str | None
+    #: The NVIDIA container runtime's variables (name -> value), in a stable order.
+    env: tuple[tuple[str, str], ...]
+    #: Why the pod is privileged (empty when it is not).
+    privileged_because: tuple[str, ...]
+
+
+def driver_access(config: AgentConfig, mig_mode: NodeMigMode, runtime_class_name: str | None) -> DriverAccess:
+    """The container runtime variables and the privilege for this configuration and node shape.
+
+    Privileged exactly when the agent must create or destroy MIG instances: DynamicMIG (the
+    transient instance of every barrier), ``partition_reset: mig-instance``, and the MIG
+    compute-instance guard, which every MIG barrier needs on drivers before CUDA 13.3 (NVML
+    cannot set a compute mode on a MIG device there). Creating instances needs the MIG
+    ``config`` capability, and each new instance gets capability minors
+    (``/dev/nvidia-caps/nvidia-cap<N>``) that no device cgroup set up at container start allows.
+    """
+    reasons: list[str] = []
+    if mig_mode == "dynamic":
+        reasons.append("DynamicMIG: every barrier creates and destroys a transient GPU instance")
+    elif mig_mode == "static":
+        reasons.append("MIG: the compute-instance guard creates and destroys compute instances "
+                       "(no per-MIG compute mode before CUDA 13.3)")
+    if config.partition_reset == PartitionReset.MIG_INSTANCE:
+        reasons.append("partition_reset mig-instance destroys and recreates the instance")
+    env = [("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")]
+    if mig_mode != "off":
+        # Aggregate view of every MIG device of a GPU (memory, processes): NVML lists the
+        # processes of all instances only with the monitor capability.
+        env.append(("NVIDIA_MIG_MONITOR_DEVICES", "all"))
+    if reasons:
+        env.append(("NVIDIA_MIG_CONFIG_DEVICES", "all"))
+    return DriverAccess(mig_mode=mig_mode, privileged=bool(reasons), runtime_class_name=runtime_class_name,
+                        env=tuple(env), privileged_because=tuple(reasons))
 
 
 @dataclass(frozen=True)
@@ -122,29 +176,6 @@ def agent_capabilities(config: AgentConfig) -> list[Capability]:
         "capable(CAP_SYS_ADMIN) (open-gpu-kernel-modules kernel-open/nvidia/os-interface.c, NV_IS_SUSER)",
     ))
     return caps
-
-
-def device_class_selector() -> str:
-    """CEL of the agent's DeviceClass: every device of the NVIDIA GPU and MIG classes.
-
-    One request over one class, not one request per class: with ``allocationMode: All`` a
-    request needs at least one matching device on the node (1.33+), and the NVIDIA driver
-    publishes a MIG-enabled GPU only as its MIG devices, so a node with whole GPUs only has no
-    ``mig.nvidia.com`` device and a node with MIG only has no ``gpu.nvidia.com`` device.
-    """
-    gpu, mig = DEVICE_CLASS_SELECTORS[DEVICE_CLASS_GPU], DEVICE_CLASS_SELECTORS[DEVICE_CLASS_MIG]
-    return f"({gpu}) || ({mig})"
-
-
-def device_tolerations(config: AgentConfig, extra_keys: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Device tolerations of the admin claim: its own guard/quarantine taint and the driver's.
-
-    Admin access is not exempt from device taints (device-taints concept page): without these
-    the agent's own ``NoExecute`` quarantine would evict it, and a restarted agent could not
-    get the quarantined devices back.
-    """
-    keys = [config.taint_key, *NVIDIA_HEALTH_TAINT_KEYS, *extra_keys]
-    return [{"key": key, "operator": "Exists"} for key in dict.fromkeys(keys)]
 
 
 def host_paths(config: AgentConfig) -> dict[str, str]:

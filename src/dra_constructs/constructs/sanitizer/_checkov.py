@@ -2,7 +2,7 @@
 
 checkov reads ``checkov.io/skip<N>: <CHECK_ID>=<justification>`` annotations on the object it
 scans. Only checks the agent fails *by design* are listed, and only those the rendered pod
-really fails (derived from its capabilities). An image without a
+really fails (derived from its capabilities and whether it is privileged). An image without a
 digest is *not* suppressed: CKV_K8S_43 then fails, as it should. A test runs checkov with and
 without these annotations and checks that each suppression matches a real finding.
 ``docs/sanitizer-construct.md`` repeats the list.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from dra_constructs.constructs.sanitizer._agent_spec import Capability
 
-__all__ = ["SUPPRESSIONS", "checkov_skips", "suppressed_checks"]
+__all__ = ["PRIVILEGED_SUPPRESSIONS", "SUPPRESSIONS", "checkov_skips", "justification", "suppressed_checks"]
 
 #: check id -> justification (short: it travels in an annotation; checkov splits it on "=", so
 #: the text must not contain one).
@@ -31,12 +31,24 @@ SUPPRESSIONS: dict[str, str] = {
     "CKV_K8S_39": "SYS_ADMIN: nvmlDeviceSetComputeMode (guard, fill, release, quarantine) is gated by the "
                   "NVIDIA driver on capable(CAP_SYS_ADMIN)",
 }
+#: Checks a privileged pod fails (MIG on, or partition_reset mig-instance), with the same reason.
+_PRIVILEGED = ("the agent creates and destroys MIG instances: that needs the MIG config capability and the "
+               "capability minors of instances made after the container started (docs/sanitizer-construct.md)")
+PRIVILEGED_SUPPRESSIONS: dict[str, str] = {
+    "CKV_K8S_16": "privileged: " + _PRIVILEGED,
+    "CKV_K8S_20": "privileged pods escalate by definition (the API server refuses allowPrivilegeEscalation "
+                  "false with privileged): " + _PRIVILEGED,
+    "CKV_K8S_28": "privileged: every capability, NET_RAW included, and none can be dropped: " + _PRIVILEGED,
+    "CKV_K8S_37": "privileged: capabilities are not restricted (the runtime ignores them): " + _PRIVILEGED,
+}
 
 
-def suppressed_checks(capabilities: Sequence[Capability]) -> list[str]:
+def suppressed_checks(capabilities: Sequence[Capability], privileged: bool = False) -> list[str]:
     """The check ids suppressed for this configuration, in a stable order."""
     names = {c.name for c in capabilities}
     checks = ["CKV_K8S_17", "CKV_K8S_23", "CKV_K8S_40", "CKV_K8S_38"]
+    if privileged:
+        return checks + list(PRIVILEGED_SUPPRESSIONS)
     if names:
         checks.append("CKV_K8S_25")
     if "SYS_ADMIN" in names:
@@ -44,9 +56,14 @@ def suppressed_checks(capabilities: Sequence[Capability]) -> list[str]:
     return checks
 
 
-def checkov_skips(capabilities: Sequence[Capability]) -> dict[str, str]:
+def justification(check: str) -> str:
+    """The written reason of one suppressed check."""
+    return PRIVILEGED_SUPPRESSIONS.get(check) or SUPPRESSIONS[check]
+
+
+def checkov_skips(capabilities: Sequence[Capability], privileged: bool = False) -> dict[str, str]:
     """The ``checkov.io/skip<N>`` annotations."""
     return {
-        f"checkov.io/skip{i}": f"{check}={SUPPRESSIONS[check]}"
-        for i, check in enumerate(suppressed_checks(capabilities), start=1)
+        f"checkov.io/skip{i}": f"{check}={justification(check)}"
+        for i, check in enumerate(suppressed_checks(capabilities, privileged), start=1)
     }

@@ -2,7 +2,8 @@
 
 Rendered by hand rather than through :func:`dra_constructs.podspec.render_pod_spec`: the agent
 needs fields that renderer leaves to ``extra`` (hostPID, probes, volumes, security contexts)
-and no preStop hook (its SIGTERM path is the shutdown), so only the claim part would be shared.
+and no preStop hook (its SIGTERM path is the shutdown), and it has no device claim at all: it
+reaches the driver through the NVIDIA container runtime (``NVIDIA_VISIBLE_DEVICES=all``).
 """
 
 from __future__ import annotations
@@ -14,15 +15,33 @@ from typing import Any
 from dra_constructs.agent.config import AgentConfig
 from dra_constructs.constructs.sanitizer._agent_spec import (
     AGENT_CONTAINER,
-    CLAIM_NAME,
     CONFIG_FILE,
+    CONFIG_SHA_ENV,
     RUNTIME_DIR,
+    RUNTIME_SHA_ENV,
     ZIPAPP_FILE,
     Capability,
+    DriverAccess,
     host_paths,
 )
 
-__all__ = ["PodInputs", "agent_command", "render_agent_pod_spec"]
+__all__ = ["VERIFY_BOOTSTRAP", "PodInputs", "agent_command", "render_agent_pod_spec"]
+
+#: ``python -c`` program the container starts with: it hashes the mounted zipapp and config and
+#: runs the zipapp only when both match the SHA-256 the pod template carries (env), else exits 1
+#: naming the file. It lives in the pod template, not in the ConfigMap it checks: whoever can
+#: replace that ConfigMap cannot change what it is checked against without changing the DaemonSet.
+VERIFY_BOOTSTRAP = (
+    "import hashlib,os,runpy,sys\n"
+    "d=os.path.dirname(sys.argv[1])\n"
+    f"for f,v in (({ZIPAPP_FILE!r},{RUNTIME_SHA_ENV!r}),({CONFIG_FILE!r},{CONFIG_SHA_ENV!r})):\n"
+    " h=hashlib.sha256(open(os.path.join(d,f),'rb').read()).hexdigest()\n"
+    " if h!=os.environ.get(v):\n"
+    "  sys.exit('dra-sanitizer: refusing to start: '+f+' has sha256 '+h+', the pod template pins '"
+    "+str(os.environ.get(v))+' ('+v+')')\n"
+    "sys.argv=sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0],run_name='__main__')\n"
+)
 
 
 @dataclass(frozen=True)
@@ -33,9 +52,11 @@ class PodInputs:
     image_pull_policy: str
     config: AgentConfig
     capabilities: Sequence[Capability]
+    access: DriverAccess
     config_map_name: str
     service_account_name: str
-    claim_template_name: str
+    runtime_sha256: str
+    config_sha256: str
     node_selector: Mapping[str, str]
     tolerations: Sequence[Mapping[str, Any]]
     requests: Mapping[str, str]
@@ -47,9 +68,9 @@ class PodInputs:
 
 
 def agent_command(python: str) -> list[str]:
-    """``python agent.pyz run --config ... --node $(NODE_NAME)`` (the kubelet expands the variable)."""
+    """``python -c <verify> agent.pyz run --config ... --node $(NODE_NAME)`` (the kubelet expands the variable)."""
     return [
-        python, f"{RUNTIME_DIR}/{ZIPAPP_FILE}", "run",
+        python, "-c", VERIFY_BOOTSTRAP, f"{RUNTIME_DIR}/{ZIPAPP_FILE}", "run",
         "--config", f"{RUNTIME_DIR}/{CONFIG_FILE}",
         "--node", "$(NODE_NAME)",
     ]
@@ -64,6 +85,27 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     }
 
 
+def _security_context(inputs: PodInputs) -> dict[str, Any]:
+    """Root; privileged only where the agent manages MIG instances, else only the listed capabilities."""
+    # NVML and signalling need uid 0 plus the named capabilities (Kubernetes has no ambient
+    # capabilities for non-root).
+    context: dict[str, Any] = {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False}
+    if inputs.access.privileged:
+        # Every capability and an open device cgroup: the MIG config capability, and the cap
+        # minors of instances created after the container started. The API server refuses
+        # allowPrivilegeEscalation: false together with privileged, and the runtime ignores
+        # capabilities for a privileged container, so neither is written.
+        context["privileged"] = True
+    else:
+        context.update({
+            "privileged": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": [c.name for c in inputs.capabilities]},
+        })
+    context.update({"readOnlyRootFilesystem": True, "seccompProfile": {"type": "RuntimeDefault"}})
+    return context
+
+
 def render_agent_pod_spec(inputs: PodInputs) -> dict[str, Any]:
     """The DaemonSet's ``spec.template.spec``."""
     config = inputs.config
@@ -75,6 +117,11 @@ def render_agent_pod_spec(inputs: PodInputs) -> dict[str, Any]:
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "HOME", "value": "/tmp"},
         {"name": "TMPDIR", "value": "/tmp"},
+        # What the bootstrap checks the mounted zipapp and config against.
+        {"name": RUNTIME_SHA_ENV, "value": inputs.runtime_sha256},
+        {"name": CONFIG_SHA_ENV, "value": inputs.config_sha256},
+        # The NVIDIA container runtime injects the driver's devices and user-space libraries.
+        *({"name": k, "value": v} for k, v in inputs.access.env),
     ]
     env += [{"name": k, "value": v} for k, v in sorted(inputs.extra_env.items())]
     container: dict[str, Any] = {
@@ -90,20 +137,8 @@ def render_agent_pod_spec(inputs: PodInputs) -> dict[str, Any]:
         "resources": {
             "requests": dict(inputs.requests),
             "limits": dict(inputs.limits),
-            "claims": [{"name": CLAIM_NAME}],
         },
-        "securityContext": {
-            # Root with every capability dropped but those listed (NVML and signalling need
-            # uid 0 plus the named capabilities; Kubernetes has no ambient caps for non-root).
-            "runAsUser": 0,
-            "runAsGroup": 0,
-            "runAsNonRoot": False,
-            "privileged": False,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"], "add": [c.name for c in inputs.capabilities]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": _security_context(inputs),
         "volumeMounts": [
             {"name": "runtime", "mountPath": RUNTIME_DIR, "readOnly": True},
             *({"name": name, "mountPath": path} for name, path in paths.items()),
@@ -120,13 +155,14 @@ def render_agent_pod_spec(inputs: PodInputs) -> dict[str, Any]:
         "terminationGracePeriodSeconds": inputs.termination_grace_period_seconds,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
-        "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": inputs.claim_template_name}],
         "volumes": [
             {"name": "runtime", "configMap": {"name": inputs.config_map_name, "defaultMode": 0o444}},
             *({"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}} for name, path in paths.items()),
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         ],
     }
+    if inputs.access.runtime_class_name:
+        spec["runtimeClassName"] = inputs.access.runtime_class_name
     if inputs.priority_class_name:
         spec["priorityClassName"] = inputs.priority_class_name
     if inputs.node_selector:

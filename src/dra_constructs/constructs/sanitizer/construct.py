@@ -2,21 +2,21 @@
 
 It emits everything the agent needs and nothing more:
 
-- a Namespace with the admin-access label(s) of the target (both keys through the 1.33 -> 1.34
-  rename) and Pod Security ``privileged`` (the agent needs hostPID and capabilities);
+- a Namespace with Pod Security ``privileged`` (the agent needs hostPID and capabilities);
 - a ServiceAccount, a ClusterRole/Binding with exactly the verbs the agent's API calls use
   (no wildcards, no secrets) and a Role/Binding for the Events it posts in its namespace;
-- a DeviceClass covering every device of the NVIDIA GPU and MIG classes, and an admin-access
-  ResourceClaimTemplate (``allocationMode: All``, ``adminAccess: true``) through which the agent
-  gets the node's devices from DRA, tolerating its own and the driver's device taints;
 - an immutable ConfigMap carrying the agent zipapp of this package version and its validated
-  configuration (name and pod-template annotations carry their hashes: a change rolls the pods);
+  configuration (name and pod-template annotations carry their hashes: a change rolls the pods;
+  the pod checks both files against the hashes its template carries before it starts);
 - the DaemonSet (``hostPID``, ``system-node-critical``, probes, seccomp ``RuntimeDefault``,
-  read-only root filesystem, every capability dropped but the ones the configuration needs).
+  read-only root filesystem). It gets no DRA claim: the NVIDIA container runtime
+  (``runtimeClassName``, ``NVIDIA_VISIBLE_DEVICES=all``) gives it every GPU and MIG device of
+  the node, however many there are. It is privileged exactly where the agent creates or
+  destroys MIG instances (MIG on, or ``partition_reset: mig-instance``); otherwise every
+  capability is dropped but ``KILL`` and ``SYS_ADMIN``.
 
-cdk8s-plus-28 builds the Namespace, ServiceAccount, RBAC and ConfigMap; the DaemonSet and the
-DRA objects are ``cdk8s.ApiObject``s because cdk8s-plus-28's 1.28 schema drops DRA pod fields
-and has no ``hostPID``.
+cdk8s-plus-28 builds the Namespace, ServiceAccount, RBAC and ConfigMap; the DaemonSet is a
+``cdk8s.ApiObject`` because cdk8s-plus-28's 1.28 schema has no ``hostPID``.
 """
 
 from __future__ import annotations
@@ -34,50 +34,61 @@ from pydantic import ValidationError
 
 from dra_constructs import __version__
 from dra_constructs.agent.config import AgentConfig
-from dra_constructs.constructs.claims import GpuClaimTemplate
+from dra_constructs.constructs.guardrails import suppress
 from dra_constructs.constructs.sanitizer._agent_spec import (
-    CLAIM_NAME,
     COMPONENT_LABEL,
     COMPONENT_VALUE,
     CONFIG_FILE,
     DEFAULT_NODE_SELECTOR,
     DEFAULT_NODE_TOLERATIONS,
+    DEFAULT_RUNTIME_CLASS,
     EVENT_RULE,
     ZIPAPP_FILE,
+    DriverAccess,
+    NodeMigMode,
     Rule,
     agent_capabilities,
     agent_rules,
-    device_class_selector,
-    device_tolerations,
+    driver_access,
 )
 from dra_constructs.constructs.sanitizer._bundle import RuntimeBundle, build_bundle
 from dra_constructs.constructs.sanitizer._checkov import checkov_skips
 from dra_constructs.constructs.sanitizer._pod import PodInputs, render_agent_pod_spec
-from dra_constructs.constructs.scope import resolve_target
+from dra_constructs.constructs.scope import resolve_mig_mode, resolve_target
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.requests import CustomRequest, DeviceToleration
 from dra_constructs.target import Target
 from dra_constructs.validation import check_dns_label, check_quantity
 
 __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_REQUESTS",
+    "ENV_DEVICES_REASON",
     "RUNTIME_HASH_ANNOTATION",
+    "UNPINNED_IMAGE_ANNOTATION",
     "SanitizerDaemonSet",
 ]
 
 #: Pod-template annotations with the SHA-256 of the runtime zipapp and of the configuration.
 RUNTIME_HASH_ANNOTATION = "sanitizer.dra-constructs.io/runtime-sha256"
 CONFIG_HASH_ANNOTATION = "sanitizer.dra-constructs.io/config-sha256"
+#: DaemonSet annotation with the reason an image without digest was accepted.
+UNPINNED_IMAGE_ANNOTATION = "sanitizer.dra-constructs.io/unpinned-image"
 DEFAULT_REQUESTS: Mapping[str, str] = {"cpu": "100m", "memory": "256Mi"}
 #: The agent reads this limit back from its cgroup (``memory.max``) and runs at most
 #: ``(limit - agent_memory_bytes) // worker_memory_bytes`` CUDA fill workers at once (110-160 MB
 #: each): 9 under 2Gi, so an 8 x 7 MIG node sanitizes in waves. Raise it for more at once.
 DEFAULT_LIMITS: Mapping[str, str] = {"cpu": "2", "memory": "2Gi"}
-REQUEST_NAME = "devices"
+#: Why the construct's own DaemonSet may set NVIDIA_VISIBLE_DEVICES (DRA002 refuses it elsewhere).
+ENV_DEVICES_REASON = (
+    "node agent, not a tenant: the sanitizer must reach every GPU and MIG device of its node, which a DRA "
+    "claim cannot give on dense nodes (allocationMode All holds at most 32 devices); it gets them the way "
+    "NVIDIA's own node components do, through the NVIDIA container runtime"
+)
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _LOOPBACK = ("127.", "::1", "localhost")
+_MIG_MODES = ("off", "static", "dynamic")
+_RUNTIME_CLASS = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 class SanitizerDaemonSet(constructs.Construct):
@@ -86,7 +97,18 @@ class SanitizerDaemonSet(constructs.Construct):
     :param image: container image with Python 3.11+ and the agent's dependencies (build it from
         ``images/sanitizer/Dockerfile``); the agent code itself comes from the ConfigMap.
     :param image_digest: ``sha256:<64 hex>``: pins the image (``image@digest``, pull policy
-        ``IfNotPresent``). Default: none (pull policy ``Always``; checkov then reports CKV_K8S_43).
+        ``IfNotPresent``). Required, unless ``unpinned_image_reason`` says why not (a tag can
+        be moved to other code running as root on every GPU node).
+    :param unpinned_image_reason: accept an image without a digest, for this written reason
+        (recorded in the DaemonSet's ``sanitizer.dra-constructs.io/unpinned-image`` annotation;
+        pull policy ``Always``; checkov reports CKV_K8S_43). Default: none (refused).
+    :param mig_mode: MIG on the nodes: ``"off"`` (whole GPUs only: the least-privilege pod),
+        ``"static"`` or ``"dynamic"`` (the pod is privileged: the agent creates and destroys MIG
+        instances). Default: ``dynamic_mig`` if ``config`` sets it, else the App's
+        ``set_mig_mode``, else the target's default (``dynamic`` from 1.36, else ``static``).
+    :param runtime_class_name: the RuntimeClass of the NVIDIA container runtime, which injects
+        the devices and driver libraries. Default ``"nvidia"`` (the GPU Operator's); None where
+        the node's default runtime is NVIDIA's.
     :param config: the agent configuration (``AgentConfig`` or a mapping of its fields): grace
         period, coverage threshold, quarantine policy, taint key, state and evidence paths,
         metrics port... Default: ``AgentConfig()``. The node name, the API access mode, the Event
@@ -94,12 +116,10 @@ class SanitizerDaemonSet(constructs.Construct):
     :param name: name of every object, a DNS label (DeviceClass: ``<name>-nvidia-devices``, ConfigMap:
         ``<name>-runtime-<hash>``). Default ``dra-sanitizer``.
     :param namespace: namespace of the agent. Default ``dra-sanitizer``.
-    :param create_namespace: emit the Namespace (with the admin-access labels). Default True; with
-        False the namespace must exist and carry the labels ``admin_access_labels`` lists.
+    :param create_namespace: emit the Namespace (Pod Security ``privileged``). Default True; with
+        False the namespace must exist and admit privileged pods.
     :param node_selector: GPU nodes. Default ``{"nvidia.com/gpu.present": "true"}``.
     :param tolerations: node taints of GPU nodes. Default: ``nvidia.com/gpu`` (Exists, any effect).
-    :param device_toleration_keys: more device taint keys the admin claim tolerates, besides the
-        agent's own taint key and the NVIDIA driver's health taints. Default: none.
     :param requests / limits: container resources. Default ``DEFAULT_REQUESTS`` / ``DEFAULT_LIMITS``.
     :param termination_grace_period_seconds: the agent's own shutdown time. Default 30.
     :param priority_class_name: default ``system-node-critical`` (None: no priority class).
@@ -119,13 +139,15 @@ class SanitizerDaemonSet(constructs.Construct):
         *,
         image: str,
         image_digest: str | None = None,
+        unpinned_image_reason: str | None = None,
+        mig_mode: NodeMigMode | None = None,
+        runtime_class_name: str | None = DEFAULT_RUNTIME_CLASS,
         config: AgentConfig | Mapping[str, Any] | None = None,
         name: str = "dra-sanitizer",
         namespace: str = "dra-sanitizer",
         create_namespace: bool = True,
         node_selector: Mapping[str, str] | None = DEFAULT_NODE_SELECTOR,
         tolerations: Sequence[Mapping[str, Any]] = DEFAULT_NODE_TOLERATIONS,
-        device_toleration_keys: Sequence[str] = (),
         requests: Mapping[str, str] | None = None,
         limits: Mapping[str, str] | None = None,
         termination_grace_period_seconds: int = 30,
@@ -140,7 +162,11 @@ class SanitizerDaemonSet(constructs.Construct):
         target = resolve_target(scope, kubernetes_version, where)
         check_dns_label(where, "name", name)  # also a label value (app.kubernetes.io/instance)
         check_dns_label(where, "namespace", namespace)
-        image_ref, pinned = _image_reference(where, image, image_digest)
+        image_ref, pinned = _image_reference(where, image, image_digest, unpinned_image_reason)
+        if runtime_class_name is not None and not _RUNTIME_CLASS.match(str(runtime_class_name)):
+            raise DraConstructsError(where, "runtime_class_name", runtime_class_name, "not a RuntimeClass name",
+                                     'use the NVIDIA runtime\'s RuntimeClass (e.g. "nvidia"), or None where it '
+                                     "is the node's default runtime")
         requests = dict(DEFAULT_REQUESTS if requests is None else requests)
         limits = dict(DEFAULT_LIMITS if limits is None else limits)
         for kind, values in (("requests", requests), ("limits", limits)):
@@ -157,11 +183,14 @@ class SanitizerDaemonSet(constructs.Construct):
 
         self.target = target
         self.namespace = namespace
-        self.agent_config = _resolve_config(where, config, namespace, target)
+        # The App's settings are read once, here; everything below gets plain values.
+        self.agent_config, self.mig_mode = _resolve_config(
+            where, config, namespace, target, mig_mode, resolve_mig_mode(scope))
         self.bundle: RuntimeBundle = build_bundle(self.agent_config, where)
-        self.capabilities = agent_capabilities(self.agent_config)
+        self.access: DriverAccess = driver_access(self.agent_config, self.mig_mode, runtime_class_name)
+        # A privileged container has every capability; listing some would only mislead.
+        self.capabilities = [] if self.access.privileged else agent_capabilities(self.agent_config)
         self.rules: list[Rule] = agent_rules(target)
-        self.admin_access_labels: dict[str, str] = {key: "true" for key in target.admin_access_namespace_labels}
         # The user's labels first: they must not change the selector or the guardrails' label.
         common = {
             **dict(labels or {}),
@@ -176,8 +205,8 @@ class SanitizerDaemonSet(constructs.Construct):
         if create_namespace:
             self.namespace_object: kplus.Namespace | None = kplus.Namespace(
                 self, "Namespace", metadata=cdk8s.ApiObjectMetadata(name=namespace, labels={
-                    **common, **self.admin_access_labels,
-                    # hostPID and added capabilities are outside the baseline Pod Security level.
+                    **common,
+                    # hostPID, privileged and added capabilities are outside the baseline level.
                     "pod-security.kubernetes.io/enforce": "privileged",
                 }))
             self._cluster_scoped(cdk8s.ApiObject.of(self.namespace_object))
@@ -200,15 +229,6 @@ class SanitizerDaemonSet(constructs.Construct):
         self.role_binding = kplus.RoleBinding(self, "RoleBinding", role=self.role, metadata=meta)
         self.role_binding.add_subjects(self.service_account)
 
-        self.device_class_name = f"{name}-nvidia-devices"
-        self.device_class = cdk8s.ApiObject(
-            self, "DeviceClass", api_version=target.resource_api_version, kind="DeviceClass",
-            metadata=cdk8s.ApiObjectMetadata(name=self.device_class_name, labels=common))
-        self.device_class.add_json_patch(cdk8s.JsonPatch.add(
-            "/spec", {"selectors": [{"cel": {"expression": device_class_selector()}}]}))
-        self._cluster_scoped(self.device_class)
-        self.claim_template = self._claim_template(name, namespace, common, device_toleration_keys)
-
         self.config_map = kplus.ConfigMap(
             self, "Runtime", immutable=True,
             metadata=cdk8s.ApiObjectMetadata(
@@ -218,9 +238,9 @@ class SanitizerDaemonSet(constructs.Construct):
         )
         pod_spec = render_agent_pod_spec(PodInputs(
             image=image_ref, image_pull_policy="IfNotPresent" if pinned else "Always",
-            config=self.agent_config, capabilities=self.capabilities,
+            config=self.agent_config, capabilities=self.capabilities, access=self.access,
             config_map_name=self.config_map.name, service_account_name=name,
-            claim_template_name=self.claim_template.template_name,
+            runtime_sha256=self.bundle.runtime_sha256, config_sha256=self.bundle.config_sha256,
             node_selector=dict(node_selector or {}), tolerations=list(tolerations),
             requests=requests, limits=limits,
             termination_grace_period_seconds=termination_grace_period_seconds,
@@ -231,7 +251,9 @@ class SanitizerDaemonSet(constructs.Construct):
             self, "DaemonSet", api_version="apps/v1", kind="DaemonSet",
             metadata=cdk8s.ApiObjectMetadata(
                 name=name, namespace=namespace, labels=common,
-                annotations=checkov_skips(self.capabilities)))
+                annotations={**checkov_skips(self.capabilities, privileged=self.access.privileged),
+                             **({UNPINNED_IMAGE_ANNOTATION: unpinned_image_reason.strip()}
+                                if not pinned and unpinned_image_reason else {})}))
         self.network_policy = (
             self._network_policy(name, namespace, common, selector, api_server_ports) if network_policy else None)
         self.daemon_set.add_json_patch(cdk8s.JsonPatch.add("/spec", {
@@ -248,18 +270,7 @@ class SanitizerDaemonSet(constructs.Construct):
                 "spec": pod_spec,
             },
         }))
-
-    def _claim_template(self, name: str, namespace: str, labels: Mapping[str, str],
-                        extra_keys: Sequence[str]) -> GpuClaimTemplate:
-        tolerations = (
-            tuple(DeviceToleration(**t) for t in device_tolerations(self.agent_config, extra_keys))
-            if self.target.has_request_tolerations else ()  # 1.32 has no device taints
-        )
-        request = CustomRequest(name=REQUEST_NAME, device_class_name=self.device_class_name,
-                                allocation_mode="All", admin_access=True, tolerations=tolerations)
-        return GpuClaimTemplate(
-            self, "AdminClaimTemplate", requests=[request], name=name, namespace=namespace,
-            labels=labels, claim_name=CLAIM_NAME, kubernetes_version=self.target, inventory=None)
+        suppress(self.daemon_set, "DRA002", reason=ENV_DEVICES_REASON)
 
     def _network_policy(self, name: str, namespace: str, labels: Mapping[str, str], selector: Mapping[str, str],
                         api_server_ports: Sequence[int]) -> kplus.NetworkPolicy:
@@ -294,7 +305,7 @@ def _api_resource(rule: Rule) -> kplus.ApiResource:
     return kplus.ApiResource.custom(api_group=rule.api_group, resource_type=rule.resource)
 
 
-def _image_reference(where: str, image: str, digest: str | None) -> tuple[str, bool]:
+def _image_reference(where: str, image: str, digest: str | None, unpinned_reason: str | None) -> tuple[str, bool]:
     """``image`` or ``image@digest``, and whether the result is pinned by digest."""
     if not image or any(c.isspace() for c in image):
         raise DraConstructsError(where, "image", image, "not an image reference",
@@ -306,16 +317,47 @@ def _image_reference(where: str, image: str, digest: str | None) -> tuple[str, b
         digest = image.partition("@")[2]
         image = image.partition("@")[0]
     if digest is None:
+        if unpinned_reason is None or not str(unpinned_reason).strip():
+            raise DraConstructsError(
+                where, "image_digest", None,
+                f"the image {image!r} is not pinned: its tag can be moved to other code, which then runs as root "
+                "with hostPID on every GPU node",
+                "push the image and pass image_digest='sha256:...' (docker inspect --format "
+                "'{{index .RepoDigests 0}}'; see docs/sanitizer-construct.md), or "
+                "unpinned_image_reason='why a tag is acceptable here'")
         return image, False
+    if unpinned_reason is not None:
+        raise DraConstructsError(where, "unpinned_image_reason", unpinned_reason, "the image is pinned by digest",
+                                 "drop unpinned_image_reason")
     if not _DIGEST.match(digest):
         raise DraConstructsError(where, "image_digest", digest, "not a sha256 image digest",
                                  "write sha256: followed by 64 lowercase hex digits (docker inspect RepoDigests)")
     return f"{image}@{digest}", True
 
 
+def _node_mig_mode(where: str, config: AgentConfig, explicit: str | None, app_mode: str | None,
+                   target: Target) -> NodeMigMode:
+    """The construct's ``mig_mode``, else the config's explicit ``dynamic_mig``, else the App's."""
+    if explicit is not None:
+        if explicit not in _MIG_MODES:
+            raise DraConstructsError(where, "mig_mode", explicit, "not a node MIG mode",
+                                     'write "off" (whole GPUs), "static" or "dynamic"')
+        if "dynamic_mig" in config.model_fields_set and config.dynamic_mig != (explicit == "dynamic"):
+            raise DraConstructsError(where, "config.dynamic_mig", config.dynamic_mig,
+                                     f"contradicts mig_mode={explicit!r}", "set one of the two")
+        mode = explicit
+    elif "dynamic_mig" in config.model_fields_set:
+        mode = "dynamic" if config.dynamic_mig else "static"
+    else:
+        mode = app_mode or target.default_mig_mode
+    if mode != "off":
+        mode = target.check_mig_mode(mode, where)
+    return mode  # type: ignore[return-value]  # one of _MIG_MODES, checked above
+
+
 def _resolve_config(where: str, config: AgentConfig | Mapping[str, Any] | None, namespace: str,
-                    target: Target) -> AgentConfig:
-    """The user's configuration with the construct's parts filled in, or a clear error."""
+                    target: Target, mig_mode: str | None, app_mig_mode: str | None) -> tuple[AgentConfig, NodeMigMode]:
+    """The user's configuration with the construct's parts filled in, and the node MIG mode."""
     if config is None:
         config = AgentConfig()
     elif not isinstance(config, AgentConfig):
@@ -362,5 +404,6 @@ def _resolve_config(where: str, config: AgentConfig | Mapping[str, Any] | None, 
     if problems:
         field, value, problem, fix = problems[0]
         raise DraConstructsError(where, f"config.{field}", value, problem, fix)
+    mode = _node_mig_mode(where, config, mig_mode, app_mig_mode, target)
     kube = config.kube.model_copy(update={"event_namespace": namespace, "kubernetes_version": str(target)})
-    return config.model_copy(update={"kube": kube})
+    return config.model_copy(update={"kube": kube, "dynamic_mig": mode == "dynamic"}), mode

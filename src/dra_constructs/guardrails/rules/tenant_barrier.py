@@ -44,13 +44,18 @@ def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
         if len(tenants) < 2:
             continue
         names = ", ".join(sorted(tenants))
+        missing = f"the manifest set has no sanitizer DaemonSet (label {key}: {value})"
+        if ctx.sanitizers_not_counted:
+            ds, why = ctx.sanitizers_not_counted[0]
+            missing = (f"the sanitizer DaemonSet {ds.namespace}/{ds.name} does not cover every GPU node: {why} "
+                       "(re-synthesize it with this dra-constructs: the agent needs no claim)")
         for namespace, workloads in sorted(tenants.items()):
             for m in workloads:
                 yield m, Hit(
                     "metadata.namespace",
                     f"GPU workloads of {len(tenants)} tenant namespaces ({names}) share the cluster's GPUs, but "
-                    f"the manifest set has no sanitizer DaemonSet (label {key}: {value}): device memory passes "
-                    f"from {namespace!r} to the next tenant without drain, zero-fill and verification",
+                    f"{missing}: device memory passes from {namespace!r} to the next tenant without drain, "
+                    "zero-fill and verification",
                 )
 
 
