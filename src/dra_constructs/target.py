@@ -316,6 +316,32 @@ class Target:
         return self.minor >= 33
 
     @property
+    def distinct_attribute_compares_values(self) -> bool:
+        """``distinctAttribute`` refuses a repeated value from 1.35; the 1.34 allocator compares the
+        values' pointers (``attribute.StringValue == attr.StringValue``), so only a device without
+        the attribute is refused there."""
+        return self.minor >= 35
+
+    @property
+    def allocator_skips_incomplete_pools(self) -> bool:
+        """From 1.35 an ``ExactCount`` request takes no device of an incomplete pool (one whose slice
+        count differs from ``resourceSliceCount``); through 1.34 it does (only ``All`` fails on one)."""
+        return self.minor >= 35
+
+    @property
+    def allocator_keeps_refused_counters(self) -> bool:
+        """The scheduler's allocator leaves the counters of a device it refused after the counter
+        check (taint, constraint) consumed for the rest of the allocation: through 1.35 (and
+        1.36.0-1.36.2); from 1.36.3 ``allocateDevice`` rolls them back (``rollbackDevice``)."""
+        return self.minor <= 35
+
+    @property
+    def shared_devices_charge_counters_once(self) -> bool:
+        """A shared device (``allowMultipleAllocations``) already in use charges its counters no
+        second time (``skipCounterCheck`` in ``allocateDevice``, from 1.35; in 1.34 every share does)."""
+        return self.minor >= 35
+
+    @property
     def counter_sets_in_own_slice(self) -> bool:
         """From 1.35 a slice with ``sharedCounters`` holds no devices (the NVIDIA driver splits them)."""
         return self.minor >= 35

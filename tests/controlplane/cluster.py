@@ -274,7 +274,21 @@ class ControlPlane:
             "--endpoint-reconciler-type=none",  # loopback may not be the kubernetes Service's endpoint
             f"--runtime-config={','.join(self.spec.runtime_config)}", f"--feature-gates={gates}",
             "--profiling=false", "--v=0",
+            # Every request at level Metadata (who, verb, resource, code): test_agent_apiserver.py compares
+            # the agent's verbs with its RBAC. Blocking: the file is complete when a test reads it.
+            f"--audit-policy-file={self._audit_policy()}", f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json", "--audit-log-mode=blocking",
         ]
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (JSON lines, one event per request stage)."""
+        return self.workdir / "audit.log"
+
+    def _audit_policy(self) -> Path:
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n")
+        return path
 
     def start_apiserver(self) -> None:
         """Start (or restart, on the same port and etcd) the API server and wait until /readyz is ok."""

@@ -155,7 +155,7 @@ def test_taints_need_tolerations() -> None:
     assert only(checked_fit([whole], _tainted("NoSchedule"), "1.35")).allocatable  # DRADeviceTaints off in 1.35
 
 
-def test_tainted_device_keeps_its_counters_like_upstream() -> None:
+def test_tainted_device_keeps_its_counters_through_1_35_only() -> None:
     from dra_constructs.catalog import catalog_resource_slices
 
     slices = catalog_resource_slices(["A100_80GB"], gpus_per_node=2, mig_mode="dynamic", split_counter_sets=True)
@@ -165,15 +165,39 @@ def test_tainted_device_keeps_its_counters_like_upstream() -> None:
                 device["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
     inventory = Inventory.from_slices(slices)
     claims = [claim("w", request("gpu", device_class="gpu.nvidia.com")), mig("m", "1g.10gb")]
-    # The scheduler checks gpu-0's counters, refuses it for the taint and keeps its counters consumed:
-    # the 1g.10gb then finds no room on gpu-0 (gpu-1 went to the whole-GPU claim).
-    assert not only(checked_fit(claims, inventory)).allocatable
+    gates = {"DRAPartitionableDevices": True, "DRADeviceTaints": True}
+    # Through 1.35 the scheduler checks gpu-0's counters, refuses it for the taint and keeps its
+    # counters consumed: the 1g.10gb then finds no room on gpu-0 (gpu-1 went to the whole-GPU claim).
+    assert not only(checked_fit(claims, inventory, "1.35", gates=gates)).allocatable
+    # From 1.36.3 / 1.37 allocateDevice rolls the counters back (rollbackDevice): the 1g.10gb fits on gpu-0.
+    for version in ("1.36", "1.37"):
+        result = only(checked_fit(claims, inventory, version))
+        assert result.allocatable, version
+        assert {d.device for d in result.devices} == {"gpu-1", "gpu-0-mig-1g10gb-19-0"}
     from dra_constructs.fit import Allocator
     from dra_constructs.target import Target
 
-    target = Target.parse("1.36")
-    plain = Allocator(inventory, default_device_classes(), target.default_feature_gates, target, upstream_quirks=False)
-    assert plain.allocate(claims, inventory.nodes[0]).allocatable  # the plain rules would allow it
+    target = Target.parse("1.35")
+    plain = Allocator(inventory, default_device_classes(), {**target.default_feature_gates, **gates}, target,
+                      upstream_quirks=False)
+    assert plain.allocate(claims, inventory.nodes[0]).allocatable  # the plain rules allow it
+
+
+def test_a_shared_device_charges_its_counters_once_from_1_35() -> None:
+    device = {"name": "d0", "attributes": {"model": {"string": "a"}}, "allowMultipleAllocations": True,
+              "capacity": {"mem": {"value": "8"}},
+              "consumesCounters": [{"counterSet": "cs", "counters": {"slots": {"value": "1"}}}]}
+    slices = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+        "sharedCounters": [{"name": "cs", "counters": {"slots": {"value": "1"}}}], "devices": [device]}}]
+    inventory = Inventory.from_slices(slices)
+    classes = {"any": DeviceClass("any", ())}
+    two = [claim(f"c{i}", request("r", "any", capacity={"requests": {"mem": "2"}})) for i in range(2)]
+    gates = {"DRAPartitionableDevices": True, "DRAConsumableCapacity": True}
+    # 1.34 (the experimental allocator) checks the counters again for the second share: no slot left.
+    assert not only(checked_fit(two, inventory, "1.34", classes=classes, gates=gates)).allocatable
+    for version in ("1.35", "1.37"):  # skipCounterCheck: a device in use already paid its counters
+        assert only(checked_fit(two, inventory, version, classes=classes, gates=gates)).allocatable, version
 
 
 def test_node_selection_per_slice_and_per_device() -> None:
@@ -218,6 +242,11 @@ def test_incomplete_pools_are_skipped_and_fail_all() -> None:
     every = claim("every", request("all", device_class="gpu.nvidia.com", allocationMode="All"))
     result = only(checked_fit([every], inventory))
     assert "being updated" in result.reason
+    # Through 1.34 an ExactCount request takes devices of an incomplete pool (the 1.34 scheduler
+    # binds such a Pod: tests/controlplane oracle, synthetic "incomplete" cases); All still fails.
+    gates = {"DRAPartitionableDevices": True}
+    assert only(checked_fit([mig("m", "1g.10gb")], inventory, "1.34", gates=gates)).allocatable
+    assert "being updated" in only(checked_fit([every], inventory, "1.34", gates=gates)).reason
 
 
 def test_a_cel_runtime_error_fails_the_node() -> None:
@@ -258,3 +287,19 @@ def test_consumable_capacity_shares_one_device() -> None:
     assert quantity("10Gi", "x", "y") * 8 == quantity("80Gi", "x", "y")
     off = only(checked_fit(shares, inventory, "1.35"))
     assert not off.allocatable
+
+
+def test_distinct_attribute_refuses_repeats_from_1_35_only() -> None:
+    """The 1.34 scheduler bound such Pods (tests/controlplane oracle: its allocator compares value pointers)."""
+    devices = [{"name": f"d{i}", "attributes": {"model": {"string": "a"}}} for i in range(2)]
+    slices = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+        "devices": devices}}]
+    inventory = Inventory.from_slices(slices)
+    classes = {"any": DeviceClass("any", ())}
+    two = [claim("c", request("r", "any", count=2), constraints=[{"distinctAttribute": "gpu.nvidia.com/model"}])]
+    gates = {"DRAConsumableCapacity": True}
+    assert only(checked_fit(two, inventory, "1.34", classes=classes, gates=gates)).allocatable
+    assert not only(checked_fit(two, inventory, "1.37", classes=classes, gates=gates)).allocatable
+    lacking = [claim("c", request("r", "any", count=2), constraints=[{"distinctAttribute": "gpu.nvidia.com/rack"}])]
+    assert not only(checked_fit(lacking, inventory, "1.34", classes=classes, gates=gates)).allocatable

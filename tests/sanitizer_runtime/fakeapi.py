@@ -147,6 +147,14 @@ class FakeApi:
                 else:
                     h._send(404, status(404, f'devicetaintrules.resource.k8s.io "{name}" not found', "NotFound", name))
         elif len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "events" and method == "POST":
+            # As kube-apiserver validates a core/v1 Event without eventTime (pkg/apis/core/validation/
+            # events.go, legacyValidateEvent): an object without namespace only in "default" (or
+            # none), else involvedObject.namespace must be the Event's namespace.
+            involved = (body.get("involvedObject") or {}).get("namespace") or "default"
+            if involved != parts[3]:
+                h._send(422, {"kind": "Status", "code": 422, "reason": "Invalid",
+                              "message": "involvedObject.namespace: does not match event.namespace"})
+                return
             with self._lock:
                 self.events.append(body)
             h._send(201, body)

@@ -24,9 +24,9 @@ def _client(api: FakeApi) -> KubeClient:
     return KubeClient(KubeSettings(mode="url", url=api.url, request_timeout_s=0.5, watch_timeout_s=1))
 
 
-def _guard(api: FakeApi, version: str = "1.34", retries: int = 3) -> Guard:
+def _guard(api: FakeApi, version: str = "1.34", retries: int = 3, event_namespace: str = "default") -> Guard:
     return Guard(_client(api), Target.parse(version), "node-a", key="sanitizer.dra-constructs.io/barrier",
-                 effect="NoSchedule", retries=retries, backoff_s=0.01)
+                 effect="NoSchedule", retries=retries, backoff_s=0.01, event_namespace=event_namespace)
 
 
 def test_taint_create_then_conflict_replaces(fake_api: FakeApi) -> None:
@@ -75,6 +75,15 @@ def test_events_are_posted_about_the_node(fake_api: FakeApi) -> None:
     assert event["reason"] == "DeviceQuarantined" and event["message"] == "gpu-0: drain timeout"
     fake_api.fail("POST", "/api/v1/namespaces/default/events", 500, 500, 500, 500)
     assert not _guard(fake_api).event("gpu-0", "DeviceQuarantined", "x", VirtualClock())
+
+
+def test_events_outside_default_name_their_namespace_on_the_node(fake_api: FakeApi) -> None:
+    """The construct's agent posts into its own namespace: the API server then wants it on the object too."""
+    guard = _guard(fake_api, event_namespace="dra-sanitizer")
+    assert guard.event("gpu-0", "DeviceQuarantined", "drain timeout", VirtualClock())
+    assert fake_api.events[0]["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a",
+                                                    "namespace": "dra-sanitizer"}
+    assert fake_api.events[0]["metadata"]["namespace"] == "dra-sanitizer"
 
 
 def test_list_watch_and_expired_watch(fake_api: FakeApi) -> None:

@@ -168,6 +168,16 @@ class Guard:
             _LOG.warning("discovery of devicetaintrules failed (%s): assuming they are served", error)
             return True
 
+    def _involved_node(self) -> dict[str, str]:
+        """The Node as the Event's object. The API server accepts an Event about a cluster-scoped
+        object only in ``default`` unless ``involvedObject.namespace`` names the Event's namespace
+        (``pkg/apis/core/validation/events.go``, legacyValidateEvent: "does not match event.namespace").
+        """
+        node = {"apiVersion": "v1", "kind": "Node", "name": self.node}
+        if self._event_namespace not in ("", "default"):
+            node["namespace"] = self._event_namespace
+        return node
+
     def event(self, device: str, reason: str, message: str, clock: Clock, warning: bool = True) -> bool:
         """Post an Event about the node naming the device; best effort (False if it failed)."""
         if self._kube is None:
@@ -177,7 +187,7 @@ class Guard:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"dra-sanitizer-{device}-", "namespace": self._event_namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": self.node},
+            "involvedObject": self._involved_node(),
             "reason": reason,
             "message": f"{device}: {message}"[:1024],
             "type": "Warning" if warning else "Normal",

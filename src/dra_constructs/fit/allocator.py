@@ -128,8 +128,9 @@ class _Alt:
 
 
 class _ConstraintState:
-    def __init__(self, constraint: Constraint) -> None:
+    def __init__(self, constraint: Constraint, compare_distinct: bool = True) -> None:
         self.constraint = constraint
+        self.compare_distinct = compare_distinct  # False: the 1.34 allocator (see Target)
         self.names = set(constraint.requests)
         self.value: Any = None
         self.count = 0
@@ -145,7 +146,7 @@ class _ConstraintState:
         if value is None:
             return False
         if self.constraint.distinct:
-            if self.seen[value]:
+            if self.seen[value] and self.compare_distinct:
                 return False
             self.seen[value] += 1
             return True
@@ -295,7 +296,8 @@ class _NodeSearch:
             if not slices:
                 continue
             self.pools.append(pool)
-            usable = not pool.incomplete and pool.invalid_reason() is None
+            skipped = pool.incomplete and self.a.target.allocator_skips_incomplete_pools  # through 1.34: usable
+            usable = pool.invalid_reason() is None and not skipped
             for slice_ in slices:
                 for device in slice_.devices:
                     if slice_.per_device and not (device.node_selection and device.node_selection.matches(self.node)):
@@ -318,7 +320,8 @@ class _NodeSearch:
             if minimum > ALLOCATION_RESULTS_MAX_SIZE:
                 raise _Stop(f"claim {claim.name}: number of requested devices {minimum} exceeds the claim limit "
                             f"of {ALLOCATION_RESULTS_MAX_SIZE}")
-            self.constraints.append([_ConstraintState(c) for c in claim.constraints])
+            compare = self.a.target.distinct_attribute_compares_values
+            self.constraints.append([_ConstraintState(c, compare) for c in claim.constraints])
             for constraint in claim.constraints:
                 if constraint.distinct and not self.a.gate("DRAConsumableCapacity"):
                     raise _Stop(f"claim {claim.name}: distinctAttribute needs the DRAConsumableCapacity feature")
@@ -549,7 +552,8 @@ class _NodeSearch:
         multi = self._is_multi(position)
         if fit.consumes and not self.a.gate("DRAPartitionableDevices"):
             return "consumes counters, but DRAPartitionableDevices is off"
-        skip_counters = multi and (fit.id in self.a.allocated.capacity or position in self.capacity_in_use)
+        skip_counters = multi and self.a.target.shared_devices_charge_counters_once and (
+            fit.id in self.a.allocated.capacity or position in self.capacity_in_use)
         took = False
         if fit.consumes and not skip_counters:
             over = self._take_counters(position)
@@ -558,9 +562,9 @@ class _NodeSearch:
             took = True
 
         def refuse(reason: str) -> str:
-            # Upstream keeps the counters of a device refused after its counter check (taint,
-            # constraint) consumed for the rest of the Allocate call; mirrored unless told not to.
-            if took and not self.a.upstream_quirks:
+            # Upstream through 1.35 keeps the counters of a device refused after its counter check
+            # (taint, constraint) consumed for the rest of the Allocate call; mirrored unless told not to.
+            if took and not (self.a.upstream_quirks and self.a.target.allocator_keeps_refused_counters):
                 self._give_counters(position)
             return reason
 

@@ -103,7 +103,7 @@ def validate_allocation(
             values = [_attribute(by_id[r.id], constraint.attribute) for r in picked if r.id in by_id]
             if any(v is None for v in values):
                 problems.append(f"claim {claim.name}: a device lacks {constraint.attribute}")
-            elif constraint.distinct and len(set(values)) != len(values):
+            elif constraint.distinct and len(set(values)) != len(values) and target.distinct_attribute_compares_values:
                 problems.append(f"claim {claim.name}: {constraint.attribute} values repeat: {values}")
             elif not constraint.distinct and len(set(values)) > 1:
                 problems.append(f"claim {claim.name}: {constraint.attribute} values differ: {values}")

@@ -1,0 +1,54 @@
+"""The real kube-scheduler and resourceclaim controller as ``fit``'s oracle (issue 21 item 5).
+
+Every case of ``oracle_cases.all_cases()`` (the examples' workloads on the catalog, and at least
+200 generated claim/inventory cases) goes into one cluster; per node of a case one Pod (or, for
+count cases, several) pinned to it. The scheduler's verdict per node (bound, or Unschedulable)
+must be ``fit``'s (allocatable or not; for count cases how many Pods fit). Differences are
+printed and written to ``$ORACLE_REPORT`` (default: the test's tmp dir); docs/fit.md lists them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .cluster_access import Cluster, cluster, cluster_134  # noqa: F401 - fixtures
+from .oracle_cases import all_cases, fit_verdicts, prune
+from .oracle_cluster import cleanup, compare, device_differences, run_cases
+
+pytestmark = pytest.mark.controlplane
+
+#: Differences known and not fixed, by case id (each with its reason in docs/fit.md). Empty: none.
+KNOWN: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("server", [pytest.param("cluster", marks=pytest.mark.xdist_group("kcp-1.37")),
+                                    pytest.param("cluster_134", marks=pytest.mark.xdist_group("kcp-1.34"))])
+def test_scheduler_and_fit_agree_on_every_case(server: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    control: Cluster = request.getfixturevalue(server)
+    target, gates, api = control.target, control.gates, control.admin
+    cases = all_cases(target)
+    expected = {c.id: fit_verdicts(c, target, gates) for c in cases}
+    cases = [prune(c, expected[c.id], 6 if c.templates else 4) for c in cases]
+    rule_version = target.device_taint_rule_api_version or "resource.k8s.io/v1"
+    try:
+        observed, refused = run_cases(api, cases, expected, taint_rule_version=rule_version)
+    finally:
+        cleanup(api, cases, rule_version)
+    differences = compare(cases, expected, observed)
+    devices = device_differences(expected, observed)
+    report = Path(os.environ.get("ORACLE_REPORT") or tmp_path / "oracle").with_suffix(f".{target}.txt")
+    bound = sum(o.bound is not None for o in observed)
+    summary = (f"{len(cases)} cases, {len(observed)} Pods: {bound} bound, {len(observed) - bound} unschedulable; "
+               f"{len(differences)} verdict difference(s), {len(devices)} with other devices")
+    rejections = [f"{case}: {why}" for case, why in sorted(refused.items())]
+    report.write_text("\n".join([summary, "", "refused by the API server:", *rejections, "", "verdicts:",
+                                 *differences, "", "devices:", *devices]) + "\n")
+    print(summary, *rejections, *differences, sep="\n")
+    assert rejections == [], "the server refused inventories or claims the library emits or reads"
+    assert len([c for c in cases if not c.templates]) >= 200
+    assert bound and bound < len(observed), "a generator whose cases all agree one way proves little"
+    unknown = [d for d in differences if d.split()[0] not in KNOWN]
+    assert unknown == [], f"{len(unknown)} difference(s), see {report}"

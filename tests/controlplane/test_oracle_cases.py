@@ -1,0 +1,50 @@
+"""The oracle's cases without a cluster: enough of them, both verdicts, isolated by name.
+
+These run on every machine; the cluster half is ``test_fit_oracle.py`` (marker ``controlplane``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from dra_constructs.target import Target
+
+from .oracle_cases import all_cases, fit_verdicts, prune
+
+TARGET = Target.parse("1.37")
+GATES = {name: True for name in TARGET.default_feature_gates}
+
+
+def test_cases_are_many_mixed_and_isolated() -> None:
+    cases = all_cases(TARGET)
+    assert len([c for c in cases if not c.templates]) >= 200 and any(c.templates for c in cases)
+    verdicts: Counter[tuple[str, bool]] = Counter()
+    nodes: Counter[str] = Counter()
+    slices: Counter[str] = Counter()
+    pools: Counter[tuple[str, str]] = Counter()
+    for case in cases:
+        expected = fit_verdicts(case, TARGET, GATES)
+        assert set(expected) == set(case.node_names), case.id  # no node outside the case's own
+        case = prune(case, expected, 4)
+        kind = case.title.split(",")[0].split(":")[0]
+        verdicts[(kind, any(v.allocatable for v in expected.values()))] += 1
+        nodes.update(case.node_names)
+        slices.update(s["metadata"]["name"] for s in case.slices)
+        pools.update({(s["spec"]["driver"], s["spec"]["pool"]["name"]) for s in case.slices})
+        for body in case.slices:  # every slice names a node of its own case (no allNodes leaking across)
+            spec = body["spec"]
+            assert spec.get("nodeName", "").startswith(case.id) or spec.get("nodeSelector"), body["metadata"]
+            assert not spec.get("allNodes")
+    for kind in ("static MIG", "DynamicMIG", "GPU + NIC", "synthetic"):
+        assert verdicts[(kind, True)] >= 5 and verdicts[(kind, False)] >= 5, (kind, verdicts)
+    assert max(nodes.values()) == 1 and max(slices.values()) == 1 and max(pools.values()) == 1
+
+
+def test_prune_keeps_allocatable_nodes_and_their_slices_only() -> None:
+    case = next(c for c in all_cases(TARGET) if c.title.startswith("example mig_inference_pod"))
+    expected = fit_verdicts(case, TARGET, GATES)
+    small = prune(case, expected, 4)
+    assert len(small.nodes) == 4
+    assert sum(expected[n].allocatable for n in small.node_names) == sum(v.allocatable for v in expected.values())
+    assert {s["spec"]["nodeName"] for s in small.slices} == set(small.node_names)
+    assert fit_verdicts(small, TARGET, GATES) == {n: expected[n] for n in small.node_names}
