@@ -7,7 +7,9 @@ no engine provides). The checked AST from the type checker is then rewritten whe
 cel-go runtime behaves differently from plain CEL, and handed to cel-cpp's evaluator:
 
 * ``==``, ``!=`` and ``in`` on values that may hold a Kubernetes type use Go's semantics (a
-  Quantity or Semver compared with another type is a "no such overload" error, as in cel-go);
+  Quantity or Semver ``==`` another type is a "no such overload" error, as in cel-go, and so
+  ``!=`` is true: cel-go's ``evalNe`` is ``Equal(l, r) != True``; ``in`` and ``indexOf`` skip
+  the error);
 * reading an unknown domain of ``device.attributes`` / ``device.capacity`` gives an empty map
   (the DRA compiler's custom mapper); an unknown attribute name stays a "no such key" error.
 """
@@ -195,7 +197,13 @@ def _k8s_in_set(element: Any, container: list[Any]) -> bool:
 
 
 def _k8s_ne(lhs: Any, rhs: Any) -> bool:
-    return not go_equal(lhs, rhs)
+    """cel-go ``evalNe``: ``types.Bool(types.Equal(lVal, rVal) != types.True)`` (interpreter/
+    interpretable.go, v0.22-v0.27): an equality that is an error (a Quantity, Semver, URL, IP or
+    CIDR against another type) makes ``!=`` true, where ``==`` stays the error."""
+    try:
+        return not go_equal(lhs, rhs)
+    except ValueError:
+        return True
 
 
 def _domain(mapping: Any, key: Any) -> Any:
@@ -318,16 +326,25 @@ def _sum_dyn(items: list[Any]) -> Any:
                    if isinstance(items[0], datetime.timedelta) else "int")(items)
 
 
+def _equal_is_true(lhs: Any, rhs: Any) -> bool:
+    """``lhs.Equal(rhs) == types.True``: an equality error counts as not equal."""
+    try:
+        return go_equal(lhs, rhs)
+    except ValueError:
+        return False
+
+
 def _index_of(items: list[Any], element: Any) -> int:
+    """Kubernetes ``indexOf`` (apiserver pkg/cel/library/lists.go): ``Get(i).Equal(item) == types.True``."""
     for index, item in enumerate(items):
-        if go_equal(item, element):
+        if _equal_is_true(item, element):
             return index
     return -1
 
 
 def _last_index_of(items: list[Any], element: Any) -> int:
     for index in range(len(items) - 1, -1, -1):
-        if go_equal(items[index], element):
+        if _equal_is_true(items[index], element):
             return index
     return -1
 
