@@ -114,3 +114,26 @@ def test_the_1_34_combined_layout_read_at_1_35_plus_offers_no_device() -> None:
         assert not result.allocatable, version
         assert "slice s has both sharedCounters and 1 device(s)" in str(result.reason)
         assert "publish the devices in a slice of their own" in str(result.reason)
+
+
+def named_pool(pool: str, slice_name: str, device_name: str, **extra: Any) -> dict[str, Any]:
+    return device_slice(slice_name, {**device(device_name), **extra}, pool=pool, count=1)
+
+
+def test_from_1_36_pools_are_tried_by_name_and_slices_by_name() -> None:
+    # sortPoolsByID / sortSlicesByName (pools_incubating.go, v0.36+); the inventory lists "b" first
+    slices = [named_pool("b", "b-0", "gpu-b"), named_pool("a", "a-1", "gpu-a1")]
+    second = device_slice("a-0", device("gpu-a0"), pool="a", count=2)
+    slices[1]["spec"]["pool"]["resourceSliceCount"] = 2
+    slices.append(second)
+    first = only(checked_fit([ONE_GPU], Inventory.from_slices(slices), "1.36")).devices[0]
+    assert (first.pool, first.device) == ("a", "gpu-a0")
+    older = only(checked_fit([ONE_GPU], Inventory.from_slices(slices), "1.35")).devices[0]
+    assert (older.pool, older.device) == ("b", "gpu-b")  # 1.35: Go map order, none defined: as listed
+
+
+def test_from_1_36_pools_with_binding_conditions_come_last() -> None:
+    slices = [named_pool("a", "a-0", "gpu-a", bindingConditions=["ready"]), named_pool("b", "b-0", "gpu-b")]
+    gates = {"DRADeviceBindingConditions": True, "DRAResourceClaimDeviceStatus": True}
+    first = only(checked_fit([ONE_GPU], Inventory.from_slices(slices), "1.36", gates=gates)).devices[0]
+    assert (first.pool, first.device) == ("b", "gpu-b")

@@ -35,7 +35,7 @@ from dra_constructs.fit.capacity import (
     violates_policy,
 )
 from dra_constructs.fit.model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
-from dra_constructs.fit.pools import counter_set_slice, invalid_reason
+from dra_constructs.fit.pools import counter_set_slice, invalid_reason, node_pools
 from dra_constructs.target import Target
 
 __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocatedState", "Allocator", "DeviceResult", "NodeResult"]
@@ -297,12 +297,8 @@ class _NodeSearch:
         """``GatherPools`` (``fit/pools.py`` has the invalid-pool and counter-set-slice rules)."""
         partitionable = self.a.gate("DRAPartitionableDevices")
         split = self.a.target.counter_sets_in_own_slice
-        for pool in self.a.inventory.pools:
-            # 1.35+ without the gate: slices with perDeviceNodeSelection or sharedCounters are skipped
-            slices = [s for s in pool.slices if (partitionable or not (s.per_device or (split and s.counter_set_names)))
-                      and s.targets(self.node)]
-            if not slices:
-                continue
+        for pool, slices in node_pools(self.a.inventory.pools, self.node, partitionable, split,
+                                       self.a.target.allocator_sorts_pools):
             self.pools.append(pool)
             reason = invalid_reason(pool, slices, partitionable, split)
             if reason is not None:

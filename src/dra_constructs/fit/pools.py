@@ -6,6 +6,7 @@ A port of ``structured/internal/incubating/pools_incubating.go`` (v0.35-v0.37):
   its counter sets count for the whole pool and its ``devices`` are never offered (the API of
   1.35+ forbids both in one slice: "Only one of Devices and SharedCounters can be set"; a slice
   stored by 1.34 in the combined layout is read this way);
+* from 1.36 pools are tried by driver and name (binding-condition pools last), slices by name;
 * a pool is *invalid* - none of its devices is allocated, and a failed allocation says "invalid
   resource pools were encountered" - when (first reason wins, in upstream's order) two device
   slices for the node repeat a device name (``validateDeviceNames``), two counter-set slices
@@ -21,9 +22,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dra_constructs.fit.model import Pool, SliceInfo
+from dra_constructs.fit.model import Node, Pool, SliceInfo
 
-__all__ = ["counter_set_slice", "invalid_reason"]
+__all__ = ["counter_set_slice", "invalid_reason", "node_pools"]
+
+
+def node_pools(pools: Sequence[Pool], node: Node, partitionable: bool, split_layout: bool,
+               sort: bool) -> list[tuple[Pool, list[SliceInfo]]]:
+    """The pools with slices for ``node``, and those slices, in the allocator's order.
+
+    Up to 1.34 a slice with ``perDeviceNodeSelection`` needs DRAPartitionableDevices; from 1.35
+    one with ``sharedCounters`` too. ``sort`` (1.36+): pools by driver and name, those whose
+    slices for the node have a device with binding conditions last, slices by name
+    (``sortPoolsByID``, ``sortSlicesByName``); else the inventory's order.
+    """
+    found: list[tuple[Pool, list[SliceInfo]]] = []
+    for pool in pools:
+        slices = [s for s in pool.slices
+                  if (partitionable or not (s.per_device or (split_layout and s.counter_set_names)))
+                  and s.targets(node)]
+        if slices:
+            found.append((pool, sorted(slices, key=lambda s: s.name) if sort else slices))
+    if sort:
+        found.sort(key=lambda entry: (any(d.binding_conditions for s in entry[1] for d in s.devices),
+                                      entry[0].driver, entry[0].name))
+    return found
 
 
 def counter_set_slice(slice_: SliceInfo, partitionable: bool, split_layout: bool) -> bool:
