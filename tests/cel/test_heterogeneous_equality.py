@@ -13,6 +13,9 @@ cel-go v0.22-v0.27 (the versions of Kubernetes 1.32-1.37):
 * ``in`` on a list is ``baseList.Contains`` (common/types/list.go): errors are skipped; the
   Kubernetes ``indexOf``/``lastIndexOf`` (apiserver pkg/cel/library/lists.go) test
   ``Get(i).Equal(item) == types.True``: errors are skipped too.
+* ``sets.contains``/``equivalent``/``intersects`` (ext/sets.go) use ``baseList.Contains``, and
+  ``distinct()`` (ext/lists.go, 1.35+) ``val.Equal(other) == types.True``: equal Quantities
+  written differently are equal there, unlike a comparison of their protobuf carriers.
 * ordering operators compare int, uint and double across types (``CrossTypeNumericComparisons``
   in the Kubernetes base environment); an int against a string is "no such overload".
 """
@@ -77,3 +80,23 @@ def test_cross_type_equality(version: str, expression: str, expected: bool) -> N
 def test_cross_type_errors(version: str, expression: str, message: str) -> None:
     with pytest.raises(CelRuntimeError, match=message):
         evaluate(expression, GPU, version)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(("expression", "expected"), [
+    ("sets.contains([quantity('1')], [quantity('1000m')])", True),  # Quantity.Equal, not the text
+    ("sets.equivalent([quantity('1'), quantity('2')], [quantity('2000m'), quantity('1000m')])", True),
+    ("sets.intersects([quantity('1')], [quantity('1000m')])", True),
+    (f"sets.contains([{ATTR}.driverVersion, {ATTR}.architecture], ['Hopper'])", True),  # the error is skipped
+    (f"sets.equivalent([{ATTR}.driverVersion], ['580.65.6'])", False),
+    (f"sets.intersects([{ATTR}.driverVersion], [{ATTR}.architecture])", False),
+])
+def test_sets_compare_as_cel_go(version: str, expression: str, expected: bool) -> None:
+    assert evaluate(expression, GPU, version) is expected
+
+
+@pytest.mark.parametrize("version", ["1.35", "1.37"])
+def test_distinct_compares_as_cel_go(version: str) -> None:
+    assert evaluate("[quantity('1'), quantity('1000m')].distinct().size() == 1", GPU, version)
+    assert evaluate("[quantity('1'), quantity('2')].distinct().size() == 2", GPU, version)
+    assert evaluate("['b', 'b', 'c', 'a', 'c'].distinct() == ['b', 'c', 'a']", GPU, version)
