@@ -5,7 +5,16 @@ from __future__ import annotations
 import cdk8s
 import constructs
 
-from dra_constructs import Alignment, Container, GpuClaimTemplate, GpuJob, GpuModel, GpuRequest, NicRequest
+from dra_constructs import (
+    Alignment,
+    Container,
+    GpuClaimTemplate,
+    GpuJob,
+    GpuModel,
+    GpuRequest,
+    NicRequest,
+    set_nvidia_driver_version,
+)
 
 
 def build(scope: constructs.Construct) -> cdk8s.Chart:
@@ -18,6 +27,9 @@ def build(scope: constructs.Construct) -> cdk8s.Chart:
     WaitForFirstConsumer to set.
     """
     chart = cdk8s.Chart(scope, "topology-training", namespace="research")
+    # NUMA alignment needs resource.kubernetes.io/numaNode on the GPUs: the NVIDIA DRA driver publishes
+    # it only after v0.4 (main); with a released driver the claim would fit no node and is refused.
+    set_nvidia_driver_version(chart, "main")
     hopper = [GpuModel.H100_80GB]
     devices = GpuClaimTemplate(
         chart,

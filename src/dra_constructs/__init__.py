@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         set_kubernetes_version,
         set_kueue_compatible,
         set_mig_mode,
+        set_nvidia_driver_version,
     )
     from dra_constructs.constructs.tenants import GpuTenant, KueueQueue, TenantPlatform
     from dra_constructs.constructs.workloads import GpuDeployment, GpuJob, GpuPod, GpuStatefulSet
@@ -99,6 +100,7 @@ _LAZY = {
     "set_dra_extended_resources": "dra_constructs.constructs.scope",
     "set_inventory": "dra_constructs.constructs.scope",
     "set_mig_mode": "dra_constructs.constructs.scope",
+    "set_nvidia_driver_version": "dra_constructs.constructs.scope",
     "set_kubernetes_version": "dra_constructs.constructs.scope",
     "set_kueue_compatible": "dra_constructs.constructs.scope",
     "suppress": "dra_constructs.constructs.guardrails",
@@ -153,6 +155,7 @@ __all__ = [
     "set_kubernetes_version",
     "set_kueue_compatible",
     "set_mig_mode",
+    "set_nvidia_driver_version",
     "suppress",
 ]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from dra_constructs.catalog import DEVICE_CLASS_GPU, DEVICE_CLASS_MIG, GpuModel, GpuSpec, mig_profile
 from dra_constructs.catalog.network import DEVICE_CLASS_NIC, NIC_DRIVER
@@ -44,6 +44,11 @@ __all__ = [
     "alignment_constraints",
     "render_claim_spec",
 ]
+
+_T = TypeVar("_T")
+#: A field that takes any sequence (a list, as users write it; type checkers without the pydantic
+#: plugin see this type) and stores a tuple, so the frozen models stay hashable. A str is refused.
+Items = Annotated[Sequence[_T], AfterValidator(tuple)]
 
 MAX_REQUESTS = 32  # DeviceRequestsMaxSize
 MAX_SELECTORS = 32  # DeviceSelectorsMaxSize
@@ -114,10 +119,10 @@ class DeviceToleration(_Model):
 class _RequestBase(_Model):
     name: str = Field(description="Request name (DNS label); containers may reference it.")
     count: int = Field(default=1, description="Exact number of devices (allocationMode ExactCount).")
-    selectors: tuple[str, ...] = Field(
+    selectors: Items[str] = Field(
         default=(), description="Extra CEL selectors, ANDed with the generated ones; checked at synth."
     )
-    tolerations: tuple[DeviceToleration, ...] = Field(
+    tolerations: Items[DeviceToleration] = Field(
         default=(), description="Device taints this request tolerates (Kubernetes 1.33+, at most 16)."
     )
 
@@ -186,7 +191,7 @@ class GpuRequest(_RequestBase):
     """
 
     name: str = "gpu"
-    models: tuple[GpuModel, ...] = Field(default=(), description="Any of these catalog models.")
+    models: Items[GpuModel] = Field(default=(), description="Any of these catalog models.")
     min_memory: str | None = Field(default=None, description="Quantity, e.g. '79Gi'.")
     architecture: str | None = Field(default=None, description="e.g. 'Hopper'.")
     min_compute_capability: str | None = Field(default=None, description="e.g. '8.0'.")
@@ -314,7 +319,7 @@ class MatchAttribute(_Model):
     """
 
     attribute: str
-    requests: tuple[str, ...] = ()
+    requests: Items[str] = ()
 
 
 class Alignment(_Model):
@@ -331,7 +336,7 @@ class Alignment(_Model):
     """
 
     on: Literal["numaNode", "pcieRoot", "parentGPU"]
-    requests: tuple[str, ...] = ()
+    requests: Items[str] = ()
 
 
 MAX_SUBREQUESTS = 8  # FirstAvailableDeviceRequestMaxSize
@@ -345,7 +350,7 @@ class FirstAvailable(_Model):
     """
 
     name: str = Field(description="Request name (DNS label).")
-    alternatives: tuple[MigRequest | GpuRequest | CustomRequest | NicRequest, ...] = Field(
+    alternatives: Items[MigRequest | GpuRequest | CustomRequest | NicRequest] = Field(
         description="1 to 8 requests, in order of preference (no admin access, ExactCount only)."
     )
 

@@ -417,10 +417,9 @@ class Target:
         - ``numaNode``: ``resource.kubernetes.io/numaNode`` (int). The name became a standard
           constant in 1.37's ``deviceattribute`` package, but an attribute name is only a string in
           the ResourceSlice: no API server version checks it, so every supported target compares
-          the same name. The NVIDIA driver at HEAD publishes it (scalar) on GPU, MIG and VFIO
-          devices whatever the cluster's version; older driver releases (v25.x) publish no NUMA
-          attribute on GPUs (only ``gpu.nvidia.com/numa`` on VFIO devices), so there a NUMA-aligned
-          claim fits no node - check against your slices with ``inventory=`` / ``dra-constructs fit``.
+          the same name. Which NVIDIA driver release publishes it (only main, after v0.4) is
+          :mod:`dra_constructs.catalog.driver_versions`; claims checked against the catalog refuse
+          alignments the declared release (``set_nvidia_driver_version``) cannot meet.
           The list form (``IntValues``) needs DRAListTypeAttributes, off by default on every target;
           the catalog publishes the scalar;
         - ``parentGPU``: ``gpu.nvidia.com/parentUUID`` (MIG devices only).

@@ -178,7 +178,7 @@ LIVE_CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "constraint": ("1.34", {"requests": [MigRequest(gpu="A100_80GB", profile="3g.40gb", count=2)],
                             "constraints": [MatchAttribute(attribute="gpu.nvidia.com/parentUUID")]}),
     "alignment": ("1.34", {"requests": [GpuRequest(models=("H100_80GB",), count=2)],
-                           "align": [Alignment(on="numaNode")]}),
+                           "align": [Alignment(on="pcieRoot")]}),
     "firstAvailable": ("1.34", {"requests": [FirstAvailable(name="any", alternatives=[
         MigRequest(name="small", gpu="A100_80GB", profile="3g.40gb")])]}),
     "tolerations": ("1.34", {"requests": [GpuRequest(models=("H100_80GB",), tolerations=(

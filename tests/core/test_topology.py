@@ -19,6 +19,7 @@ from dra_constructs import (
     NicRequest,
     Target,
     set_kubernetes_version,
+    set_nvidia_driver_version,
 )
 from dra_constructs.catalog import catalog_resource_slices
 from dra_constructs.guardrails import audit
@@ -58,6 +59,7 @@ def test_example_claim_renders_numa_and_pcie_constraints_and_validates(version: 
 @pytest.mark.parametrize(("version", "mig_mode"), [("1.32", "static"), ("1.34", "static"), ("1.34", "dynamic")])
 def test_more_aligned_gpus_than_one_numa_node_fails_naming_the_constraint(version: str, mig_mode: str) -> None:
     chart = new_chart(version)
+    set_nvidia_driver_version(chart, "main")  # the first driver that publishes numaNode on GPUs
     with pytest.raises(DraConstructsError) as info:
         GpuClaimTemplate(chart, "five", requests=[GpuRequest(name="gpus", count=5, models=H100)],
                          align=[Alignment(on="numaNode")], mig_mode=mig_mode)

@@ -50,21 +50,29 @@ class ContextsRemaining(StrEnum):
 
 
 class PreemptionPolicy(BaseModel):
-    """The parameters of the opaque config (camelCase on the wire, as Kubernetes objects are)."""
+    """The parameters of the opaque config (camelCase on the wire, as Kubernetes objects are).
+
+    Python callers pass the snake_case names; the camelCase ones are validation/serialization aliases
+    only (not ``alias=``), so type checkers without the pydantic plugin see the snake_case signature.
+    """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     api_version: Literal["sanitizer.dra-constructs.io/v1alpha1"] = Field(
-        default="sanitizer.dra-constructs.io/v1alpha1", alias="apiVersion")
+        default="sanitizer.dra-constructs.io/v1alpha1", validation_alias="apiVersion",
+        serialization_alias="apiVersion")
     kind: Literal["PreemptionPolicy"] = "PreemptionPolicy"
     grace_period_seconds: float | None = Field(
-        default=None, ge=0, le=3600, alias="gracePeriodSeconds",
+        default=None, ge=0, le=3600, validation_alias="gracePeriodSeconds",
+        serialization_alias="gracePeriodSeconds",
         description="SIGTERM to SIGKILL for this claim's processes (default: the agent's grace_period_s).")
     on_contexts_remaining: ContextsRemaining = Field(
-        default=ContextsRemaining.KILL, alias="onContextsRemaining",
+        default=ContextsRemaining.KILL, validation_alias="onContextsRemaining",
+        serialization_alias="onContextsRemaining",
         description="Kill, or quarantine the slice until the driver reports zero contexts.")
     cold_reset_on_release: bool = Field(
-        default=False, alias="coldResetOnRelease",
+        default=False, validation_alias="coldResetOnRelease",
+        serialization_alias="coldResetOnRelease",
         description="Recreate the partition (or reset the GPU) at release even if the node's partition_reset "
                     "is off.")
 

@@ -34,6 +34,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--network", action="store_true",
                         help="with --resource-slices: also a dra.net slice per node, one RDMA NIC beside each GPU "
                              "(same pcieRoot and numaNode)")
+    parser.add_argument("--nvidia-driver-version", default="main", metavar="VERSION",
+                        help="with --resource-slices: only the topology attributes this NVIDIA DRA driver release "
+                             "publishes (e.g. 25.8, 0.4: no numaNode on GPUs; default main: all)")
     parser.set_defaults(func=_run)
 
 
@@ -42,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.resource_slices:
         slices = catalog_resource_slices([s.key for s in specs], resource_version=args.resource_slices,
                                          mig_mode=args.mig_mode, split_counter_sets=args.separate_counter_slices,
-                                         network=args.network)
+                                         network=args.network, nvidia_driver=args.nvidia_driver_version)
         _check_limits(slices, combined=args.mig_mode == "dynamic" and not args.separate_counter_slices)
         yaml.safe_dump_all(slices, sys.stdout, sort_keys=False)
         return 0

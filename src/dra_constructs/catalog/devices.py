@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from dra_constructs.catalog.data import GPU_SPECS
 from dra_constructs.catalog.driver import ATTRIBUTE_DOMAIN, DRIVER, STANDARD_ATTRIBUTE_DOMAIN
+from dra_constructs.catalog.driver_versions import NvidiaDriverRelease, nvidia_driver_release
 from dra_constructs.catalog.models import GpuSpec, MigProfile
 from dra_constructs.catalog.network import NIC_DRIVER, gpu_topology, nic_devices
 
@@ -194,6 +195,7 @@ def catalog_resource_slices(
     mig_mode: MigMode = "static",
     split_counter_sets: bool = False,
     network: bool = False,
+    nvidia_driver: str | None = "main",
 ) -> list[dict[str, Any]]:
     """ResourceSlices for every catalog model (or those in ``models``, by key).
 
@@ -201,8 +203,38 @@ def catalog_resource_slices(
     ``mig_mode="dynamic"`` gives DynamicMIG pools (one node per model); ``split_counter_sets``
     puts the counter sets into a slice of their own (1.35+, ``Target.counter_sets_in_own_slice``).
     Every GPU carries the HGX topology (``network.gpu_topology``); ``network`` adds a ``dra.net``
-    slice with one RDMA NIC beside each GPU to every node.
+    slice with one RDMA NIC beside each GPU to every node. ``nvidia_driver``: the NVIDIA DRA driver
+    release whose topology attributes the GPU and MIG devices carry (``"main"``: all of them;
+    ``"0.4"`` and older: no ``numaNode``; see :mod:`dra_constructs.catalog.driver_versions`).
     """
+    slices = _catalog_slices(models, gpus_per_node, resource_version, mig_mode, split_counter_sets, network)
+    return _as_published_by(slices, nvidia_driver_release(nvidia_driver, "catalog_resource_slices"))
+
+
+def _as_published_by(slices: list[dict[str, Any]], release: NvidiaDriverRelease) -> list[dict[str, Any]]:
+    """``slices`` with the NVIDIA devices' topology attributes that ``release`` does not publish removed."""
+    if release.numa_node and release.pcie_root and release.pcie_root_dynamic_mig:
+        return slices
+    slices = copy.deepcopy(slices)
+    for slice_ in slices:
+        spec = slice_["spec"]
+        if spec.get("driver") != DRIVER:
+            continue
+        for device in spec.get("devices", []):
+            body = device.get("basic", device)  # v1beta1 nests the fields under basic
+            attributes = body.get("attributes", {})
+            kind = attributes.get("type", {}).get("string", "gpu")
+            dynamic = bool(body.get("consumesCounters"))
+            for on in ("numaNode", "pcieRoot"):
+                if release.missing(on, kind, dynamic_mig=dynamic and kind == "mig") is not None:
+                    attributes.pop(f"{STANDARD_ATTRIBUTE_DOMAIN}/{on}", None)
+    return slices
+
+
+def _catalog_slices(
+    models: Iterable[str] | None, gpus_per_node: int, resource_version: str, mig_mode: MigMode,
+    split_counter_sets: bool, network: bool,
+) -> list[dict[str, Any]]:
     wanted = set(models) if models is not None else None
     slices: list[dict[str, Any]] = []
     for spec in GPU_SPECS:

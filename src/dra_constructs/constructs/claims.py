@@ -21,8 +21,10 @@ from dra_constructs.constructs.scope import (
     resolve_inventory,
     resolve_kueue_compatible,
     resolve_mig_mode,
+    resolve_nvidia_driver,
     resolve_target,
 )
+from dra_constructs.driver_support import check_driver_alignments
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.podspec import ClaimUse
 from dra_constructs.requests import (
@@ -152,6 +154,8 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
             mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
             # built only where the precomputed table cannot vouch; in the target's slice layout
             inventory = LazyCatalog(mode, target.counter_sets_in_own_slice)
+            if align:  # the catalog publishes every topology attribute; the cluster's driver may not
+                check_driver_alignments(align, self.requests, resolve_nvidia_driver(scope), mode, where)
         check_requests(resolved, target, where, inventory, spec, catalog=catalog)
         if preemption_policy is not None:
             spec = _with_policy(spec, preemption_policy, policy_requests, self.requests, where)

@@ -15,6 +15,7 @@ from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
 
 if TYPE_CHECKING:
+    from dra_constructs.catalog.driver_versions import NvidiaDriverRelease
     from dra_constructs.cel import Device
     from dra_constructs.fit import Inventory
 
@@ -30,16 +31,20 @@ __all__ = [
     "resolve_inventory",
     "resolve_kueue_compatible",
     "resolve_mig_mode",
+    "resolve_nvidia_driver",
     "resolve_target",
     "set_dra_extended_resources",
     "set_inventory",
     "set_kubernetes_version",
     "set_kueue_compatible",
     "set_mig_mode",
+    "set_nvidia_driver_version",
 ]
 
 #: cdk8s context key for the app-wide target (see :func:`set_kubernetes_version`).
 KUBERNETES_VERSION_CONTEXT = "dra-constructs/kubernetes-version"
+#: cdk8s context key for the NVIDIA DRA driver release (see :func:`set_nvidia_driver_version`).
+NVIDIA_DRIVER_CONTEXT = "dra-constructs/nvidia-driver-version"
 #: cdk8s context key for the shape of the catalog inventory (see :func:`set_mig_mode`).
 MIG_MODE_CONTEXT = "dra-constructs/mig-mode"
 
@@ -146,6 +151,32 @@ def set_mig_mode(scope: constructs.Construct, mode: str | None) -> None:
                                  'write "dynamic" or "static"')
     scope.node.set_context(MIG_MODE_CONTEXT, mode or "")
     _MIG_MODE_BY_SCOPE.clear()
+
+
+def set_nvidia_driver_version(scope: constructs.Construct, version: str) -> NvidiaDriverRelease:
+    """Declare the NVIDIA DRA driver release the cluster runs (``"25.8"``, ``"0.4"``, ``"main"``).
+
+    Claims checked against the catalog then refuse alignments that release cannot meet (e.g.
+    ``numaNode``: no release up to v0.4 publishes it on GPUs). Default: the newest release.
+    """
+    from dra_constructs.catalog.driver_versions import nvidia_driver_release
+
+    where = f"{scope.node.path or 'App'}: set_nvidia_driver_version"
+    release = nvidia_driver_release(version, where)
+    try:
+        scope.node.set_context(NVIDIA_DRIVER_CONTEXT, release.semver)
+    except RuntimeError:  # jsii: "Cannot set context after children have been added"
+        raise DraConstructsError(where, "version", version, "cdk8s fixes the context once children exist",
+                                 "call set_nvidia_driver_version(app, ...) right after cdk8s.App()") from None
+    return release
+
+
+def resolve_nvidia_driver(scope: constructs.Construct) -> NvidiaDriverRelease:
+    """The release of :func:`set_nvidia_driver_version` visible from ``scope``, else the default."""
+    from dra_constructs.catalog.driver_versions import nvidia_driver_release
+
+    value = scope.node.try_get_context(NVIDIA_DRIVER_CONTEXT)
+    return nvidia_driver_release(str(value) if value else None, f"context {NVIDIA_DRIVER_CONTEXT}")
 
 
 def resolve_mig_mode(scope: constructs.Construct) -> str | None:

@@ -79,6 +79,7 @@ RULE = Rule(
         "GPUDirect RDMA); WaitForFirstConsumer never bought this - a matchAttribute constraint does",
     fix="add constraints: [{matchAttribute: resource.kubernetes.io/numaNode, requests: [<gpu requests>]}] "
         "(GpuClaimTemplate(align=[Alignment(on='numaNode')])), or pcieRoot for a GPU and its NIC; "
+        "numaNode needs an NVIDIA DRA driver after v0.4 (released ones publish only pcieRoot, docs/topology.md); "
         "a whole-node claim (all GPUs of a board) may suppress the rule",
     object_check=_check,
 )
