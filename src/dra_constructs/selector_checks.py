@@ -40,11 +40,17 @@ TOPOLOGY_ATTRIBUTES = frozenset({"resource.kubernetes.io/pcieRoot", "resource.ku
 
 
 @lru_cache(maxsize=4)
-def catalog_inventory(mig_mode: str = "static") -> FitInventory:
-    """The catalog's GPUs (and NICs beside them) as a fit inventory: static MIG or DynamicMIG nodes."""
+def catalog_inventory(mig_mode: str = "static", split: bool = False) -> FitInventory:
+    """The catalog's GPUs (and NICs beside them) as a fit inventory: static MIG or DynamicMIG nodes.
+
+    ``split``: counter sets in a slice of their own, as a 1.35+ cluster has them
+    (``Target.counter_sets_in_own_slice``; the allocator of 1.35+ offers no device of a slice
+    with ``sharedCounters``).
+    """
     from dra_constructs.fit import Inventory as FitInventory
 
-    slices = catalog_resource_slices(mig_mode="dynamic" if mig_mode == "dynamic" else "static", network=True)
+    slices = catalog_resource_slices(mig_mode="dynamic" if mig_mode == "dynamic" else "static", network=True,
+                                     split_counter_sets=split and mig_mode == "dynamic")
     return FitInventory.from_slices(slices)
 
 
@@ -58,9 +64,10 @@ class LazyCatalog:
     """
 
     mig_mode: str
+    split: bool = False
 
     def build(self) -> FitInventory:
-        return catalog_inventory(self.mig_mode)
+        return catalog_inventory(self.mig_mode, self.split)
 
 
 #: A generated request shape: (device class, selectors).
@@ -118,7 +125,8 @@ def live_catalog_check(mig_mode: str, minor: int, shape: Shape, count: int) -> b
     target = Target(minor=minor)
     spec, resolved = render_claim_spec([request], [], target, "catalog")
     try:
-        check_requests(resolved, target, "catalog", catalog_inventory(mig_mode), spec, catalog=True)
+        check_requests(resolved, target, "catalog", catalog_inventory(mig_mode, target.counter_sets_in_own_slice),
+                       spec, catalog=True)
     except DraConstructsError:
         return False
     return True
@@ -127,7 +135,9 @@ def live_catalog_check(mig_mode: str, minor: int, shape: Shape, count: int) -> b
 def live_catalog_answer(mig_mode: str, minor: int, shape: Shape) -> int | None:
     """The table's entry computed live: ``None`` on a run-time error, else the largest count that passes."""
     device_class, selectors = shape
-    if _runtime_error(device_class, selectors, Target(minor=minor), catalog_inventory(mig_mode)) is not None:
+    target = Target(minor=minor)
+    if _runtime_error(device_class, selectors, target,
+                      catalog_inventory(mig_mode, target.counter_sets_in_own_slice)) is not None:
         return None
     count = 0
     while live_catalog_check(mig_mode, minor, shape, count + 1):

@@ -347,6 +347,13 @@ class Target:
         return self.minor >= 35
 
     @property
+    def allocator_sorts_pools(self) -> bool:
+        """From 1.36 the allocator orders a node's pools by driver and name (those with binding
+        conditions last) and each pool's slices by name (``GatherPools``/``buildPool``); before, in
+        Go map order (none defined)."""
+        return self.minor >= 36
+
+    @property
     def default_mig_mode(self) -> str:
         """``"dynamic"`` where DRAPartitionableDevices is on by default (beta, 1.36+), else ``"static"``."""
         return "dynamic" if self.minor >= 36 else "static"

@@ -58,7 +58,7 @@ def test_entries_equal_the_live_check(mode: str, minor: int, monkeypatch: pytest
     for index, (shape, expected) in enumerate(sc.catalog_table()[mode, minor].items()):
         if (mode, minor) not in FULL and (index + minor) % SAMPLE_EVERY:
             continue
-        error = sc._runtime_error(*shape, target, sc.catalog_inventory(mode))
+        error = sc._runtime_error(*shape, target, sc.catalog_inventory(mode, target.counter_sets_in_own_slice))
         if expected is None:
             assert error is not None, shape
             continue
@@ -141,7 +141,8 @@ def _live_error(version: str, mode: str, where: str, requests: list[Any]) -> Dra
     target = Target.parse(version)
     spec, resolved = render_claim_spec(requests, [], target, where)
     with pytest.raises(DraConstructsError) as info:
-        sc.check_requests(resolved, target, where, sc.catalog_inventory(mode), spec, catalog=True)
+        sc.check_requests(resolved, target, where, sc.catalog_inventory(mode, target.counter_sets_in_own_slice), spec,
+                          catalog=True)
     return info.value
 
 

@@ -196,8 +196,16 @@ def test_a_shared_device_charges_its_counters_once_from_1_35() -> None:
     gates = {"DRAPartitionableDevices": True, "DRAConsumableCapacity": True}
     # 1.34 (the experimental allocator) checks the counters again for the second share: no slot left.
     assert not only(checked_fit(two, inventory, "1.34", classes=classes, gates=gates)).allocatable
+    # 1.35+ reads counter sets from a slice of their own (a combined slice offers no device).
+    pool = {"name": "n", "generation": 1, "resourceSliceCount": 2}
+    split = Inventory.from_slices([
+        {**slices[0], "metadata": {"name": "s-counters"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool,
+            "sharedCounters": slices[0]["spec"]["sharedCounters"]}},
+        {**slices[0], "metadata": {"name": "s-devices"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool, "devices": [device]}}])
     for version in ("1.35", "1.37"):  # skipCounterCheck: a device in use already paid its counters
-        assert only(checked_fit(two, inventory, version, classes=classes, gates=gates)).allocatable, version
+        assert only(checked_fit(two, split, version, classes=classes, gates=gates)).allocatable, version
 
 
 def test_node_selection_per_slice_and_per_device() -> None:

@@ -53,10 +53,13 @@ def inventories(draw: Any) -> tuple[Inventory, dict[str, dict[str, Any]]]:
             if policy is not None:
                 device["capacity"]["mem"]["requestPolicy"] = policy
         devices.append(device)
-    spec = {"driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n", "generation": 1,
-                                                                    "resourceSliceCount": 1},
-            "sharedCounters": counter_sets, "devices": devices}
-    inventory = Inventory.from_slices([{"kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": spec}])
+    # 1.35+ layout: the counter sets in a slice of their own (a slice holds devices or sharedCounters)
+    pool = {"name": "n", "generation": 1, "resourceSliceCount": 2}
+    slices = [{"kind": "ResourceSlice", "metadata": {"name": "counters"}, "spec": {
+                  "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool, "sharedCounters": counter_sets}},
+              {"kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {
+                  "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool, "devices": devices}}]
+    inventory = Inventory.from_slices(slices)
     return inventory, {d["name"]: d for d in devices}
 
 
@@ -128,8 +131,11 @@ def brute_force(claims: Sequence[Claim], inventory: Inventory, raw: dict[str, di
         for r in c.requests:
             choices = []
             for alt in r.alternatives:
+                # KEP-5075: with DRAConsumableCapacity on, a device lacking a capacity the request
+                # asks for cannot serve it, shared or not
                 usable = [d for d in devices if _matches(d, alt.selectors) and all(
-                    any(t.tolerates(taint) for t in alt.tolerations) for taint in d.taints)]
+                    any(t.tolerates(taint) for t in alt.tolerations) for taint in d.taints)
+                    and set(dict(alt.capacity)) <= set(raw[d.device.name].get("capacity", {}))]
                 choices += [(c, alt, combo) for combo in itertools.combinations(usable, alt.count)]
             options.append(choices)
     for assignment in itertools.product(*options):

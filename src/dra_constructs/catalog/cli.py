@@ -46,6 +46,7 @@ def _run(args: argparse.Namespace) -> int:
         slices = catalog_resource_slices([s.key for s in specs], resource_version=args.resource_slices,
                                          mig_mode=args.mig_mode, split_counter_sets=args.separate_counter_slices,
                                          network=args.network, nvidia_driver=args.nvidia_driver_version)
+        _check_limits(slices, combined=args.mig_mode == "dynamic" and not args.separate_counter_slices)
         yaml.safe_dump_all(slices, sys.stdout, sort_keys=False)
         return 0
     if args.format == "json":
@@ -58,3 +59,19 @@ def _run(args: argparse.Namespace) -> int:
         for p in spec.mig_profiles:
             print(f"  {p.name:12} x{p.max_count}  {p.multiprocessors:>3} SMs  ~{p.memory_mib} MiB")
     return 0
+
+
+def _check_limits(slices: list[dict[str, Any]], combined: bool) -> None:
+    """Every emitted slice within the API server's 1.35+ limits (``fit/limits.py``); the combined
+    layout (counter sets beside the devices) is the 1.34 one, asked for without
+    ``--separate-counter-slices``."""
+    from dra_constructs.errors import DraConstructsError
+    from dra_constructs.fit.limits import slice_limit_problems
+
+    for raw in slices:
+        problems = [p for p in slice_limit_problems(raw) if not (combined and p[0] == "spec.sharedCounters"
+                                                                 and p[2] == 0)]
+        if problems:
+            field_name, value, limit, fix = problems[0]
+            raise DraConstructsError(f"ResourceSlice/{raw['metadata']['name']}", field_name, value,
+                                     f"the catalog emits {value} entries, the API server allows {limit}", fix)

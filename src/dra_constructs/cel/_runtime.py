@@ -7,7 +7,9 @@ no engine provides). The checked AST from the type checker is then rewritten whe
 cel-go runtime behaves differently from plain CEL, and handed to cel-cpp's evaluator:
 
 * ``==``, ``!=`` and ``in`` on values that may hold a Kubernetes type use Go's semantics (a
-  Quantity or Semver compared with another type is a "no such overload" error, as in cel-go);
+  Quantity or Semver ``==`` another type is a "no such overload" error, as in cel-go, and so
+  ``!=`` is true: cel-go's ``evalNe`` is ``Equal(l, r) != True``; ``in`` and ``indexOf`` skip
+  the error);
 * reading an unknown domain of ``device.attributes`` / ``device.capacity`` gives an empty map
   (the DRA compiler's custom mapper); an unknown attribute name stays a "no such key" error.
 """
@@ -195,7 +197,13 @@ def _k8s_in_set(element: Any, container: list[Any]) -> bool:
 
 
 def _k8s_ne(lhs: Any, rhs: Any) -> bool:
-    return not go_equal(lhs, rhs)
+    """cel-go ``evalNe``: ``types.Bool(types.Equal(lVal, rVal) != types.True)`` (interpreter/
+    interpretable.go, v0.22-v0.27): an equality that is an error (a Quantity, Semver, URL, IP or
+    CIDR against another type) makes ``!=`` true, where ``==`` stays the error."""
+    try:
+        return not go_equal(lhs, rhs)
+    except ValueError:
+        return True
 
 
 def _domain(mapping: Any, key: Any) -> Any:
@@ -318,18 +326,53 @@ def _sum_dyn(items: list[Any]) -> Any:
                    if isinstance(items[0], datetime.timedelta) else "int")(items)
 
 
+def _equal_is_true(lhs: Any, rhs: Any) -> bool:
+    """``lhs.Equal(rhs) == types.True``: an equality error counts as not equal."""
+    try:
+        return go_equal(lhs, rhs)
+    except ValueError:
+        return False
+
+
 def _index_of(items: list[Any], element: Any) -> int:
+    """Kubernetes ``indexOf`` (apiserver pkg/cel/library/lists.go): ``Get(i).Equal(item) == types.True``."""
     for index, item in enumerate(items):
-        if go_equal(item, element):
+        if _equal_is_true(item, element):
             return index
     return -1
 
 
 def _last_index_of(items: list[Any], element: Any) -> int:
     for index in range(len(items) - 1, -1, -1):
-        if go_equal(items[index], element):
+        if _equal_is_true(items[index], element):
             return index
     return -1
+
+
+def _sets_contains(items: list[Any], sublist: list[Any]) -> bool:
+    """cel-go ``setsContains`` (ext/sets.go): every element of ``sublist`` by ``baseList.Contains``
+    (``elem.Equal(item) == True``: a Quantity matches an equal Quantity however written, and an
+    equality error skips the item)."""
+    return all(_k8s_in(element, items) for element in sublist)
+
+
+def _sets_equivalent(a: list[Any], b: list[Any]) -> bool:
+    """cel-go ``setsEquivalent``: ``setsContains(a, b) && setsContains(b, a)``."""
+    return _sets_contains(a, b) and _sets_contains(b, a)
+
+
+def _sets_intersects(a: list[Any], b: list[Any]) -> bool:
+    """cel-go ``setsIntersects``: some element of ``a`` is contained in ``b``."""
+    return any(_k8s_in(element, b) for element in a)
+
+
+def _distinct(items: list[Any]) -> list[Any]:
+    """cel-go ``distinctList`` (ext/lists.go): first occurrences, by ``val.Equal(other) == True``."""
+    unique: list[Any] = []
+    for item in items:
+        if not any(_equal_is_true(item, other) for other in unique):
+            unique.append(item)
+    return unique
 
 
 def _substring(text: str, start: int, end: int) -> str:
@@ -565,6 +608,12 @@ RENAMED_OVERLOADS = {
     **{f"list_{n}_min_{n}": f"k8s_min_{n}" for n in _LIST_KINDS},
     **{f"list_{n}_is_sorted_bool": "k8s_is_sorted" for n in _LIST_KINDS},
     "list_a_index_of_int": "k8s_index_of",
+    # cel-cpp's sets and distinct compare carriers as protobuf messages: quantity('1') and
+    # quantity('1000m') differ there, cel-go's Quantity.Equal has them equal
+    "list_sets_contains_list": "k8s_sets_contains",
+    "list_sets_equivalent_list": "k8s_sets_equivalent",
+    "list_sets_intersects_list": "k8s_sets_intersects",
+    "list_distinct": "k8s_distinct",
     "list_a_last_index_of_int": "k8s_last_index_of",
     "string_substring_int_int": "k8s_substring",
     "string_find_string": "k8s_find",
@@ -589,6 +638,10 @@ def _list_functions() -> list[Any]:
         _fn("k8s_is_sorted", _is_sorted, ["list(dyn)"], "bool", True),
         _fn("k8s_index_of", _index_of, ["list(dyn)", _ANY], "int", True),
         _fn("k8s_last_index_of", _last_index_of, ["list(dyn)", _ANY], "int", True),
+        _fn("k8s_sets_contains", _sets_contains, ["list(dyn)", "list(dyn)"], "bool"),
+        _fn("k8s_sets_equivalent", _sets_equivalent, ["list(dyn)", "list(dyn)"], "bool"),
+        _fn("k8s_sets_intersects", _sets_intersects, ["list(dyn)", "list(dyn)"], "bool"),
+        _fn("k8s_distinct", _distinct, ["list(dyn)"], "list(dyn)", True),
         _fn("k8s_substring", _substring, ["string", "int", "int"], "string", True),
         _fn("k8s_find", find, ["string", "string"], "string", True),
         cel.FunctionDecl("k8s_find_all", [

@@ -142,14 +142,18 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         if isinstance(inventory, (str, Path)):  # ResourceSlice files, as set_inventory takes them
             from dra_constructs.cel import load_resource_slices
             from dra_constructs.fit import Inventory as FitInventory
+            from dra_constructs.fit.limits import check_slice_limits
 
-            inventory = FitInventory.from_slices(load_resource_slices(inventory))
+            slices = load_resource_slices(inventory)
+            check_slice_limits(slices, target)
+            inventory = FitInventory.from_slices(slices)
         elif inventory is CATALOG:
             inventory = resolve_inventory(scope, CATALOG)
         catalog = inventory is CATALOG
         if catalog:
             mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
-            inventory = LazyCatalog(mode)  # built only where the precomputed table cannot vouch
+            # built only where the precomputed table cannot vouch; in the target's slice layout
+            inventory = LazyCatalog(mode, target.counter_sets_in_own_slice)
             if align:  # the catalog publishes every topology attribute; the cluster's driver may not
                 check_driver_alignments(align, self.requests, resolve_nvidia_driver(scope), mode, where)
         check_requests(resolved, target, where, inventory, spec, catalog=catalog)

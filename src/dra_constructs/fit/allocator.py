@@ -35,6 +35,7 @@ from dra_constructs.fit.capacity import (
     violates_policy,
 )
 from dra_constructs.fit.model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
+from dra_constructs.fit.pools import counter_set_slice, invalid_reason, node_pools
 from dra_constructs.target import Target
 
 __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocatedState", "Allocator", "DeviceResult", "NodeResult"]
@@ -269,6 +270,10 @@ class _NodeSearch:
         self.devices: list[FitDevice] = []
         self.pool_ok: list[bool] = []
         self.pools: list[Pool] = []
+        #: Invalid pools for this node and why (``Pool.InvalidReason``).
+        self.invalid: dict[str, str] = {}
+        #: Slices in the 1.34 combined layout (sharedCounters and devices) read at 1.35+: name, devices.
+        self.ignored: list[tuple[str, int]] = []
         self.alts: dict[tuple[int, int], list[_Alt]] = {}
         self.constraints: list[list[_ConstraintState]] = []
         self.allocating: dict[int, set[int]] = {}
@@ -290,15 +295,22 @@ class _NodeSearch:
     # --- setup -----------------------------------------------------------------------------
 
     def _gather(self) -> None:
+        """``GatherPools`` (``fit/pools.py`` has the invalid-pool and counter-set-slice rules)."""
         partitionable = self.a.gate("DRAPartitionableDevices")
-        for pool in self.a.inventory.pools:
-            slices = [s for s in pool.slices if (partitionable or not s.per_device) and s.targets(self.node)]
-            if not slices:
-                continue
+        split = self.a.target.counter_sets_in_own_slice
+        for pool, slices in node_pools(self.a.inventory.pools, self.node, partitionable, split,
+                                       self.a.target.allocator_sorts_pools):
             self.pools.append(pool)
+            reason = invalid_reason(pool, slices, partitionable, split)
+            if reason is not None:
+                self.invalid[pool.key] = reason
             skipped = pool.incomplete and self.a.target.allocator_skips_incomplete_pools  # through 1.34: usable
-            usable = pool.invalid_reason() is None and not skipped
+            usable = reason is None and not skipped
             for slice_ in slices:
+                if split and slice_.counter_set_names and slice_.devices:
+                    self.ignored.append((slice_.name, len(slice_.devices)))
+                if counter_set_slice(slice_, partitionable, split):
+                    continue
                 for device in slice_.devices:
                     if slice_.per_device and not (device.node_selection and device.node_selection.matches(self.node)):
                         continue
@@ -350,7 +362,7 @@ class _NodeSearch:
                 if pool.incomplete:
                     raise _Stop(f"claim {claim.name}, request {name}: asks for all devices, but resource pool "
                                 f"{pool.key} is currently being updated")
-                if pool.invalid_reason():
+                if pool.key in self.invalid:
                     raise _Stop(f"claim {claim.name}, request {name}: asks for all devices, but resource pool "
                                 f"{pool.key} is currently invalid")
             if errors:
@@ -392,6 +404,15 @@ class _NodeSearch:
         self.failed: tuple[str, str] | None = None
         self.no_match = False
         reason = self._explain()
+        if self.invalid:  # upstream: "invalid resource pools were encountered" when allocation fails
+            reason = ("invalid resource pools were encountered (" + "; ".join(
+                f"pool {key}: {why}" for key, why in self.invalid.items()) + "; none of their devices is "
+                "allocated): " + reason)
+        if self.ignored:
+            reason += "; " + "; ".join(
+                f"slice {name} has both sharedCounters and {count} device(s): from 1.35 the allocator reads it as a "
+                "counter-set slice and offers none of its devices (the API server of 1.35+ rejects such a slice; "
+                "publish the devices in a slice of their own)" for name, count in self.ignored)
         return NodeResult(self.node.name, False, reason=reason, steps=self.steps, failed=self.failed,
                           no_match=self.no_match)
 
@@ -513,7 +534,12 @@ class _NodeSearch:
         return self.multi and self.devices[position].allow_multiple
 
     def _capacity_fits(self, position: int, spec: SubRequest) -> bool:
-        if not self._is_multi(position):
+        """``CmpRequestOverCapacity``: with DRAConsumableCapacity on, upstream checks it on *every*
+        selectable device, exclusive ones included (``allocator_incubating.go``: ``if
+        alloc.features.ConsumableCapacity`` before ``allocateDevice``, not only for
+        ``allowMultipleAllocations``): a request the ``requestPolicy`` refuses, above the
+        capacity, or naming a capacity the device lacks, skips an unshared device too."""
+        if not self.multi:
             return True
         return self._consumption(position, spec) is not None
 

@@ -20,6 +20,7 @@ from dra_constructs.fit import FitReport, collect, default_device_classes, featu
 from dra_constructs.fit.allocator import DeviceResult
 from dra_constructs.fit.capacity import format_quantity
 from dra_constructs.fit.inputs import check_selectors, pod_groups
+from dra_constructs.fit.limits import check_slice_limits
 from dra_constructs.fit.model import Inventory
 from dra_constructs.guardrails.loader import STDIN, load_paths
 from dra_constructs.target import DEFAULT_KUBERNETES_VERSION, Target
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if not inputs.slices:
         raise DraConstructsError(", ".join(args.slices), "kind", None, "no ResourceSlice in the slice files",
                                  "pass kubectl get resourceslices -o yaml")
+    check_slice_limits(inputs.slices, target)
     inventory = Inventory.from_slices(inputs.slices, inputs.nodes, inputs.taint_rules)
     known = {n.name for n in inventory.nodes}
     for name in args.node or []:

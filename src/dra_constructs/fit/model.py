@@ -166,6 +166,8 @@ class SliceInfo:
     selection: NodeSelection
     per_device: bool
     devices: list[FitDevice] = field(default_factory=list)
+    #: The names of its ``sharedCounters``, as listed (repeats kept: they make the pool invalid).
+    counter_set_names: tuple[str, ...] = ()
 
     def targets(self, node: Node) -> bool:
         """Whether the slice offers devices to ``node`` (``GatherPools``)."""
@@ -195,15 +197,6 @@ class Pool:
     def incomplete(self) -> bool:
         return len(self.slices) != self.slice_count
 
-    def invalid_reason(self) -> str | None:
-        """Duplicate device names make a pool invalid (``poolIsInvalid``)."""
-        seen: set[str] = set()
-        for slice_ in self.slices:
-            for device in slice_.devices:
-                if device.device.name in seen:
-                    return f"duplicate device name {device.device.name}"
-                seen.add(device.device.name)
-        return None
 
 
 def _counter_map(raw: Any, where: str, field_name: str) -> Counters:
@@ -323,7 +316,9 @@ class Inventory:
                 set_name = str(counter_set.get("name") or "")
                 pool.counter_sets[set_name] = _counter_map(counter_set.get("counters"), name,
                                                            f"spec.sharedCounters[{set_name}].counters")
-            slice_ = SliceInfo(name, NodeSelection.of(spec), bool(spec.get("perDeviceNodeSelection")))
+            slice_ = SliceInfo(name, NodeSelection.of(spec), bool(spec.get("perDeviceNodeSelection")),
+                               counter_set_names=tuple(str(_as_dict(c).get("name") or "")
+                                                       for c in _as_list(spec.get("sharedCounters"))))
             raw_devices = [d for d in _as_list(spec.get("devices")) if isinstance(d, dict)]
             parsed = devices_from_slices([{"metadata": {"name": name},
                                            "spec": {**spec, "devices": raw_devices}}]) if raw_devices else []

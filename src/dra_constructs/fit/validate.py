@@ -6,7 +6,8 @@ goes to two claims (admin access and shared devices excepted) or is already allo
 counter set is overdrawn (counting devices already allocated), ``matchAttribute`` values are
 equal and ``distinctAttribute`` values differ, no untolerated NoSchedule/NoExecute taint, and a
 shared device's ``consumedCapacity`` is each request's amount rounded up to the smallest amount
-its ``requestPolicy`` allows, all of them together within the device's capacity.
+its ``requestPolicy`` allows, all of them together within the device's capacity (with
+DRAConsumableCapacity on, an unshared device must allow the request too).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dra_constructs.cel.matching import match_devices
 from dra_constructs.fit.allocator import AllocatedState, DeviceResult, _attribute
 from dra_constructs.fit.capacity import RequestPolicy
 from dra_constructs.fit.model import Claim, DeviceClass, FitDevice, Inventory, Node, SubRequest
+from dra_constructs.fit.pools import invalid_reason
 from dra_constructs.target import Target
 
 __all__ = ["validate_allocation"]
@@ -52,6 +54,7 @@ def validate_allocation(
                         for s in device.pool.slices)
         if not reachable:
             problems.append(f"{result.id}: not available on node {node.name}")
+        problems += _pool_problems(device, node, gates, target)
         shared = gates.get("DRAConsumableCapacity", False) and device.allow_multiple
         if not result.admin_access and not shared:
             users[result.id] += 1
@@ -91,6 +94,8 @@ def validate_allocation(
             if gates.get("DRAConsumableCapacity", False):
                 problems += [p for r in got if r.id in by_id and by_id[r.id].allow_multiple
                              for p in _consumption_problems(by_id[r.id], spec, r)]
+                problems += [p for r in got if r.id in by_id and not by_id[r.id].allow_multiple
+                             for p in _exclusive_policy_problems(by_id[r.id], spec, r)]
             if gates.get("DRADeviceTaints", False):
                 for device in devices:
                     for taint in device.taints:
@@ -111,6 +116,18 @@ def validate_allocation(
     if gates.get("DRAConsumableCapacity", False):
         problems += _capacity_totals(by_id, results, allocated)
     return problems
+
+
+def _pool_problems(device: FitDevice, node: Node, gates: Mapping[str, bool], target: Target) -> list[str]:
+    """A device of an invalid pool, or of a 1.35+ counter-set slice, is never allocated."""
+    partitionable = gates.get("DRAPartitionableDevices", False)
+    split = target.counter_sets_in_own_slice
+    home = next((s for s in device.pool.slices if device in s.devices), None)
+    if home is not None and split and home.counter_set_names:
+        return [f"{device.id}: in slice {home.name}, which has sharedCounters: its devices are not offered"]
+    node_slices = [s for s in device.pool.slices if s.targets(node)]
+    reason = invalid_reason(device.pool, node_slices, partitionable, split)
+    return [f"{device.id}: pool {device.pool.key} is invalid ({reason})"] if reason else []
 
 
 def _smallest_allowed(asked: Fraction, policy: RequestPolicy) -> Fraction | None:
@@ -158,6 +175,34 @@ def _consumption_problems(device: FitDevice, spec: SubRequest, result: DeviceRes
             problems.append(f"{where}: no amount of {name} >= {asked[name]} is allowed, yet it was allocated")
         elif got[name] != want:
             problems.append(f"{where}: consumes {got[name]} of {name}, the rule gives {want}")
+    return problems
+
+
+def _exclusive_policy_problems(device: FitDevice, spec: SubRequest, result: DeviceResult) -> list[str]:
+    """An unshared device must still serve the request within each capacity's ``requestPolicy``
+    (the scheduler checks the policy on every device while DRAConsumableCapacity is on)."""
+    where = f"{result.claim}/{result.request} on {result.id}"
+    domain = device.device.driver + "/"
+    counted = {n: v for n, v in device.capacity.items() if domain + n not in device.capacity}
+    asked: dict[str, Fraction] = {}
+    for name, amount in spec.capacity:
+        spellings = [name, domain + name] if "/" not in name else [name, name.removeprefix(domain)]
+        key = next((s for s in spellings if s in counted), None)
+        if key is None:
+            return [f"{where}: asks for capacity {name} the device lacks"]
+        asked[key] = amount
+    problems = []
+    for name, total in counted.items():
+        policy = device.request_policies.get(name)
+        if name in asked:
+            least = asked[name] if policy is None else _smallest_allowed(asked[name], policy)
+            if least is None or least > total:
+                problems.append(f"{where}: {asked[name]} of {name} is not allowed by the device "
+                                f"(capacity {total}, requestPolicy {policy})")
+        elif policy is not None:
+            amount = policy.default if policy.default is not None else total
+            if amount != policy.default and _smallest_allowed(amount, policy) != amount:
+                problems.append(f"{where}: the whole {name} ({total}) is outside its requestPolicy")
     return problems
 
 
