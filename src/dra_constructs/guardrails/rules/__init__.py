@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dra_constructs.guardrails.model import Rule
 from dra_constructs.guardrails.rules import (
+    amd_attributes,
     claim_references,
     dra_extended_resources,
     env_selection,
@@ -42,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     tenant_isolation.RULE,
     kueue_admission.RULE,
     topology_alignment.RULE,
+    amd_attributes.RULE,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
