@@ -1,4 +1,4 @@
-"""Guardrails on AMD GPUs: DRA009 does not count AMD tenants as sanitized; DRA017 (issue 26 item 3)."""
+"""Guardrails on AMD GPUs: DRA009 does not count AMD tenants as sanitized; DRA018 (issue 26 item 3)."""
 
 from __future__ import annotations
 
@@ -59,25 +59,25 @@ def test_dra017_constraints_on_attributes_the_driver_does_not_publish() -> None:
     pair = [_amd_request("p0"), _amd_request("p1")]
     same_parent = claim_template(pair, version="v1", constraints=[
         {"matchAttribute": "gpu.amd.com/parentDeviceID", "requests": ["p0", "p1"]}])
-    assert "DRA017" not in _found(same_parent, severity=None)
+    assert "DRA018" not in _found(same_parent, severity=None)
     for attribute in ("gpu.amd.com/deviceID", "gpu.amd.com/pciAddr", "resource.kubernetes.io/numaNode",
                       "gpu.amd.com/uuid"):
         claim = claim_template(pair, version="v1", constraints=[{"distinctAttribute": attribute}])
-        assert "DRA017" in _found(claim), attribute
+        assert "DRA018" in _found(claim), attribute
     whole = _amd_request("gpu", "device.attributes['gpu.amd.com'].type == 'amdgpu'", _PRODUCT, count=2)
     on_parent = claim_template([whole], version="v1", constraints=[{"matchAttribute": "gpu.amd.com/parentDeviceID"}])
-    assert "DRA017" in _found(on_parent)
+    assert "DRA018" in _found(on_parent)
     on_root = claim_template([whole], version="v1", constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}])
-    assert "DRA017" not in _found(on_root, severity=None)
+    assert "DRA018" not in _found(on_root, severity=None)
 
 
 def test_dra017_selectors() -> None:
     unpublished = claim_template([_amd_request("p", _TYPE, _PRODUCT, "device.attributes['gpu.amd.com'].uuid == 'x'")],
                                  version="v1")
-    assert "DRA017" in _found(unpublished)
+    assert "DRA018" in _found(unpublished)
     device_id = "device.attributes['gpu.amd.com'].deviceID == '1'"
     wrong_kind = claim_template([_amd_request("p", _TYPE, _PRODUCT, device_id)], version="v1")
-    assert "DRA017" in _found(wrong_kind)
+    assert "DRA018" in _found(wrong_kind)
     unpinned = claim_template([_amd_request("p", _TYPE)], version="v1")
-    assert "DRA017" in _found(unpinned, severity="warning")
-    assert "DRA017" not in _found(claim_template([_amd_request()], version="v1"), severity=None)
+    assert "DRA018" in _found(unpinned, severity="warning")
+    assert "DRA018" not in _found(claim_template([_amd_request()], version="v1"), severity=None)

@@ -1,4 +1,4 @@
-"""DRA017: claims for AMD GPUs use only what the AMD GPU DRA driver publishes, and pin the hardware.
+"""DRA018: claims for AMD GPUs use only what the AMD GPU DRA driver publishes, and pin the hardware.
 
 The driver (``dra_constructs.catalog.amd``, ROCm/k8s-gpu-dra-driver ``deviceinfo.go``) puts whole
 GPUs and partitions in one DeviceClass ``gpu.amd.com``: whole GPUs carry ``deviceID``/``pciAddr``,
@@ -137,7 +137,7 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
 
 
 RULE = Rule(
-    id="DRA017",
+    id="DRA018",
     name="amd-published-attributes",
     severity=Severity.ERROR,
     why="the AMD GPU DRA driver's one class holds whole GPUs and partitions with different attributes; a "
