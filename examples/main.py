@@ -15,6 +15,7 @@ import cdk8s
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import amd_cpx_tenants
 import mig_inference_pod
 import multi_slice_training_job
 import topology_training
@@ -26,7 +27,7 @@ import whole_gpu_deployment
 from dra_constructs import Target, set_kubernetes_version
 
 EXAMPLES = (mig_inference_pod, multi_slice_training_job, whole_gpu_deployment, two_tenants_with_sanitizer,
-            vllm_inference, two_tenants_kueue, topology_training)
+            vllm_inference, two_tenants_kueue, topology_training, amd_cpx_tenants)
 TARGETS = {"1.32": "", "1.34": "k8s-1.34"}
 
 

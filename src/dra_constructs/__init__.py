@@ -45,8 +45,9 @@ if TYPE_CHECKING:
         NicRequest,
         render_claim_spec,
     )
+    from dra_constructs.requests_amd import AmdGpuRequest, AmdPartitionRequest
     from dra_constructs.target import Target
-    from dra_constructs.tenants.quota import Mig, WholeGpu
+    from dra_constructs.tenants.quota import AmdGpu, AmdPartition, Mig, WholeGpu
     from dra_constructs.workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 __version__ = "0.1.0"
@@ -56,6 +57,10 @@ __version__ = "0.1.0"
 # ``import dra_constructs`` itself imports neither (docs/performance.md, import time).
 _LAZY = {
     "Alignment": "dra_constructs.requests",
+    "AmdGpu": "dra_constructs.tenants.quota",
+    "AmdGpuRequest": "dra_constructs.requests_amd",
+    "AmdPartition": "dra_constructs.tenants.quota",
+    "AmdPartitionRequest": "dra_constructs.requests_amd",
     "CATALOG": "dra_constructs.constructs.claims",
     "ClaimUse": "dra_constructs.podspec",
     "Container": "dra_constructs.podspec",
@@ -112,6 +117,10 @@ __all__ = [
     "DEVICE_CLASS_MIG",
     "KUBERNETES_VERSION_CONTEXT",
     "Alignment",
+    "AmdGpu",
+    "AmdGpuRequest",
+    "AmdPartition",
+    "AmdPartitionRequest",
     "ClaimUse",
     "Container",
     "ContextsRemaining",

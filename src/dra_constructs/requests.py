@@ -559,7 +559,17 @@ def alignment_constraints(
                                          "must be the name of a request in the claim",
                                          f"use one of {sorted(request_names(requests))}")
         covered = [by_name[n.split("/")[0]] for n in alignment.requests] if alignment.requests else list(requests)
-        if alignment.on == "parentGPU":
+        amd = _amd_parent_attribute(covered)
+        if alignment.on == "parentGPU" and amd is not None:
+            attribute = amd
+        elif alignment.on == "numaNode" and any(_amd_parent_attribute([r]) or _amd_class(r) for r in covered):
+            raise DraConstructsError(
+                _where(where), f"{field}.on", "numaNode",
+                "the AMD GPU DRA driver publishes no resource.kubernetes.io/numaNode (ROCm/k8s-gpu-dra-driver "
+                "deviceinfo.go): a device without the attribute is never chosen, the claim fits nowhere",
+                "align AMD devices on 'pcieRoot', or their partitions on 'parentGPU'",
+            )
+        elif alignment.on == "parentGPU":
             others = [r.name for r in covered if not _is_mig(r)]
             if others:
                 raise DraConstructsError(
@@ -578,6 +588,18 @@ def alignment_constraints(
             )
         out.append(MatchAttribute(attribute=attribute, requests=alignment.requests))
     return out
+
+
+def _amd_class(request: DeviceRequest | FirstAvailable) -> bool:
+    alternatives = request.alternatives if isinstance(request, FirstAvailable) else (request,)
+    return any(a.catalog_class() == "gpu.amd.com" for a in alternatives)
+
+
+def _amd_parent_attribute(covered: Sequence[DeviceRequest | FirstAvailable]) -> str | None:
+    """``gpu.amd.com/parentDeviceID`` when every covered request is an AMD partition request, else None."""
+    found = {getattr(a, "parent_attribute", None) for r in covered
+             for a in (r.alternatives if isinstance(r, FirstAvailable) else (r,))}
+    return found.pop() if len(found) == 1 and None not in found else None
 
 
 def _count(request: DeviceRequest | FirstAvailable) -> int:

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dra_constructs.catalog import DEVICE_CLASS_SELECTORS, catalog_resource_slices
+from dra_constructs.catalog.amd import AMD_DEVICE_CLASS, AMD_DEVICE_CLASS_SELECTOR
+from dra_constructs.catalog.amd_devices import amd_resource_slices
 from dra_constructs.catalog.network import NIC_CLASS_SELECTORS
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
@@ -34,7 +36,8 @@ __all__ = ["Inventory", "LazyCatalog", "as_fit_inventory", "catalog_inventory", 
 Inventory = Any
 
 #: The DeviceClasses the catalog speaks for: the NVIDIA driver's and the network driver's NIC class.
-KNOWN_CLASS_SELECTORS: dict[str, str] = {**DEVICE_CLASS_SELECTORS, **NIC_CLASS_SELECTORS}
+KNOWN_CLASS_SELECTORS: dict[str, str] = {**DEVICE_CLASS_SELECTORS, **NIC_CLASS_SELECTORS,
+                                         AMD_DEVICE_CLASS: AMD_DEVICE_CLASS_SELECTOR}
 #: Alignment attributes whose constraint the catalog checks on one node (its nodes carry the topology).
 TOPOLOGY_ATTRIBUTES = frozenset({"resource.kubernetes.io/pcieRoot", "resource.kubernetes.io/numaNode"})
 
@@ -51,6 +54,7 @@ def catalog_inventory(mig_mode: str = "static", split: bool = False) -> FitInven
 
     slices = catalog_resource_slices(mig_mode="dynamic" if mig_mode == "dynamic" else "static", network=True,
                                      split_counter_sets=split and mig_mode == "dynamic")
+    slices += amd_resource_slices()  # AMD partitions are pre-created: the same nodes in both MIG modes
     return FitInventory.from_slices(slices)
 
 

@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 
 from dra_constructs.catalog import GPU_SPECS, catalog_resource_slices, gpu_spec
+from dra_constructs.catalog.amd import AMD_GPU_SPECS, amd_gpu_spec
+from dra_constructs.catalog.amd_devices import amd_resource_slices
 
 __all__ = ["register"]
 
@@ -20,6 +22,8 @@ def register(subparsers: Any) -> None:
         "catalog", help="list the GPU catalog, or print its synthetic ResourceSlices",
         description="List NVIDIA GPU models and MIG profiles known to dra-constructs.",
     )
+    parser.add_argument("--vendor", choices=("nvidia", "amd"), default="nvidia",
+                        help="amd: AMD Instinct GPUs and partition profiles (the AMD GPU DRA driver's shape)")
     parser.add_argument("--gpu", action="append", metavar="MODEL", help="only this model (repeatable)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument(
@@ -41,6 +45,8 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.vendor == "amd":
+        return _run_amd(args)
     specs = [gpu_spec(m, "dra-constructs catalog", "--gpu") for m in args.gpu] if args.gpu else list(GPU_SPECS)
     if args.resource_slices:
         slices = catalog_resource_slices([s.key for s in specs], resource_version=args.resource_slices,
@@ -75,3 +81,23 @@ def _check_limits(slices: list[dict[str, Any]], combined: bool) -> None:
             field_name, value, limit, fix = problems[0]
             raise DraConstructsError(f"ResourceSlice/{raw['metadata']['name']}", field_name, value,
                                      f"the catalog emits {value} entries, the API server allows {limit}", fix)
+
+
+def _run_amd(args: argparse.Namespace) -> int:
+    specs = [amd_gpu_spec(m, "dra-constructs catalog", "--gpu") for m in args.gpu] if args.gpu \
+        else list(AMD_GPU_SPECS)
+    if args.resource_slices:
+        slices = amd_resource_slices([s.key for s in specs], resource_version=args.resource_slices)
+        yaml.safe_dump_all(slices, sys.stdout, sort_keys=False)
+        return 0
+    if args.format == "json":
+        json.dump([{**s.model_dump(mode="json"), "profiles": [p.model_dump(mode="json") for p in s.profiles]}
+                   for s in specs], sys.stdout, indent=2)
+        print()
+        return 0
+    for spec in specs:
+        print(f"{spec.key:8} {spec.xccs} XCDs {spec.compute_units:>4} CUs {spec.memory_bytes >> 20:>7} MiB  "
+              f"{spec.product_name}")
+        for p in spec.profiles:
+            print(f"  {p.name:9} x{p.max_count}  {p.compute_units:>3} CUs  {p.memory_bytes >> 20} MiB")
+    return 0

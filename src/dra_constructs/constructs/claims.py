@@ -212,6 +212,49 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         return cls(scope, id, requests=[request], **kwargs)
 
     @classmethod
+    def amd_partition(
+        cls,
+        scope: constructs.Construct,
+        id: str,
+        *,
+        gpu: str,
+        profile: str,
+        count: int = 1,
+        same_gpu: bool = False,
+        request_name: str = "partition",
+        selectors: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> GpuClaimTemplate:
+        """A template for ``count`` AMD partitions of ``profile`` (``'cpx_nps4'``) on ``gpu`` (``'MI300X'``).
+
+        ``same_gpu``: all on one physical GPU (``matchAttribute gpu.amd.com/parentDeviceID``).
+        """
+        from dra_constructs.requests_amd import AmdPartitionRequest
+
+        request = AmdPartitionRequest(name=request_name, gpu=gpu, profile=profile, count=count,
+                                      selectors=tuple(selectors))
+        align = [*kwargs.pop("align", ()), *([Alignment(on="parentGPU")] if same_gpu else [])]
+        return cls(scope, id, requests=[request], align=align, **kwargs)
+
+    @classmethod
+    def amd_gpus(
+        cls,
+        scope: constructs.Construct,
+        id: str,
+        *,
+        models: Sequence[str],
+        count: int = 1,
+        request_name: str = "gpu",
+        selectors: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> GpuClaimTemplate:
+        """A template for ``count`` whole AMD GPUs (SPX) of any of ``models``."""
+        from dra_constructs.requests_amd import AmdGpuRequest
+
+        request = AmdGpuRequest(name=request_name, count=count, models=tuple(models), selectors=tuple(selectors))
+        return cls(scope, id, requests=[request], **kwargs)
+
+    @classmethod
     def whole_gpus(
         cls,
         scope: constructs.Construct,

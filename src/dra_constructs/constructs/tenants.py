@@ -22,6 +22,7 @@ import constructs
 import yaml
 
 from dra_constructs.catalog import DEVICE_CLASS_SELECTORS
+from dra_constructs.catalog.amd import AMD_DEVICE_CLASS
 from dra_constructs.constructs.admission_policy import GuardrailsAdmissionPolicy
 from dra_constructs.constructs.claims import GpuClaimTemplate
 from dra_constructs.constructs.scope import resolve_target, set_kueue_compatible
@@ -29,6 +30,7 @@ from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.policy import POLICY_RULES
 from dra_constructs.guardrails.tenancy import KUEUE_CONFIG_COMPONENT, TENANT_NAMESPACE_LABEL
 from dra_constructs.requests import GpuRequest, MigRequest
+from dra_constructs.requests_amd import AmdGpuRequest, AmdPartitionRequest
 from dra_constructs.target import Target
 from dra_constructs.tenants.admission import device_class_policy_manifests
 from dra_constructs.tenants.kueue import (
@@ -41,6 +43,8 @@ from dra_constructs.tenants.kueue import (
 )
 from dra_constructs.tenants.quota import (
     DEFAULT_CLASS_DOMAIN,
+    AmdGpu,
+    AmdPartition,
     Mig,
     QuotaKey,
     TenantDeviceClass,
@@ -301,8 +305,10 @@ class GpuTenant(constructs.Construct):
         _api_object(self, "namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": self.namespace, "labels": {**extra, **_MANAGED, TENANT_NAMESPACE_LABEL: self.namespace}}})
         extra_devices = self._kueue_extra(where)
-        hard = resource_quota_hard([(c, n + extra_devices) for c, n in entries], self.target,
-                                   closed=tuple(sorted(DEVICE_CLASS_SELECTORS)))
+        # The AMD driver's class is closed for tenants with AMD quotas (others: the admission policy refuses it).
+        amd = any(c.catalog_class == AMD_DEVICE_CLASS for c, _ in entries)
+        closed = tuple(sorted([*DEVICE_CLASS_SELECTORS, *([AMD_DEVICE_CLASS] if amd else [])]))
+        hard = resource_quota_hard([(c, n + extra_devices) for c, n in entries], self.target, closed=closed)
         _api_object(self, "quota", {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
             "name": "gpu-devices", "namespace": self.namespace, "labels": dict(_MANAGED)}, "spec": {"hard": hard}})
         if kueue is not None:
@@ -371,7 +377,7 @@ class GpuTenant(constructs.Construct):
         return device_class.name
 
     def claim_template(
-        self, scope: constructs.Construct, id: str, key: Mig | WholeGpu, *, count: int = 1,
+        self, scope: constructs.Construct, id: str, key: Mig | WholeGpu | AmdPartition | AmdGpu, *, count: int = 1,
         request_name: str | None = None, selectors: Sequence[str] = (), **kwargs: Any,
     ) -> GpuClaimTemplate:
         """A ResourceClaimTemplate in the tenant's namespace for ``count`` devices of ``key``.
@@ -380,8 +386,14 @@ class GpuTenant(constructs.Construct):
         selectors; with Kueue it is built ``kueue_compatible``.
         """
         class_name = self.device_class(key)
-        request: MigRequest | GpuRequest
-        if isinstance(key, Mig):
+        request: MigRequest | GpuRequest | AmdPartitionRequest | AmdGpuRequest
+        if isinstance(key, AmdPartition):
+            request = AmdPartitionRequest(name=request_name or "partition", gpu=key.gpu, profile=key.profile,
+                                          count=count, selectors=tuple(selectors), device_class_name=class_name)
+        elif isinstance(key, AmdGpu):
+            request = AmdGpuRequest(name=request_name or "gpu", models=(key.gpu,), count=count,
+                                    selectors=tuple(selectors), device_class_name=class_name)
+        elif isinstance(key, Mig):
             request = MigRequest(name=request_name or "mig", gpu=key.gpu, profile=key.profile, count=count,
                                  selectors=tuple(selectors), device_class_name=class_name)
         elif isinstance(key, WholeGpu) and key.gpu is not None:

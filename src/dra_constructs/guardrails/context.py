@@ -27,7 +27,7 @@ KAI_GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 GPU_DEVICE_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"})
 
 #: Name endings of the per-profile / per-model DeviceClasses the tenant platform emits (GPU classes).
-TENANT_GPU_CLASS_SUFFIXES = (".mig.dra-constructs.io", ".gpu.dra-constructs.io")
+TENANT_GPU_CLASS_SUFFIXES = (".mig.dra-constructs.io", ".gpu.dra-constructs.io", ".amd.dra-constructs.io")
 
 #: The label the SanitizerDaemonSet construct puts on its DaemonSet (rule DRA009 looks for it).
 SANITIZER_LABEL = ("dra-constructs.io/component", "sanitizer")
@@ -186,14 +186,14 @@ class AuditContext:
         return (implicit, "implicit") if implicit else None
 
     def is_gpu_class(self, class_name: str) -> bool:
-        """Whether a DeviceClass hands out GPUs (NVIDIA's classes, or a class in the set selecting them)."""
+        """Whether a DeviceClass hands out GPUs (NVIDIA's or AMD's classes, or a class in the set selecting them)."""
         if class_name in GPU_DEVICE_CLASSES or class_name.endswith(TENANT_GPU_CLASS_SUFFIXES):
             return True
         device_class = self.device_class(class_name)
         if device_class is not None:
             selectors = as_list(mapping_get(device_class.obj, "spec", "selectors"))
             text = repr(selectors)
-            return "gpu.nvidia.com" in text or "gpu" in class_name
+            return "gpu.nvidia.com" in text or "gpu.amd.com" in text or "gpu" in class_name
         return "gpu" in class_name or "nvidia" in class_name
 
     def claim_is_gpu(self, claim: Manifest) -> bool:

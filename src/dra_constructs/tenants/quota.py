@@ -22,6 +22,7 @@ from dra_constructs.catalog import (
     gpu_spec,
     mig_profile,
 )
+from dra_constructs.catalog.amd import AMD_DEVICE_CLASS, AMD_DEVICE_CLASS_SELECTOR, amd_gpu_spec, amd_partition_profile
 from dra_constructs.cel import builder
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
@@ -33,6 +34,8 @@ __all__ = [
     "IMPLICIT_EXTENDED_PREFIX",
     "KUEUE_RESOURCE_PREFIX",
     "PER_CLASS_SUFFIX",
+    "AmdGpu",
+    "AmdPartition",
     "Mig",
     "QuotaKey",
     "TenantDeviceClass",
@@ -74,8 +77,23 @@ class WholeGpu:
     gpu: GpuModel | str | None = None
 
 
-#: What a quota may name: a typed catalog key, or a DeviceClass of the NVIDIA driver by name.
-QuotaKey = Mig | WholeGpu | str
+@dataclass(frozen=True)
+class AmdPartition:
+    """A quota key: partitions of one profile of one AMD model, e.g. ``AmdPartition("MI300X", "cpx_nps4")``."""
+
+    gpu: str
+    profile: str
+
+
+@dataclass(frozen=True)
+class AmdGpu:
+    """A quota key: whole AMD GPUs (SPX) of one model, e.g. ``AmdGpu("MI300X")``."""
+
+    gpu: str
+
+
+#: What a quota may name: a typed catalog key, or a DeviceClass of the NVIDIA or AMD driver by name.
+QuotaKey = Mig | WholeGpu | AmdPartition | AmdGpu | str
 
 
 @dataclass(frozen=True)
@@ -131,8 +149,10 @@ def _driver_class(name: str) -> TenantDeviceClass:
 def device_class_for(key: QuotaKey, where: str = "GpuTenant", domain: str = DEFAULT_CLASS_DOMAIN) -> TenantDeviceClass:
     """The DeviceClass that counts ``key``; a clear error when the catalog does not know it."""
     field = f"quotas[{key!r}]"
+    if isinstance(key, (AmdPartition, AmdGpu)):
+        return _amd_class(key, where, field, domain)
     if isinstance(key, str):
-        if key in DEVICE_CLASS_SELECTORS:
+        if key in DEVICE_CLASS_SELECTORS or key == AMD_DEVICE_CLASS:
             return _driver_class(key)
         raise DraConstructsError(
             where, field, key, "not a DeviceClass the catalog knows (ResourceQuota would count it, but "
@@ -167,6 +187,30 @@ def device_class_for(key: QuotaKey, where: str = "GpuTenant", domain: str = DEFA
     raise DraConstructsError(
         where, field, key, "not a quota key",
         "use Mig(GpuModel..., 'profile'), WholeGpu(GpuModel...) or a driver DeviceClass name",
+    )
+
+
+def _amd_class(key: AmdPartition | AmdGpu, where: str, field: str, domain: str) -> TenantDeviceClass:
+    """A platform class narrowing ``gpu.amd.com`` to one (model, partition profile) or one whole model."""
+    from dra_constructs.requests_amd import AmdGpuRequest, AmdPartitionRequest
+
+    try:
+        spec = amd_gpu_spec(key.gpu, where, f"{field}.gpu")
+        if isinstance(key, AmdPartition):
+            profile = amd_partition_profile(spec.key, key.profile, where).name
+            request: AmdGpuRequest | AmdPartitionRequest = AmdPartitionRequest(gpu=spec.key, profile=profile)
+            request.validate_for(where)
+            slug, what = f"{spec.key.lower()}-{profile.replace('_', '-')}", f"AMD {profile} partitions of {spec.key}"
+        else:
+            request = AmdGpuRequest(models=(spec.key,))
+            slug, what = f"{spec.key.lower()}-gpu", f"whole AMD {spec.key} GPUs"
+    except DraConstructsError as error:
+        raise DraConstructsError(where, f"{field}.{error.field.split('.')[-1]}", error.value,
+                                 error.problem, error.fix) from None
+    return TenantDeviceClass(
+        name=f"{slug}.amd.{domain}", description=what,
+        selectors=(AMD_DEVICE_CLASS_SELECTOR, *request.generated_selectors(where)),
+        kueue_resource=f"{KUEUE_RESOURCE_PREFIX}/amd-{slug}", managed=True, catalog_class=AMD_DEVICE_CLASS,
     )
 
 

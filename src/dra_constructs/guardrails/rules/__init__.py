@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dra_constructs.guardrails.model import Rule
 from dra_constructs.guardrails.rules import (
+    amd_attributes,
     barrier_toleration,
     claim_references,
     dra_extended_resources,
@@ -44,6 +45,7 @@ RULES: tuple[Rule, ...] = (
     kueue_admission.RULE,
     topology_alignment.RULE,
     barrier_toleration.RULE,
+    amd_attributes.RULE,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}

@@ -76,9 +76,9 @@ RULE = Rule(
     severity=Severity.ERROR,
     why="GPUs must come through DRA claims, not device-plugin extended resources such as nvidia.com/gpu",
     fix="remove the GPU entry from resources.requests/limits; add a ResourceClaimTemplate (deviceClassName "
-        "gpu.nvidia.com or mig.nvidia.com), list it in spec.resourceClaims and reference it from the "
-        "container's resources.claims. If the cluster serves the name through DRA (a DeviceClass with "
-        "extendedResourceName, 1.34+), declare it: audit --dra-extended-resource NAME=CLASS, or "
+        "gpu.nvidia.com or mig.nvidia.com; gpu.amd.com for amd.com/gpu), list it in spec.resourceClaims and "
+        "reference it from the container's resources.claims. If the cluster serves the name through DRA (a "
+        "DeviceClass with extendedResourceName, 1.34+), declare it: audit --dra-extended-resource NAME=CLASS, or "
         "set_dra_extended_resources(app, {NAME: CLASS}) at synth",
     object_check=_check,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from dra_constructs.guardrails.amd import uses_amd_devices
 from dra_constructs.guardrails.context import SANITIZER_LABEL, AuditContext
 from dra_constructs.guardrails.manifest import Manifest
 from dra_constructs.guardrails.model import Hit, Rule, Severity
@@ -35,8 +36,28 @@ def _manifest_sets(ctx: AuditContext) -> list[list[Manifest]]:
     return list(by_file.values())
 
 
+def _amd_unsanitized(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+    """With a sanitizer: AMD GPUs still pass between tenants unsanitized (the agent has no AMD backend yet)."""
+    for manifests in _manifest_sets(ctx):
+        workloads_by_ns = _tenant_workloads(ctx, manifests).items()
+        tenants = {ns: amd for ns, ms in workloads_by_ns if (amd := [m for m in ms if uses_amd_devices(ctx, m)])}
+        if len(tenants) < 2:
+            continue
+        names = ", ".join(sorted(tenants))
+        for namespace, workloads in sorted(tenants.items()):
+            for m in workloads:
+                yield m, Hit(
+                    "metadata.namespace",
+                    f"AMD GPU workloads of {len(tenants)} tenant namespaces ({names}) share the cluster's AMD GPUs; "
+                    "the sanitizer DaemonSet does not sanitize AMD devices yet (no AMD backend: docs/amd.md), so "
+                    f"device memory and LDS pass from {namespace!r} to the next tenant without drain, zero-fill "
+                    "and verification",
+                )
+
+
 def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
     if ctx.sanitizer_present:
+        yield from _amd_unsanitized(ctx)
         return
     key, value = SANITIZER_LABEL
     for manifests in _manifest_sets(ctx):
