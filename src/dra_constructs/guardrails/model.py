@@ -11,7 +11,10 @@ if TYPE_CHECKING:
     from dra_constructs.guardrails.context import AuditContext
     from dra_constructs.guardrails.manifest import Manifest
 
-__all__ = ["Finding", "Hit", "Rule", "Severity", "SuppressedFinding"]
+__all__ = ["SAMPLE_SIZE", "Finding", "Hit", "Rule", "Severity", "SuppressedFinding"]
+
+#: Object ids a finding about the manifest set lists (the rest is counted).
+SAMPLE_SIZE = 10
 
 
 class Severity(StrEnum):
@@ -38,6 +41,9 @@ class Hit:
     message: str
     severity: Severity | None = None
     fix: str | None = None
+    #: Hits of one rule with the same ``group`` (and message) are one finding about the manifest
+    #: set, with the count and a sample of the objects (DRA009: one per set, not one per workload).
+    group: str | None = None
 
 
 #: A per-object check: the object, the whole audit context -> violations.
@@ -66,6 +72,8 @@ class Finding:
     ``object`` is ``Kind/namespace/name`` (an empty namespace for cluster-scoped kinds);
     ``file`` and ``line`` locate the object's document when it came from a file;
     ``path`` is the field path inside the object (``spec.containers[0].env[1]``).
+    A finding about the manifest set (a grouped :class:`Hit`) names its first object and carries
+    ``count`` (the objects it concerns) and ``sample`` (the first :data:`SAMPLE_SIZE` of their ids).
     """
 
     sort_key: tuple[str, int, int, int, str, str] = field(repr=False, compare=True)
@@ -80,9 +88,12 @@ class Finding:
     path: str = field(compare=False)
     message: str = field(compare=False)
     fix: str = field(compare=False)
+    count: int = field(default=1, compare=False)
+    sample: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the audit output (``sort_key`` left out)."""
+        """The JSON shape of the audit output (``sort_key`` left out; ``count``/``sample`` when grouped)."""
+        grouped = {"count": self.count, "sample": list(self.sample)} if self.sample else {}
         return {
             "rule": self.rule,
             "severity": self.severity.value,
@@ -95,6 +106,7 @@ class Finding:
             "path": self.path,
             "message": self.message,
             "fix": self.fix,
+            **grouped,
         }
 
 

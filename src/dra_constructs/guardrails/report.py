@@ -9,20 +9,45 @@ from dra_constructs.guardrails.engine import AuditResult
 from dra_constructs.guardrails.model import Finding
 from dra_constructs.guardrails.skipped import SkippedInput
 
-__all__ = ["format_finding", "to_json", "to_text"]
+__all__ = ["format_finding", "rule_summary", "to_json", "to_text"]
 
 
 def format_finding(finding: Finding) -> str:
-    """``file:line: error DRA001 Kind/ns/name spec.path: message`` plus an indented fix line."""
+    """``file:line: error DRA001 Kind/ns/name spec.path: message`` plus an indented fix line.
+
+    A finding about the manifest set adds an ``objects:`` line (count and sample).
+    """
     where = f"{finding.file}:{finding.line}: " if finding.file and finding.line else (
         f"{finding.file}: " if finding.file else "")
+    objects = ""
+    if finding.sample:
+        more = finding.count - len(finding.sample)
+        objects = (f"\n    objects: {finding.count:,}: {', '.join(finding.sample)}"
+                   + (f" and {more:,} more" if more > 0 else ""))
     return (f"{where}{finding.severity.value} {finding.rule} {finding.object} {finding.path}: "
-            f"{finding.message}\n    fix: {finding.fix}")
+            f"{finding.message}{objects}\n    fix: {finding.fix}")
 
 
-def to_text(result: AuditResult, skipped: Sequence[SkippedInput] = ()) -> str:
-    """Findings, suppressed findings with their reasons, skipped files, then a one-line summary."""
-    lines = [format_finding(f) for f in result.findings]
+def rule_summary(findings: Sequence[Finding]) -> list[str]:
+    """One line per rule with findings, errors first: ``DRA001 error: 12 findings (12 objects)``."""
+    by_rule: dict[tuple[int, str, str], list[int]] = {}
+    for f in findings:
+        counts = by_rule.setdefault((f.severity.rank, f.rule, f.severity.value), [0, 0])
+        counts[0] += 1
+        counts[1] += f.count
+    return [f"{rule} {severity}: {n:,} finding{'s' if n != 1 else ''} ({objects:,} object"
+            f"{'s' if objects != 1 else ''})" for (_, rule, severity), (n, objects) in sorted(by_rule.items())]
+
+
+def to_text(result: AuditResult, skipped: Sequence[SkippedInput] = (), *, max_findings: int | None = None) -> str:
+    """A summary line per rule, the findings (at most ``max_findings``, the rest counted), suppressed
+    findings with their reasons, skipped files, then a one-line summary."""
+    shown = result.findings if max_findings is None else result.findings[:max_findings]
+    lines = rule_summary(result.findings)
+    lines += [format_finding(f) for f in shown]
+    if len(shown) < len(result.findings):
+        lines.append(f"... {len(result.findings) - len(shown):,} more findings not shown (--max-findings "
+                     f"{max_findings}; --format json lists all)")
     for item in result.suppressed:
         f = item.finding
         lines.append(f"suppressed {f.rule} {f.object} {f.path}: {item.reason}")
