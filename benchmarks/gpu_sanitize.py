@@ -88,7 +88,7 @@ def main() -> int:
         "device": device.name, "uuid": device.uuid, "memory_bytes": device.memory_bytes,
         "tenant_pattern_words": first["pattern_words"], "tenant_bytes": first["allocated"],
         "barrier_result": record.result, "barrier_reason": record.reason, "barrier_seconds": round(barrier_s, 3),
-        "phase_seconds": record.phase_seconds, "coverage": record.coverage,
+        "phase_seconds": record.phase_seconds, "coverage": record.coverage, "coverage_of_free": record.coverage_of_free,
         "coverage_of_total": record.coverage_of_total, "bytes_not_covered": record.bytes_not_covered,
         "bytes_context": record.bytes_context, "control": [record.control_found, record.control_planted],
         "bytes_free": record.bytes_free, "bytes_zeroed": record.bytes_zeroed, "bytes_verified": record.bytes_verified,

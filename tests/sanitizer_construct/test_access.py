@@ -20,6 +20,7 @@ from dra_constructs.agent.config import AgentConfig
 from dra_constructs.constructs.sanitizer._agent_spec import COMPONENT_LABEL, COMPONENT_VALUE
 from dra_constructs.constructs.sanitizer._checkov import PRIVILEGED_SUPPRESSIONS
 from dra_constructs.constructs.sanitizer.construct import ENV_DEVICES_REASON, SanitizerDaemonSet
+from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails import SUPPRESSIONS_ANNOTATION, audit
 from dra_constructs.guardrails.policy import admission_policy_manifests
 
@@ -71,7 +72,6 @@ def test_runtime_class_none_leaves_the_default_runtime() -> None:
 
 @pytest.mark.parametrize(("mig_mode", "partition_reset", "privileged"), [
     ("off", "off", False),
-    ("off", "gpu", False),
     ("off", "mig-instance", True),
     ("static", "off", True),
     ("static", "mig-instance", True),
@@ -100,6 +100,12 @@ def test_privileged_exactly_where_the_agent_manages_mig_instances(
         assert "NVIDIA_MIG_CONFIG_DEVICES" not in env
         assert not set(PRIVILEGED_SUPPRESSIONS) & skipped
     assert ("NVIDIA_MIG_MONITOR_DEVICES" in env) is (mig_mode != "off")
+
+
+def test_partition_reset_gpu_is_refused_by_the_construct() -> None:
+    """The agent's own NVML session defeats nvidia-smi --gpu-reset (review D7): refused, with the fix."""
+    with pytest.raises(DraConstructsError, match="mig-instance"):
+        build("1.34", config={"partition_reset": "gpu"})
 
 
 @pytest.mark.parametrize(("version", "app_mode", "kwargs", "expected"), [

@@ -60,10 +60,15 @@ def test_the_agent_reads_the_rendered_policy_from_the_allocation() -> None:
         policy_requests=["mig"])
     (doc,) = by_kind(chart, "ResourceClaimTemplate")
     config = doc["spec"]["spec"]["devices"]["config"]
-    claim = {"metadata": {"name": "c", "namespace": "team-a", "uid": "u"}, "status": {"allocation": {"devices": {
-        "results": [{"request": "mig", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-0"}],
-        "config": [{"source": "FromClaim", **entry} for entry in config]}}}}
-    assert allocated_devices([claim], "node-a")["gpu-0"].policy == POLICY
+    def allocated(source: str) -> dict[str, Any]:
+        return {"metadata": {"name": "c", "namespace": "team-a", "uid": "u"}, "status": {"allocation": {"devices": {
+            "results": [{"request": "mig", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-0"}],
+            "config": [{"source": source, **entry} for entry in config]}}}}
+
+    assert allocated_devices([allocated("FromClass")], "node-a")["gpu-0"].policy == POLICY
+    # From a claim (the tenant's) it may only tighten: Quarantine (no SIGKILL) needs the class to allow it.
+    tenant = allocated_devices([allocated("FromClaim")], "node-a")["gpu-0"].policy
+    assert tenant == POLICY.model_copy(update={"on_contexts_remaining": ContextsRemaining.KILL})
 
 
 def test_policy_for_an_unknown_request_is_refused() -> None:

@@ -83,7 +83,7 @@ def test_the_agent_loads_the_extracted_config_and_runs_a_barrier(
     record = json.loads(result.stdout)
     assert record["device"] == device and record["node"] == "node-a"
     assert record["result"] == "released" and record["nonzero_words"] == 0
-    assert record["coverage"] >= 0.995
+    assert record["coverage_of_free"] >= 0.995
     evidence = (tmp_path / "evidence" / "evidence.jsonl").read_text().splitlines()
     assert json.loads(evidence[-1])["device"] == device
     # The code that ran is the zipapp's, not the source tree's.

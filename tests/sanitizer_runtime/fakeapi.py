@@ -67,7 +67,7 @@ class FakeApi:
                     self._send(500, {"kind": "Status", "code": 500, "message": "too late"})
                     return
                 if isinstance(failure, int):
-                    self._send(failure, {"kind": "Status", "code": failure, "message": f"injected {failure}"})
+                    self._send(failure, status(failure, f"injected {failure}", _REASONS.get(failure, "")))
                     return
                 api.route(self, method, url.path, query, body, failure)
 
@@ -107,15 +107,27 @@ class FakeApi:
         parts = path.strip("/").split("/")
         if path.rstrip("/") == "/version":
             h._send(200, {"major": "1", "minor": self.minor, "gitVersion": f"v1.{self.minor}.0"})
+        elif len(parts) == 3 and parts[:2] == ["apis", "resource.k8s.io"] and method == "GET":
+            # Discovery of the group version: an APIResourceList (devicetaintrules only while served).
+            resources = [{"name": "resourceclaims", "singularName": "resourceclaim", "namespaced": True,
+                          "kind": "ResourceClaim",
+                          "verbs": ["get", "list", "watch"]}]
+            if self.serve_taint_rules:
+                resources.append({"name": "devicetaintrules", "singularName": "devicetaintrule", "namespaced": False,
+                                  "kind": "DeviceTaintRule",
+                                  "verbs": ["create", "delete", "get", "list", "update", "watch"]})
+            h._send(200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"resource.k8s.io/{parts[2]}",
+                          "resources": resources})
         elif len(parts) >= 4 and parts[:2] == ["apis", "resource.k8s.io"] and parts[3] == "devicetaintrules":
-            if not self.serve_taint_rules:
-                h._send(404, {"kind": "Status", "code": 404, "message": "the server could not find the resource"})
+            if not self.serve_taint_rules:  # what kube-apiserver answers for a resource it does not serve
+                h._send(404, status(404, "the server could not find the requested resource", "NotFound"))
                 return
             name = parts[4] if len(parts) > 4 else None
             with self._lock:
                 if method == "POST":
                     if body["metadata"]["name"] in self.rules:
-                        h._send(409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"})
+                        h._send(409, status(409, f'devicetaintrules.resource.k8s.io "{body["metadata"]["name"]}" '
+                                            "already exists", "AlreadyExists", body["metadata"]["name"]))
                         return
                     body["metadata"]["resourceVersion"] = self.next_version()
                     self.rules[body["metadata"]["name"]] = body
@@ -124,7 +136,8 @@ class FakeApi:
                     h._send(200, self.rules[name])
                 elif method == "PUT" and name in self.rules:
                     if body["metadata"].get("resourceVersion") != self.rules[name]["metadata"]["resourceVersion"]:
-                        h._send(409, {"kind": "Status", "code": 409, "reason": "Conflict"})
+                        h._send(409, status(409, f'Operation cannot be fulfilled on devicetaintrules.resource.k8s.io '
+                                            f'"{name}": the object has been modified', "Conflict", name))
                         return
                     body["metadata"]["resourceVersion"] = self.next_version()
                     self.rules[name] = body
@@ -132,7 +145,7 @@ class FakeApi:
                 elif method == "DELETE" and name in self.rules:
                     h._send(200, self.rules.pop(name))
                 else:
-                    h._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                    h._send(404, status(404, f'devicetaintrules.resource.k8s.io "{name}" not found', "NotFound", name))
         elif len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "events" and method == "POST":
             with self._lock:
                 self.events.append(body)
@@ -157,6 +170,19 @@ class FakeApi:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)
+
+
+_REASONS = {404: "NotFound", 409: "AlreadyExists", 429: "TooManyRequests", 500: "InternalError",
+            503: "ServiceUnavailable"}
+
+
+def status(code: int, message: str, reason: str, name: str | None = None) -> dict[str, Any]:
+    """A metav1.Status failure body as kube-apiserver sends it (details name the object, where one is meant)."""
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                            "message": message, "reason": reason, "code": code}
+    if name is not None:
+        body["details"] = {"name": name, "group": "resource.k8s.io", "kind": "devicetaintrules"}
+    return body
 
 
 def claim(name: str, namespace: str, uid: str, devices: list[str], node: str = "node-a",

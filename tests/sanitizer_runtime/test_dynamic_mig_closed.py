@@ -33,6 +33,8 @@ SETTINGS = SimulatedBackendSettings(gpus=1, dynamic_mig=True, memory_bytes=1024)
 
 
 class _NoTaints(SimulatedKube):
+    serve_taint_rules = False  # discovery does not list devicetaintrules (the gate is off)
+
     def apply_taint_rule(self, body):  # type: ignore[no-untyped-def]  # 1.32-like: DeviceTaintRules not served
         raise ApiError(404, "the server could not find the requested resource")
 

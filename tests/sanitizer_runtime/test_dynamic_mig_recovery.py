@@ -162,7 +162,7 @@ def test_dynamic_mig_recovery_and_a_barrier_on_the_same_gpu_never_hold_two_trans
     assert at_create == [[]], at_create  # B's transient was the only instance on the GPU when created
     record_a, record_b = recovered[0], ran[0]
     assert isinstance(record_a, EvidenceRecord) and record_a.trigger == "recovery-release"
-    assert record_a.result == "released" and record_a.coverage >= 0.99
+    assert record_a.result == "released" and record_a.coverage_of_free >= 0.99
     assert record_b.result == "released", record_b.reason
     assert _instances(env) == [] and env.kube.rules == {} and _unguarded(env) == []
     for name in env.rt.barrier.deps.inventory:

@@ -38,7 +38,8 @@ def test_a_thousand_randomized_schedules_have_no_dirty_release(tmp_path: Path) -
         assert quarantined and all(r["reason"] for r in quarantined)
         released = [r for r in lines if r["result"] == "released"]
         # Every released record carries its proof, releases finished after a crash included (item 9).
-        assert all(r["nonzero_words"] == 0 and r["coverage"] >= 0.99 and r["bytes_verified"] > 0 for r in released)
+        assert all(r["nonzero_words"] == 0 and r["coverage_of_free"] >= 0.99 and r["bytes_verified"] > 0
+                   for r in released)
         if reset != "off":
             assert any(r["reset_type"] == reset and r["reset_old_uuid"] != r["reset_new_uuid"] for r in released)
     assert total >= 1000 and recovery_releases > 0 and resets > 0

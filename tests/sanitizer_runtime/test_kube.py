@@ -128,3 +128,23 @@ def test_agent_guards_allocations_and_sanitizes_releases(fake_api: FakeApi, tmp_
     agent._pool.shutdown(wait=True)
     assert rt.barrier.deps.store.load(device).phase is Phase.CLEAN
     assert rt.node.audit(device).clean and fake_api.rules == {}
+
+
+def test_a_rule_deleted_between_409_and_get_is_created_again(fake_api: FakeApi) -> None:
+    """Review r14: create 409 (it exists), then an operator deletes it, GET 404: not a missing API."""
+    guard, clock = _guard(fake_api, retries=0), VirtualClock()
+    assert guard.taint("gpu-1", "in-use", clock)
+    fake_api.fail("GET", "/apis/resource.k8s.io/v1alpha3/devicetaintrules/", 404)  # the object, gone meanwhile
+    assert guard.taint("gpu-1", "quarantined", clock, "re-apply")
+    assert guard.has_taints  # discovery still lists devicetaintrules
+    assert fake_api.rules["dra-sanitizer-node-a-gpu-1"]["spec"]["taint"]["value"] == "quarantined"
+    assert guard.taint("gpu-0", "in-use", clock) and "dra-sanitizer-node-a-gpu-0" in fake_api.rules
+    assert guard.untaint("gpu-1", clock) and "dra-sanitizer-node-a-gpu-1" not in fake_api.rules  # no stale rule
+
+
+def test_a_404_while_the_kind_is_served_is_an_error_not_a_fallback(fake_api: FakeApi) -> None:
+    guard, clock = _guard(fake_api, retries=0), VirtualClock()
+    fake_api.fail("POST", "/apis/resource.k8s.io/v1alpha3/devicetaintrules", 404)
+    with pytest.raises(GuardError, match="404"):
+        guard.taint("gpu-0", "in-use", clock)
+    assert guard.has_taints and guard.taint("gpu-0", "in-use", clock)  # the next try places it

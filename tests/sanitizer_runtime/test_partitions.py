@@ -13,7 +13,6 @@ from dra_constructs.agent.config import SimulatedBackendSettings
 from dra_constructs.agent.kube import Tenant, allocated_devices
 from dra_constructs.agent.policy import (
     SANITIZER_DRIVER,
-    STRICTEST,
     ContextsRemaining,
     PreemptionPolicy,
     policy_for,
@@ -167,7 +166,7 @@ def test_mig_instance_reset_recreates_the_partition_and_rekeys_the_state(tmp_pat
     assert record.reset_type == "mig-instance" and record.reset_old_uuid == old.uuid
     assert record.reset_new_uuid == new.uuid != old.uuid and record.uuid == new.uuid
     assert record.reset_seconds is not None and record.reset_seconds > 0 and "resetting" in record.phase_seconds
-    assert record.bytes_verified > 0 and record.coverage >= 0.99 and record.boundary == "team-a"
+    assert record.bytes_verified > 0 and record.coverage_of_free >= 0.99 and record.boundary == "team-a"
     state = env.rt.barrier.deps.store.load(old.name, new.uuid)
     assert state.phase is Phase.CLEAN and state.uuid == new.uuid
     assert env.node.audit(old.name).clean and env.kube.tainted(old.name) is None
@@ -230,12 +229,13 @@ def test_the_agent_reads_the_policy_from_the_allocated_claim() -> None:
     params = {"apiVersion": "sanitizer.dra-constructs.io/v1alpha1", "kind": "PreemptionPolicy",
               "gracePeriodSeconds": 5, "onContextsRemaining": "Quarantine", "coldResetOnRelease": True}
     tenant = allocated_devices([_policy_claim(params)], "node-a")["gpu-0"]
-    assert tenant.policy == PreemptionPolicy(grace_period_seconds=5, on_contexts_remaining=ContextsRemaining.QUARANTINE,
+    # No class policy: a claim's Quarantine cannot replace the agent's Kill (only a DeviceClass can, test_policy_bounds)
+    assert tenant.policy == PreemptionPolicy(grace_period_seconds=5, on_contexts_remaining=ContextsRemaining.KILL,
                                              cold_reset_on_release=True)
     assert tenant.policy_problem is None and tenant.boundary == "team-a"
     assert allocated_devices([_policy_claim(params, requests=["other"])], "node-a")["gpu-0"].policy is None
     bad, problem = policy_for(_policy_claim({"kind": "PreemptionPolicy", "gracePeriodSeconds": "soon"}), "gpu")
-    assert bad == STRICTEST and problem and "gracePeriodSeconds" in problem
+    assert bad is None and problem and "gracePeriodSeconds" in problem  # ignored, named; no "strictest" reading
     assert PreemptionPolicy.model_validate(params).parameters() == params
 
 
@@ -291,5 +291,6 @@ def test_a_claim_cannot_switch_off_the_cold_reset_its_device_class_requires() ->
                            source="FromClaim")
     broken["status"]["allocation"]["devices"]["config"].insert(0, {  # type: ignore[index]
         "source": "FromClass", "opaque": {"driver": SANITIZER_DRIVER, "parameters": {"kind": "Nope"}}})
-    policy, problem = policy_for(broken, "gpu")  # an unreadable class policy reads as the strictest
-    assert problem is not None and policy is not None and policy.cold_reset_on_release is True
+    policy, problem = policy_for(broken, "gpu")  # an unreadable class policy is ignored and reported
+    assert problem is not None and "class config" in problem and policy is not None
+    assert policy.cold_reset_on_release is False

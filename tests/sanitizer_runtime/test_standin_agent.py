@@ -113,7 +113,7 @@ def test_release_finished_after_a_crash_carries_the_verify_figures(standin: Make
     assert rt.barrier.deps.store.load("gpu-0").phase is Phase.RELEASING
     record = build_runtime(config, fsync=False).barrier.recover(rt.devices[0])
     assert record is not None and record.trigger == "recovery-release" and record.result == "released"
-    assert record.bytes_verified > 0 and record.coverage >= 0.99 and record.nonzero_words == 0
+    assert record.bytes_verified > 0 and record.coverage_of_free >= 0.99 and record.nonzero_words == 0
     assert record.control_found == record.control_planted == 2 and record.bytes_not_covered is not None
     assert node.compute_mode("GPU-a") == 0
 
@@ -167,4 +167,4 @@ def test_api_down_at_first_start_prohibits_new_contexts_on_never_sanitized_gpus(
         tenant.stop()
     records = _records(tmp_path)
     assert [(r["device"], r["trigger"], r["result"]) for r in records] == [("gpu-0", "startup-unknown", "released")]
-    assert records[0]["nonzero_words"] == 0 and records[0]["coverage"] >= 0.99
+    assert records[0]["nonzero_words"] == 0 and records[0]["coverage_of_free"] >= 0.99

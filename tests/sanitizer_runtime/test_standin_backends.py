@@ -138,9 +138,11 @@ def test_a_tenant_on_the_second_compute_instance_is_drained(standin: MakeNode, t
 
 
 def test_compute_mode_covers_every_compute_instance(standin: MakeNode) -> None:
+    """CUDA 13.3 NVML: compute mode is set on each MIG device handle (go-nvml 8b8585b nvml.h)."""
     from dra_constructs.agent.backends.base import ComputeMode
 
-    node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1), CI("MIG-ci2", 2)])])])
+    node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1), CI("MIG-ci2", 2)])])],
+                   generation="13.3")
     nvml = NvmlDevices()
     (device,) = nvml.devices()
     nvml.set_compute_mode(device, ComputeMode.PROHIBITED)
@@ -149,6 +151,25 @@ def test_compute_mode_covers_every_compute_instance(standin: MakeNode) -> None:
     assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [3, 2, 2]
     nvml.set_compute_mode(device, ComputeMode.DEFAULT)
     assert [node.compute_mode(f"MIG-ci{i}") for i in range(3)] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("generation", ["535", "550", "570", "580"])
+def test_compute_mode_on_mig_is_refused_before_cuda_13_3(standin: MakeNode, generation: str) -> None:
+    """R535..R580: "On MIG-enabled GPUs, compute mode would be set to DEFAULT and changing it is not supported"."""
+    import pynvml
+
+    from dra_constructs.agent.backends.base import ComputeMode, ComputeModeUnsupported
+
+    node = standin([a100_mig("GPU-a", 0, [GI(1, [CI("MIG-ci0", 0), CI("MIG-ci1", 1)])])], generation=generation)
+    nvml = NvmlDevices()
+    assert pynvml.nvmlSystemGetDriverVersion().startswith(generation)
+    assert pynvml.nvmlSystemGetCudaDriverVersion() < 13030
+    (device,) = nvml.devices()
+    for mode in (ComputeMode.PROHIBITED, ComputeMode.EXCLUSIVE_PROCESS):
+        with pytest.raises(ComputeModeUnsupported, match="Not Supported"):
+            nvml.set_compute_mode(device, mode)
+    nvml.set_compute_mode(device, ComputeMode.DEFAULT)  # it is DEFAULT: not an error
+    assert node.compute_mode("MIG-ci0") == node.compute_mode("MIG-ci1") == 0
 
 
 # --- 4: memory nobody lists, and what coverage does not include --------------------------------
@@ -163,13 +184,30 @@ def test_memory_held_by_an_unlisted_process_quarantines(standin: MakeNode, tmp_p
     assert record.bytes_free_before_context == 14 * MiB and record.bytes_reserved == 2 * MiB
 
 
+def test_a_hidden_holder_below_one_percent_is_not_released(standin: MakeNode, tmp_path: Path) -> None:
+    """Review r15: 2 MiB (0.8 % of 256 MiB) held by a process NVML does not list, over residue.
+
+    The old 1 % epsilon passed it and recorded coverage 1.0 of free memory; the allowance is now
+    absolute (1 MiB, below one 2 MiB allocation granule), so one hidden allocation fails the barrier.
+    """
+    node = standin([GPU("GPU-a", total=256 * MiB, reserved=2 * MiB, unlisted_used=2 * MiB)], residue_byte=0x5A)
+    rt = runtime(tmp_path)
+    record = rt.barrier.run(rt.devices[0], "deallocated")
+    assert record.result == "quarantined", record.coverage
+    assert (record.reason or "").startswith("unaccounted memory: 2097152 bytes")
+    assert record.bytes_unaccounted == 2 * MiB and record.bytes_usable == 254 * MiB
+    assert node.memory().count(0x5A) >= 2 * MiB  # what it held was never read: not released
+
+
 def test_evidence_says_what_the_fill_did_not_cover(standin: MakeNode, tmp_path: Path) -> None:
     node = standin([GPU("GPU-a", total=64 * MiB, context_overhead=4 * MiB)], residue_byte=0xAB)
     rt = runtime(tmp_path)
     record = rt.barrier.run(rt.devices[0], "deallocated")
     assert record.result == "released", record.reason
     assert record.bytes_free_before_context == 62 * MiB and record.bytes_context == 4 * MiB  # our context
-    assert record.coverage == 1.0 and record.bytes_verified == record.bytes_zeroed == 58 * MiB
+    assert record.coverage_of_free == 1.0 and record.bytes_verified == record.bytes_zeroed == 58 * MiB
+    assert record.bytes_usable == 62 * MiB and record.bytes_unaccounted == 0
+    assert record.coverage == pytest.approx(58 / 62)  # of what the device holds: our context was not read
     assert record.coverage_of_total == pytest.approx(58 / 64)
     assert record.bytes_not_covered == 6 * MiB  # RM's reservation and our context
     # What is still non-zero on the device (RM's reservation, our context) is within what was reported.

@@ -104,7 +104,7 @@ def test_hopper_inventory_has_the_whole_gpu_and_ampere_does_not(standin: MakeNod
     rt.barrier.mark_allocated(whole, OWNER)
     record = rt.barrier.run(whole, "deallocated", OWNER)  # MIG mode on: filled through the full-size GI
     assert record.result == "released", record.reason
-    assert record.transient_instance is not None and record.coverage >= 0.99
+    assert record.transient_instance is not None and record.coverage_of_free >= 0.99
 
 
 def test_ampere_dynamic_mig_has_no_whole_gpu(standin: MakeNode, tmp_path: Path) -> None:  # noqa: F811

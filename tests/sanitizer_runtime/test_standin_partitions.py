@@ -38,11 +38,11 @@ MARK = struct.pack("<I", PATTERN)
 OWNER = ClaimTenant("team-a/c1", "team-a", "u1")
 
 
-def _two_ci_node(standin: MakeNode, **gi: Any) -> Node:  # noqa: F811
+def _two_ci_node(standin: MakeNode, generation: str = "570", **gi: Any) -> Node:  # noqa: F811
     """One 2g GPU instance at placement 0 with two 1-slice compute instances (CI 0, CI 1)."""
     slot = GI(1, [CI("MIG-old-ci0", id=0, placement_start=0), CI("MIG-old-ci1", id=1, placement_start=1)],
               GI_2_SLICE, profile_id=14, slices=2, placement_start=0, placement_size=2, memory_mb=19968, **gi)
-    return standin([a100_mig("GPU-m", 0, [slot])])
+    return standin([a100_mig("GPU-m", 0, [slot])], generation=generation)
 
 
 def test_mig_instance_reset_recreates_the_layout_rekeys_and_zeroes(standin: MakeNode,  # noqa: F811
@@ -67,13 +67,19 @@ def test_mig_instance_reset_recreates_the_layout_rekeys_and_zeroes(standin: Make
     assert rt.barrier.deps.inventory[device.name].compute_instance_uuids == tuple(new)
     assert rt.barrier.deps.store.load(device.name).uuid == new[0]
     assert MARK not in node.memory(0, 0)  # the tenant's bytes survived the reset; the fill did not
-    assert record.bytes_verified > 0 and record.coverage >= 0.99 and record.nonzero_words == 0
+    assert record.bytes_verified > 0 and record.coverage_of_free >= 0.99 and record.nonzero_words == 0
     assert [node.compute_mode(u) for u in new] == [0, 0]  # DEFAULT again on every recreated CI
 
 
-def test_mig_instance_reset_refused_in_use_quarantines(standin: MakeNode, tmp_path: Path) -> None:  # noqa: F811
-    """A process NVML does not list holds the instance: destroy answers IN_USE, the slice is quarantined."""
-    node = _two_ci_node(standin, unlisted_used=4 * MiB)
+@pytest.mark.parametrize(("generation", "modes"), [("13.3", [2, 2]), ("570", [0, 0])])
+def test_mig_instance_reset_refused_in_use_quarantines(standin: MakeNode, tmp_path: Path,  # noqa: F811
+                                                       generation: str, modes: list[int]) -> None:
+    """A process NVML does not list holds the instance: destroy answers IN_USE, the slice is quarantined.
+
+    CUDA 13.3: PROHIBITED on each CI. R570: no compute mode on MIG, and the compute-instance guard is
+    refused too (IN_USE): the evidence says it cannot be guarded locally.
+    """
+    node = _two_ci_node(standin, generation, unlisted_used=4 * MiB)
     rt = build_runtime(agent_config(tmp_path, partition_reset="mig-instance"), fsync=False)
     device = rt.devices[0]
     rt.barrier.mark_allocated(device, OWNER)
@@ -83,7 +89,11 @@ def test_mig_instance_reset_refused_in_use_quarantines(standin: MakeNode, tmp_pa
     assert "In use by another client" in record.reason
     assert rt.barrier.deps.store.load(device.name).phase is Phase.QUARANTINED
     assert node.layout()[0] == ["MIG-old-ci0", "MIG-old-ci1"]  # nothing destroyed
-    assert [node.compute_mode(u) for u in node.layout()[0]] == [2, 2]  # PROHIBITED
+    assert [node.compute_mode(u) for u in node.layout()[0]] == modes  # PROHIBITED where NVML can set it
+    assert record.compute_mode_guard is (generation == "13.3")
+    if generation == "570":
+        assert record.compute_instance_guard is False
+        assert any("not guarded locally" in w for w in record.warnings), record.warnings
 
 
 def _dynamic_node(standin: MakeNode, residue: bool = True) -> Node:  # noqa: F811
@@ -129,7 +139,7 @@ def test_dynamic_mig_transient_instance_zeroes_what_the_tenant_left(standin: Mak
     record = rt.barrier.run(device, "deallocated", OWNER)
     assert record.result == "released", record.reason
     assert record.transient_instance is not None and record.transient_instance != uuid
-    assert record.bytes_verified > 0 and record.coverage >= 0.99 and record.nonzero_words == 0
+    assert record.bytes_verified > 0 and record.coverage_of_free >= 0.99 and record.nonzero_words == 0
     assert MARK not in node.memory(0, 0)
     assert node.layout() == {}  # the transient instance is gone again: the driver creates its own
     state = rt.barrier.deps.store.load(device.name)

@@ -51,7 +51,7 @@ __all__ = ["Agent"]
 
 _LOG = logging.getLogger("dra_sanitizer.agent")
 #: How a never-sanitized device is guarded while the claims are unknown (the metric's label).
-_LOCAL_GUARDS = ("compute-mode", "no-instance", "failed")
+_LOCAL_GUARDS = ("compute-mode", "compute-instance", "no-instance", "failed")
 
 
 def _terminating(pod: dict[str, Any]) -> bool:
@@ -208,7 +208,7 @@ class Agent:
             for name, info in list(self._devices.items()):
                 if self.api_known:
                     return  # the claims are listed: the normal startup recovery decides now
-                if self._local.get(name) == "compute-mode":
+                if self._local.get(name) in ("compute-mode", "compute-instance"):
                     continue
                 outcome = self.rt.barrier.guard_unknown_locally(info)
                 if outcome == "known":

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 
 from dra_constructs.agent.backends.base import (
     BackendError,
+    ComputeInstanceGuard,
     ComputeMode,
+    ComputeModeUnsupported,
     MemoryScrubber,
     NvmlBackend,
     PartitionBackend,
@@ -30,7 +32,7 @@ from dra_constructs.agent.backends.base import (
     VerifyResult,
 )
 from dra_constructs.agent.clock import Clock
-from dra_constructs.agent.config import AgentConfig, PartitionReset, QuarantinePolicy
+from dra_constructs.agent.config import CUDA_ALLOCATION_GRANULE, AgentConfig, PartitionReset, QuarantinePolicy
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceRecord, EvidenceWriter
 from dra_constructs.agent.gpulock import GpuLock, GpuLocks
@@ -39,7 +41,7 @@ from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.metrics import Metrics
 from dra_constructs.agent.migaccess import MIG_UNMANAGEABLE, MigAccess
 from dra_constructs.agent.policy import ContextsRemaining, PreemptionPolicy
-from dra_constructs.agent.state import DeviceState, Phase, ResetRecord, StateStore, VerifyFigures
+from dra_constructs.agent.state import CiGuardRecord, DeviceState, Phase, ResetRecord, StateStore, VerifyFigures
 
 __all__ = ["AWAITING_ZERO_CONTEXTS", "CRASH_POINTS", "Barrier", "BarrierDeps", "BarrierFailure"]
 
@@ -62,6 +64,10 @@ AWAITING_ZERO_CONTEXTS = "awaiting zero contexts"
 #: starts): the agent's tick runs the barrier again, the placement stays guarded meanwhile.
 TRANSIENT_VANISHED = "transient instance vanished"
 
+
+#: What a fill may leave unallocated: it allocates 2 MiB-aligned chunks until less than one is free
+#: (``cuMemAlloc`` granularity on current GPUs; backends/cuda.py ``_ALIGN``).
+FILL_SLACK_BYTES = CUDA_ALLOCATION_GRANULE
 
 _AFTER_DRAIN = "after the drain"
 _GI_CREATE = "nvmlDeviceCreateGpuInstanceWithPlacement"
@@ -95,6 +101,10 @@ class BarrierDeps:
     partitions: PartitionBackend | None = None
     #: The current info of every device by name (a cold reset changes a MIG device's UUID).
     inventory: dict[str, DeviceInfo] = field(default_factory=dict)
+    #: Static MIG without compute mode (NVML before CUDA 13.3): destroys / recreates compute instances.
+    ci_guard: ComputeInstanceGuard | None = None
+    #: Why a claim-requested reset of this kind cannot be done here (None: it can); None: always can.
+    reset_unavailable: Callable[[str], str | None] | None = None
     #: DynamicMIG: whether this process can create/destroy MIG instances (None: assumed it can).
     mig_access: MigAccess | None = None
 
@@ -123,6 +133,8 @@ class _Cycle:
         )
         self._phase: str | None = None
         self._phase_start = 0.0
+        #: NVML refused a compute mode on this MIG device (before CUDA 13.3): it is DEFAULT, unguardable so.
+        self.mode_unsupported = False
 
     def enter(self, phase: Phase, point: str | None = None) -> None:
         """Persist ``phase`` (before its effects), time the previous one, then the crash point."""
@@ -146,12 +158,26 @@ class _Cycle:
             self.deps.crash_hook(self.device.name, point)
 
     def set_mode(self, mode: ComputeMode) -> bool:
-        """Best-effort compute-mode change; failures become warnings in the evidence."""
+        """Best-effort compute-mode change; failures become warnings in the evidence.
+
+        MIG before the CUDA 13.3 NVML cannot change it: DEFAULT is then True (it is DEFAULT),
+        any other mode False with one warning per cycle (the guard is the taint, the
+        compute-instance guard at quarantine, and the checks around the fill).
+        """
         if self.target is None:
             return False  # no instance at this placement (DynamicMIG): nothing can hold a context
         try:
             self.deps.nvml.set_compute_mode(self.target, mode)
             return True
+        except ComputeModeUnsupported as error:
+            if mode is ComputeMode.DEFAULT:
+                return True  # "On MIG-enabled GPUs, compute mode would be set to DEFAULT"
+            if not self.mode_unsupported:
+                self.record.warnings.append(
+                    f"compute mode {mode.value}: {error}; no compute-mode guard on this MIG device: the taint "
+                    f"guards it, a context beside the fill is caught by the checks before and after it")
+            self.mode_unsupported = True
+            return False
         except BackendError as error:
             self.record.warnings.append(f"compute mode {mode.value}: {error}")
             return False
@@ -247,8 +273,15 @@ class Barrier:
                 return self._finish(cycle, self._release(cycle))
         if state.phase is Phase.QUARANTINED:
             clock = self.deps.clock_for(device.name)
-            if self.deps.config.quarantine_policy is QuarantinePolicy.TAINT_AND_PROHIBIT:
-                self.prohibit(device, "re-apply the quarantine guard")
+            if self.deps.config.quarantine_policy is QuarantinePolicy.TAINT_AND_PROHIBIT and state.ci_guard is None:
+                try:  # on the hardware at the device now (a DynamicMIG placement: its real instance)
+                    target = self._current(device)
+                    if target is not None:
+                        self.deps.nvml.set_compute_mode(target, ComputeMode.PROHIBITED)
+                except ComputeModeUnsupported:
+                    self._reguard_instances(device)
+                except BackendError as error:
+                    _LOG.warning("%s: cannot set PROHIBITED (re-apply the quarantine guard): %s", device.name, error)
             try:
                 self.deps.guard.taint(device.name, "quarantined", clock, state.reason)
             except GuardError as error:
@@ -261,6 +294,16 @@ class Barrier:
                     self.deps.mig_access is None or self.deps.mig_access.problem is None):
                 return self.run(device, "mig-management-available")
         return None
+
+    def _reguard_instances(self, device: DeviceInfo) -> None:
+        """A quarantined MIG slice without compute mode: retry the compute-instance guard."""
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.phase is not Phase.QUARANTINED or state.ci_guard is not None:
+                return
+            problem = self._close_instances(device, device, state, self.deps.clock_for(device.name))
+        if problem is not None:
+            _LOG.warning("%s: quarantined: %s", device.name, problem)
 
     def _no_contexts(self, device: DeviceInfo) -> bool:
         """True if NVML lists no process on the device (an error: False, keep waiting).
@@ -319,12 +362,16 @@ class Barrier:
         Existing contexts are not touched (PROHIBITED only stops new ones), so a tenant whose claim
         the agent cannot see keeps running. Returns ``compute-mode`` (set), ``no-instance``
         (DynamicMIG placement without an instance: nothing can hold a context, nothing to set;
-        retried), ``failed`` (NVML refused; logged, retried) or ``known`` (the device has a state).
+        retried), ``compute-instance`` (MIG before CUDA 13.3: its compute instances destroyed instead,
+        possible only while no process holds one; recreated, with a new UUID, when lifted), ``failed``
+        (NVML refused; logged, retried) or ``known`` (the device has a state).
         """
         with self.deps.store.lock(device.name):
             state = self.deps.store.load(device.name, device.uuid)
             if state.phase is not Phase.UNKNOWN:
                 return "known"
+            if state.ci_guard is not None:
+                return "compute-instance"  # destroyed already (an earlier tick)
             try:
                 target = self._current(device)
             except BackendError as error:
@@ -337,6 +384,12 @@ class Barrier:
             self.deps.store.save(state)
             try:
                 self.deps.nvml.set_compute_mode(target, ComputeMode.PROHIBITED)
+            except ComputeModeUnsupported:  # MIG before CUDA 13.3: no compute instance, no new context
+                problem = self._close_instances(device, target, state, self.deps.clock_for(device.name))
+                if problem is not None:
+                    _LOG.error("%s: never sanitized, claims unknown: %s", device.name, problem)
+                    return "failed"
+                return "compute-instance"
             except BackendError as error:
                 _LOG.error("%s: never sanitized, claims unknown, and compute mode PROHIBITED failed: nothing "
                            "keeps a new context off it (%s); retrying", device.name, error)
@@ -359,9 +412,13 @@ class Barrier:
             if state.phase is not Phase.ALLOCATED:
                 return False  # not known to be held: the guard stays (a barrier takes it over)
             try:
-                target = self._current(device)
-                if target is not None:
-                    self.deps.nvml.set_compute_mode(target, ComputeMode.DEFAULT)
+                if state.ci_guard is not None:
+                    self._reopen(device, state, self.deps.clock_for(device.name))
+                else:
+                    target = self._current(device)
+                    if target is not None:
+                        with contextlib.suppress(ComputeModeUnsupported):  # MIG: DEFAULT all along
+                            self.deps.nvml.set_compute_mode(target, ComputeMode.DEFAULT)
             except BackendError as error:
                 _LOG.error("%s: held by %s, but restoring compute mode DEFAULT failed (retried): %s",
                            device.name, state.claim, error)
@@ -389,8 +446,16 @@ class Barrier:
             _LOG.error("%s: no taint API and compute mode PROHIBITED failed", device.name)
 
     def operator_release(self, device: DeviceInfo, reason: str, operator: str) -> EvidenceRecord:
-        """An operator releases a quarantined device: logged, then a full barrier must pass."""
-        state = self.deps.store.load(device.name, device.uuid)
+        """An operator releases a quarantined device: logged, then a full barrier must pass.
+
+        It runs with the agent's (the administrator's) settings, not the old tenant's claim policy
+        (which may be what failed, e.g. a reset this node cannot do).
+        """
+        with self.deps.store.lock(device.name):
+            state = self.deps.store.load(device.name, device.uuid)
+            if state.policy is not None:
+                state.policy = None
+                self.deps.store.save(state)
         clock = self.deps.clock_for(device.name)
         note = EvidenceRecord(
             kind="operator-release", node=self.deps.config.node_name, device=device.name, uuid=device.uuid,
@@ -420,6 +485,8 @@ class Barrier:
                 self._verify_no_contexts(c, allowed=set(), what=_AFTER_DRAIN)
             else:
                 c.record.contexts_after_drain = 0  # no instance at the placement: nobody can hold one
+            if c.state.ci_guard is not None:
+                self._reopen_instances(c)  # destroyed as the guard: recreated for the fill
             reset = self._reset_type(c)
             if reset is not None:
                 self._reset(c, reset)
@@ -624,18 +691,130 @@ class Barrier:
         return (f"{TRANSIENT_VANISHED} ({gone}; the GPU kubelet plugin destroys instances it did not create "
                 f"when it starts): the fill does not count, the barrier runs again ({reason})")
 
+    # --- the compute-instance guard: static MIG where compute mode cannot be set ----------------
+
+    def _close_instances(self, device: DeviceInfo, target: DeviceInfo, state: DeviceState, clock: Clock) -> str | None:
+        """Destroy the slice's compute instances so no context can be created on it; None, or why not.
+
+        Only where no listed process holds a context (NVML would answer IN_USE, and those are the
+        processes the drain is for). The intent is saved first, then the layout that was destroyed.
+        """
+        ci = self.deps.ci_guard
+        if ci is None or not target.is_mig or device.dynamic:
+            return (f"{device.name}: compute mode cannot be set and this backend has no compute-instance guard: "
+                    f"only the taint keeps new contexts off it")
+        try:
+            pids = [p for p in self.deps.nvml.processes(target) if p not in self.deps.own_pids]
+        except BackendError as error:
+            return f"compute-instance guard of {device.name}: cannot list its processes ({error}); retried"
+        if pids:
+            return (f"compute-instance guard of {device.name}: pids {', '.join(map(str, pids))} hold contexts, so "
+                    f"its compute instances cannot be destroyed (IN_USE): not guarded locally, the taint guards "
+                    f"it; retried")
+        state.ci_guard = CiGuardRecord(device=dataclasses.asdict(device), closed_at=clock.wall())
+        self.deps.store.save(state)
+        try:
+            layout = ci.close(target)
+        except BackendError as error:
+            if self._instances_intact(device, target):
+                state.ci_guard = None
+            self.deps.store.save(state)
+            return (f"compute-instance guard of {device.name}: {error}: not guarded locally (a process NVML does "
+                    f"not list may hold a context); the taint guards it; retried")
+        state.ci_guard.layout = layout
+        self.deps.store.save(state)
+        _LOG.warning("%s: compute mode cannot be set (MIG, NVML before CUDA 13.3): its compute instances are "
+                     "destroyed so no context can be created on it until the barrier recreates them", device.name)
+        return None
+
+    def _instances_intact(self, device: DeviceInfo, target: DeviceInfo) -> bool:
+        """True if every compute instance of ``target`` still exists (a refused destroy destroyed none)."""
+        if self.deps.partitions is None:
+            return False
+        try:
+            found = self.deps.partitions.instance(device)
+        except BackendError:
+            return False  # unsure: keep the record, the reopen creates only what is missing
+        before = set(target.compute_instance_uuids or (target.uuid,))
+        return found is not None and set(found.compute_instance_uuids or (found.uuid,)) == before
+
+    def _reopen(self, device: DeviceInfo, state: DeviceState, clock: Clock) -> DeviceInfo:
+        """Recreate the compute instances destroyed as the guard; state and inventory follow the new UUID."""
+        ci, record = self.deps.ci_guard, state.ci_guard
+        assert record is not None
+        if ci is None:
+            raise BarrierFailure(f"{device.name}: its compute instances were destroyed as the guard and this "
+                                 f"backend cannot recreate them")
+        new = ci.reopen(device, record.layout)
+        state.ci_guard = None
+        state.uuid = new.uuid
+        self.deps.inventory[new.name] = new
+        self.deps.store.save(state)
+        self.deps.guard.event(device.name, "ComputeInstancesRecreated",
+                              f"compute instances destroyed as the guard are recreated: {device.uuid} -> {new.uuid}; "
+                              f"the DRA driver publishes MIG UUIDs: restart its kubelet plugin so it re-enumerates",
+                              clock, warning=False)
+        return new
+
+    def _reopen_instances(self, c: _Cycle) -> None:
+        """In a cycle: recreate the destroyed compute instances; the fill runs on them."""
+        old = c.device.uuid
+        new = self._reopen(c.device, c.state, c.clock)
+        c.target = new
+        c.record.compute_instances_recreated = [old, new.uuid]
+        self._rekey(c, new)
+
+    def _scrub_unguarded(self, c: _Cycle) -> None:
+        """Quarantined and nothing keeps a new context off it (no taint, no compute mode, instances in use).
+
+        Zero, best effort, what a new context could allocate, so it cannot read what the previous
+        tenant left there; not verified, not a release. Only if no fill ran in this cycle and NVML
+        lists no process (a live tenant's memory is never taken from it).
+        """
+        if c.target is None or c.record.bytes_zeroed or (c.state.reason or "").startswith(AWAITING_ZERO_CONTEXTS):
+            return
+        try:
+            if [p for p in self.deps.nvml.processes(c.target) if p not in self.deps.own_pids]:
+                return
+            session = self.deps.scrubber.open(c.target, self.deps.config.fill_timeout_s)
+            try:
+                fill = session.fill()
+            finally:
+                session.close()
+        except BackendError as error:
+            c.record.warnings.append(f"no guard holds this quarantined device; the best-effort fill failed: {error}")
+            return
+        c.record.warnings.append(
+            f"no guard holds this quarantined device (no taint, no compute mode, compute instances in use): "
+            f"{fill.bytes_zeroed} bytes a new context could allocate were zeroed (best effort, not verified)")
+
     def _reset_type(self, c: _Cycle) -> str | None:
-        """The cold reset this release needs (config or the claim's policy), or None."""
+        """The cold reset this release needs (config or the claim's policy), or None.
+
+        The node's ``partition_reset`` is the administrator's: done at every tenant release (and
+        fails closed where the pod cannot). A claim's ``coldResetOnRelease`` is done only where
+        the node can perform it (:mod:`.backends.capability`); elsewhere the barrier runs without
+        it and the evidence and an Event say so.
+        """
         mode = self.deps.config.partition_reset
-        if mode is PartitionReset.OFF and not (c.policy is not None and c.policy.cold_reset_on_release):
+        requested = c.policy is not None and c.policy.cold_reset_on_release
+        if mode is PartitionReset.OFF and not requested:
             return None
         if c.state.claim is None and not c.resuming_reset:
             return None  # no tenant released it (startup, operator): nothing crossed a boundary
         if c.device.dynamic:
             return None  # the instance is destroyed at unprepare; the transient one is fresh anyway
-        if c.device.is_mig or c.device.placement is not None:
-            return PartitionReset.MIG_INSTANCE.value
-        return PartitionReset.GPU.value
+        kind = (PartitionReset.MIG_INSTANCE.value if c.device.is_mig or c.device.placement is not None
+                else PartitionReset.GPU.value)
+        if mode is PartitionReset.OFF and not c.resuming_reset:
+            check = self.deps.reset_unavailable
+            problem = check(kind) if check is not None else None
+            if problem is not None:
+                note = f"the claim asks for a cold reset ({kind}) this node cannot perform: {problem}; done without it"
+                c.record.warnings.append(note)
+                self.deps.guard.event(c.device.name, "ColdResetUnavailable", f"{c.state.claim}: {note}", c.clock)
+                return None
+        return kind
 
     def _reset(self, c: _Cycle, kind: str) -> None:
         """Cold reset: destroy and recreate the MIG instance at its placement, or reset the GPU."""
@@ -688,11 +867,12 @@ class Barrier:
         self.deps.store.save(c.state)
 
     def _check_unaccounted_memory(self, c: _Cycle) -> None:
-        """Before our context: free must be total - reserved, less a small epsilon.
+        """Before our context: free must be total - reserved, less at most ``unaccounted_memory_bytes``.
 
         Memory that no listed process holds (a process in another PID namespace, a leaked
-        allocation) is invisible to the process list and to coverage of free memory; it is
-        exactly what the next tenant could read, so it fails the barrier.
+        allocation) is invisible to the process list and to the fill; it is exactly what the
+        next tenant could read, so it fails the barrier. The allowance is absolute: half an
+        allocation granule (1 MiB of CUDA's 2 MiB), so any allocation a hidden process holds exceeds it.
         """
         try:
             assert c.target is not None
@@ -701,26 +881,27 @@ class Barrier:
             if error.fatal:
                 raise
             raise BarrierFailure(f"cannot read the device's memory before the fill: {error}") from error
-        c.record.bytes_reserved = memory.reserved
-        c.record.bytes_free_before_context = memory.free
         usable = memory.total - memory.reserved
-        epsilon = self.deps.config.unaccounted_memory_bytes
-        if epsilon is None:
-            epsilon = int((1 - self.deps.config.coverage_threshold) * usable)
-        missing = usable - memory.free
-        if missing > epsilon:
+        missing = max(0, usable - memory.free)
+        c.record.bytes_reserved, c.record.bytes_usable = memory.reserved, usable
+        c.record.bytes_free_before_context, c.record.bytes_unaccounted = memory.free, missing
+        allowed = self.deps.config.unaccounted_allowance
+        if missing > allowed:
             raise BarrierFailure(
                 f"unaccounted memory: {missing} bytes of the device are in use although no process holds a "
                 f"context (free {memory.free} of {memory.total}, driver-reserved {memory.reserved}, allowed "
-                f"{epsilon}); a process NVML does not list (another PID namespace?) holds memory the fill "
-                f"cannot reach")
+                f"{allowed}: unaccounted_memory_bytes); a process NVML does not list (another PID namespace?) "
+                f"holds memory the fill cannot reach")
 
     def _record_verify(self, c: _Cycle, bytes_free: int, bytes_total: int, result: VerifyResult) -> None:
+        """Coverage against what the device holds for CUDA (NVML total - reserved), not free memory."""
         c.record.bytes_verified, c.record.nonzero_words = result.bytes_verified, result.nonzero_words
         c.record.control_planted, c.record.control_found = result.control_planted, result.control_found
         if result.seconds > 0:
             c.record.verify_bytes_per_s = result.bytes_verified / result.seconds
-        c.record.coverage = result.bytes_verified / bytes_free if bytes_free else 0.0
+        usable = c.record.bytes_usable if c.record.bytes_usable is not None else bytes_total
+        c.record.coverage = min(1.0, result.bytes_verified / usable) if usable else 0.0
+        c.record.coverage_of_free = result.bytes_verified / bytes_free if bytes_free else 0.0
         c.record.coverage_of_total = result.bytes_verified / bytes_total if bytes_total else 0.0
         c.record.bytes_not_covered = max(0, bytes_total - result.bytes_verified)
 
@@ -733,10 +914,32 @@ class Barrier:
         if result.bytes_verified != bytes_zeroed:  # counted by the kernel itself, not echoed back
             raise BarrierFailure(f"the verify kernel read {result.bytes_verified} of {bytes_zeroed} zeroed bytes")
         threshold = self.deps.config.coverage_threshold
-        if c.record.coverage < threshold:
-            raise BarrierFailure(f"coverage {c.record.coverage:.4f} of free memory is below {threshold}")
+        if (c.record.coverage_of_free or 0.0) < threshold:
+            raise BarrierFailure(f"coverage {c.record.coverage_of_free or 0.0:.4f} of free memory is below {threshold}")
+        usable = c.record.bytes_usable
+        if usable is not None:
+            # Every usable byte not verified must be explained: our context, what was allowed as
+            # unaccounted before it, and the fill's slack (less than one allocation granule).
+            explained = (c.record.bytes_context or 0) + (c.record.bytes_unaccounted or 0) + FILL_SLACK_BYTES
+            uncovered = max(0, usable - result.bytes_verified)
+            if uncovered > explained:
+                raise BarrierFailure(
+                    f"{uncovered} of {usable} usable bytes were not verified, more than our context "
+                    f"({c.record.bytes_context}), the allowed unaccounted memory ({c.record.bytes_unaccounted}) "
+                    f"and the fill's slack ({FILL_SLACK_BYTES}) explain")
 
     def _guard(self, c: _Cycle) -> None:
+        if c.state.ci_guard is not None and self.deps.partitions is not None:
+            found = self.deps.partitions.instance(c.device)
+            if found is None:  # no compute instance (our guard): nothing can hold a context until the fill
+                c.target = None
+                c.record.compute_instance_guard = True
+            else:  # recreated already (cut off before the state said so): drained like any instance
+                c.state.ci_guard = None
+                c.target = found
+                if found.uuid != c.device.uuid:
+                    c.record.compute_instances_recreated = [c.device.uuid, found.uuid]
+                    self._rekey(c, found)
         c.record.compute_mode_guard = c.set_mode(ComputeMode.PROHIBITED)
         try:
             tainted = self.deps.guard.taint(c.device.name, "sanitizing", c.clock)
@@ -763,10 +966,9 @@ class Barrier:
         cfg = self.deps.config
         grace, timeout = cfg.grace_period_s, cfg.drain_timeout_s
         kill = True
-        if c.policy is not None:  # the claim's own policy (guideline rule 4)
+        if c.policy is not None:  # the claim's own policy (guideline rule 4): it may only shorten
             if c.policy.grace_period_seconds is not None:
-                grace = c.policy.grace_period_seconds
-                timeout = max(timeout, grace + (cfg.drain_timeout_s - cfg.grace_period_s))
+                grace = min(grace, c.policy.grace_period_seconds)
             kill = c.policy.on_contexts_remaining is ContextsRemaining.KILL
         start = c.clock.monotonic()
         killed = False
@@ -835,7 +1037,11 @@ class Barrier:
         raise BarrierFailure(f"cannot list the device's processes {what}: NVML keeps failing")
 
     def _release(self, c: _Cycle) -> EvidenceRecord:
-        """Verified: compute mode back to DEFAULT, then remove the guard, then CLEAN."""
+        """Verified: compute mode back to DEFAULT, then remove the guard, then CLEAN.
+
+        MIG before CUDA 13.3: DEFAULT is the only mode there is; the step succeeds (see
+        :meth:`_Cycle.set_mode`), never "interrupted" for it.
+        """
         c.crash("releasing")
         if c.transient is not None:  # DynamicMIG: our instance goes; the driver creates its own at prepare
             try:
@@ -880,13 +1086,24 @@ class Barrier:
         c.record.result, c.record.reason = "quarantined", reason
         if self.deps.config.quarantine_policy is QuarantinePolicy.TAINT_AND_PROHIBIT:
             c.record.compute_mode_guard = c.set_mode(ComputeMode.PROHIBITED)
+            if c.state.ci_guard is not None:
+                c.record.compute_instance_guard = True
+            elif not c.record.compute_mode_guard and c.mode_unsupported and c.target is not None:
+                problem = self._close_instances(c.device, c.target, c.state, c.clock)
+                c.record.compute_instance_guard = problem is None
+                if problem is not None:
+                    c.record.warnings.append(problem)
         c.crash("quarantine-mode")
+        tainted = False
         try:
-            if not self.deps.guard.taint(c.device.name, "quarantined", c.clock, reason):
+            tainted = self.deps.guard.taint(c.device.name, "quarantined", c.clock, reason)
+            if not tainted:
                 c.record.warnings.append(f"quarantine taint: {self.deps.guard.describe(c.device.name)}")
         except GuardError as error:
             c.record.warnings.append(f"quarantine taint failed (retried by the agent): {error}")
         c.crash("quarantine-tainted")
+        if not (tainted or c.record.compute_mode_guard or c.record.compute_instance_guard):
+            self._scrub_unguarded(c)
         self.deps.guard.event(c.device.name, "DeviceQuarantined", reason, c.clock)
         return self._finish(c, c.record)
 

@@ -29,6 +29,9 @@ __all__ = [
     "load_config",
 ]
 
+#: ``cuMemAlloc`` granularity on current GPUs (2 MiB pages); the fill allocates in such chunks.
+CUDA_ALLOCATION_GRANULE = 2 << 20
+
 #: Key of the DeviceTaintRule taint the agent places (guard and quarantine).
 DEFAULT_TAINT_KEY = "sanitizer.dra-constructs.io/barrier"
 
@@ -49,8 +52,9 @@ class PartitionReset(StrEnum):
     #: Destroy the MIG compute instances and GPU instance, recreate them at the same placement
     #: (new UUID), then fill and verify the new instance. Whole GPUs are reset as with ``gpu``.
     MIG_INSTANCE = "mig-instance"
-    #: Reset the whole GPU (``nvidia-smi --gpu-reset``: NVML has no public reset call) when no
-    #: other device of it is allocated or held; otherwise the device is quarantined.
+    #: Reset the whole GPU (``nvidia-smi --gpu-reset``: NVML has no public reset call). Simulated
+    #: backend only: the reset needs no NVML client on the GPU, and the agent's own NVML session
+    #: (as the DRA kubelet plugin's, persistenced's, DCGM's) is one, so on a real node it never succeeds.
     GPU = "gpu"
 
 
@@ -158,7 +162,8 @@ class AgentConfig(BaseModel):
     )
     poll_interval_s: float = Field(default=0.5, gt=0, le=60, description="NVML process-list poll interval.")
     coverage_threshold: float = Field(
-        default=0.99, gt=0, le=1, description="Least fraction of free device memory zeroed and verified."
+        default=0.99, gt=0, le=1,
+        description="Least fraction of free memory after our context zeroed and verified (coverage_of_free)."
     )
     quarantine_policy: QuarantinePolicy = Field(
         default=QuarantinePolicy.TAINT_AND_PROHIBIT, description="What a failed device gets."
@@ -193,9 +198,10 @@ class AgentConfig(BaseModel):
         description="Container memory limit for the worker bound; None: read the cgroup (memory.max).",
     )
     unaccounted_memory_bytes: int | None = Field(
-        default=None, ge=0,
-        description="Most device memory (beyond NVML's reserved) that may be in use by no listed process "
-                    "before our context; None: (1 - coverage_threshold) x (total - reserved).",
+        default=None, ge=0, le=64 << 20,
+        description="Most device memory (beyond NVML's reserved) in use by no listed process before our context. "
+                    "None: half an allocation granule (1 MiB of CUDA's 2 MiB; the simulated node's granularity), "
+                    "so any hidden allocation exceeds it (docs/sanitizer-runtime.md, unaccounted memory).",
     )
     fill_timeout_s: float = Field(default=120.0, gt=0, description="Limit of one CUDA fill+verify worker.")
     dynamic_mig: bool = Field(
@@ -213,7 +219,18 @@ class AgentConfig(BaseModel):
     def _drain_covers_grace(self) -> AgentConfig:
         if self.drain_timeout_s < self.grace_period_s:
             raise ValueError("drain_timeout_s must be at least grace_period_s")
+        if self.backend == "nvml" and self.partition_reset is PartitionReset.GPU:
+            raise ValueError("partition_reset 'gpu' cannot work on a real node: nvidia-smi --gpu-reset needs no NVML "
+                             "client on the GPU and the agent's own NVML session is one; use 'mig-instance' or 'off'")
         return self
+
+    @property
+    def unaccounted_allowance(self) -> int:
+        """``unaccounted_memory_bytes``, or half of one allocation granule of the backend."""
+        if self.unaccounted_memory_bytes is not None:
+            return self.unaccounted_memory_bytes
+        granule = self.simulated.allocation_granularity if self.backend == "simulated" else CUDA_ALLOCATION_GRANULE
+        return granule // 2
 
     @property
     def state_path(self) -> Path:

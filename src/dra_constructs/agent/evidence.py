@@ -42,7 +42,11 @@ class EvidenceRecord(BaseModel):
     bytes_zeroed: int = 0
     bytes_verified: int = 0
     nonzero_words: int | None = None
-    coverage: float = Field(default=0.0, description="Verified bytes / free bytes after our context.")
+    coverage: float = Field(
+        default=0.0, description="Verified bytes / what the device holds for CUDA (NVML total - reserved): below "
+                                 "1.0 by our own context and the fill's slack, never 1.0 when a byte was not read.")
+    coverage_of_free: float | None = Field(
+        default=None, description="Verified bytes / free bytes after our context (the fill's completeness).")
     coverage_of_total: float | None = Field(default=None, description="Verified bytes / total device bytes.")
     bytes_not_covered: int | None = Field(
         default=None,
@@ -50,6 +54,9 @@ class EvidenceRecord(BaseModel):
                     "scrub-on-free off it may hold the previous tenant's data) and allocation slack.",
     )
     bytes_reserved: int | None = Field(default=None, description="NVML's driver-reserved memory.")
+    bytes_usable: int | None = Field(default=None, description="NVML total - reserved before our context.")
+    bytes_unaccounted: int | None = Field(
+        default=None, description="Usable - free before our context: in use although no listed process holds it.")
     bytes_free_before_context: int | None = Field(default=None, description="NVML free before our context.")
     bytes_context: int | None = Field(default=None, description="Memory our own context took (not filled).")
     control_planted: int | None = Field(default=None, description="Verify positive control: markers planted.")
@@ -58,6 +65,11 @@ class EvidenceRecord(BaseModel):
     fill_bytes_per_s: float | None = None
     verify_bytes_per_s: float | None = None
     compute_mode_guard: bool | None = Field(default=None, description="PROHIBITED/EXCLUSIVE set OK.")
+    compute_instance_guard: bool | None = Field(
+        default=None, description="MIG without compute mode (NVML before CUDA 13.3): its compute instances are "
+                                  "destroyed, so no context can be created on it (quarantine, local guard).")
+    compute_instances_recreated: list[str] | None = Field(
+        default=None, description="[old UUID, new UUID]: the compute instances destroyed as a guard were recreated.")
     taint: str | None = Field(default=None, description="The guard in place, or why there is none.")
     scrub_on_free_disabled: bool | None = None
     result: Literal["released", "quarantined", "interrupted", "operator-release", "deferred"] = "interrupted"

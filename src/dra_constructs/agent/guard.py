@@ -12,11 +12,12 @@ only the rules of placements that overlap no other held device (:attr:`Guard.ove
 :attr:`Guard.held`, set by the runtime). The scheduler then cannot hand the device
 to anyone between the tenant's deallocation and the end of the barrier.
 
-Targets without it (1.32, or a server that answers 404 for ``devicetaintrules``, i.e. the gate
-is off): **nothing stops the scheduler from allocating the device to a new claim while it is
+Targets without it (1.32, or a server whose discovery does not list ``devicetaintrules``, i.e.
+the gate is off): **nothing stops the scheduler from allocating the device to a new claim while it is
 being sanitized or is quarantined.** What remains, and what the agent does:
 - when the last pod using the device starts terminating, the agent sets NVML compute mode
-  ``PROHIBITED`` on it (GPU or MIG handle), so no new CUDA context can be created from then on:
+  ``PROHIBITED`` on it (GPU, or MIG from the CUDA 13.3 NVML on; before it compute mode cannot be
+  changed on MIG, see docs "MIG without compute mode"), so no new CUDA context can be created from then on:
   a new tenant's pod can be scheduled and started but cannot use the GPU until the barrier
   releases it (its CUDA calls fail; it sees no memory);
 - the barrier keeps ``PROHIBITED`` (``EXCLUSIVE_PROCESS`` while its own context exists) and
@@ -144,14 +145,26 @@ class Guard:
         try:
             retrying(call, clock, self._retries, self._backoff)
         except ApiError as error:
-            if error.status == 404:
-                # The kind is not served (DRADeviceTaintRules gate off): fall back, loudly.
+            if error.status == 404 and not self._served(clock):
+                # Discovery says the kind is not served (DRADeviceTaintRules gate off): fall back, loudly.
                 _LOG.error("devicetaintrules not served by the API server (%s); guarding %s by compute mode only",
                            error, device)
                 self._missing_api = True
                 return False
+            # A 404 of one object (deleted meanwhile) is not a missing API: the caller retries.
             raise GuardError(f"DeviceTaintRule for {device}: {error}") from error
         return True
+
+    def _served(self, clock: Clock) -> bool:
+        """Discovery of ``devicetaintrules`` in the target's group version; unsure (an error): served."""
+        api_version = self.target.device_taint_rule_api_version
+        kube = self._kube
+        assert kube is not None and api_version is not None
+        try:
+            return retrying(lambda: kube.serves(api_version, "devicetaintrules"), clock, self._retries, self._backoff)
+        except ApiError as error:
+            _LOG.warning("discovery of devicetaintrules failed (%s): assuming they are served", error)
+            return True
 
     def event(self, device: str, reason: str, message: str, clock: Clock, warning: bool = True) -> bool:
         """Post an Event about the node naming the device; best effort (False if it failed)."""

@@ -69,6 +69,9 @@ class KubeOps(Protocol):
     def post_event(self, body: dict[str, Any]) -> None:
         """Create a core/v1 Event."""
 
+    def serves(self, api_version: str, resource: str) -> bool:
+        """Discovery: True if the server lists ``resource`` in ``api_version`` (group/version)."""
+
 
 @dataclass(frozen=True)
 class Tenant:
@@ -157,18 +160,35 @@ class KubeClient:
     # --- KubeOps ----------------------------------------------------------------------------
 
     def apply_taint_rule(self, body: dict[str, Any]) -> None:
+        """Create, or replace on 409; a rule deleted in between (404 on GET/PUT) is created again.
+
+        A 404 here means the object went away, not that the kind is not served: that is for
+        discovery (:meth:`serves`) to say. Bounded: three rounds, then the last error.
+        """
         group, version = self._group_version(body["apiVersion"])
         name = body["metadata"]["name"]
-        try:
-            self._call(self._custom.create_cluster_custom_object, group, version, "devicetaintrules", body)
-            return
-        except ApiError as error:
-            if error.status != 409:
-                raise
-        current = self._call(self._custom.get_cluster_custom_object, group, version, "devicetaintrules", name)
-        replacement = json.loads(json.dumps(body))
-        replacement["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        self._call(self._custom.replace_cluster_custom_object, group, version, "devicetaintrules", name, replacement)
+        last: ApiError | None = None
+        for _ in range(3):
+            try:
+                self._call(self._custom.create_cluster_custom_object, group, version, "devicetaintrules", body)
+                return
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+            try:
+                current = self._call(self._custom.get_cluster_custom_object, group, version, "devicetaintrules",
+                                     name)
+                replacement = json.loads(json.dumps(body))
+                replacement["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                self._call(self._custom.replace_cluster_custom_object, group, version, "devicetaintrules", name,
+                           replacement)
+                return
+            except ApiError as error:
+                if error.status not in (404, 409):  # deleted meanwhile, or changed meanwhile: again
+                    raise
+                last = error
+        assert last is not None
+        raise last
 
     def delete_taint_rule(self, api_version: str, name: str) -> None:
         group, version = self._group_version(api_version)
@@ -177,6 +197,19 @@ class KubeClient:
         except ApiError as error:
             if error.status != 404:
                 raise
+
+    def serves(self, api_version: str, resource: str) -> bool:
+        """``GET /apis/<group>/<version>``: is ``resource`` in its APIResourceList (404: the version is not)."""
+        group, version = self._group_version(api_version)
+        try:
+            listing = self._call(self._custom.get_api_resources, group, version)
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        if not isinstance(listing, dict):
+            listing = listing.to_dict() if hasattr(listing, "to_dict") else {}
+        return any(r.get("name") == resource for r in listing.get("resources") or [])
 
     def post_event(self, body: dict[str, Any]) -> None:
         namespace = body["metadata"].get("namespace") or self._settings.event_namespace

@@ -49,7 +49,8 @@ class Metrics:
         self.unknown_without_api = Gauge(
             "dra_sanitizer_unknown_devices_without_api",
             "Never-sanitized devices while the claims cannot be listed, by local guard: compute-mode "
-            "(PROHIBITED set), no-instance (DynamicMIG placement, nothing to set), failed (NVML refused: alert).",
+            "(PROHIBITED set), compute-instance (MIG before CUDA 13.3: its compute instances destroyed), "
+            "no-instance (DynamicMIG placement, nothing to set), failed (NVML refused: alert).",
             ["guard"], registry=self.registry)
 
     def observe(self, record: EvidenceRecord) -> None:

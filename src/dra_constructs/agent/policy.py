@@ -15,9 +15,13 @@ or a DeviceClass (``spec.config[]``) carries::
 The scheduler copies it into ``status.allocation.devices.config[]`` (source ``FromClaim`` or
 ``FromClass``); the NVIDIA kubelet plugin only decodes configs addressed to ``gpu.nvidia.com``,
 so it ignores this one. The agent reads it from the allocated claim (:func:`policy_for`),
-stores it with the device's state, and honours it at the release. Unreadable parameters are
-not ignored silently: the agent falls back to its strictest reading (no change of grace,
-Quarantine instead of Kill, cold reset on) and logs why.
+stores it with the device's state, and honours it at the release.
+
+The DeviceClass is the administrator's, the claim the tenant's: a claim may only make the
+barrier stricter or faster, never weaker or slower than its class allows (:func:`policy_for`).
+An unreadable config is ignored, with the problem reported (an Event and the evidence name
+the bad key): the other configs and the agent's own settings apply, never a tenant-chosen
+"strictest" reading that would ask for a reset the node may not perform.
 """
 
 from __future__ import annotations
@@ -73,8 +77,8 @@ class PreemptionPolicy(BaseModel):
     cold_reset_on_release: bool = Field(
         default=False, validation_alias="coldResetOnRelease",
         serialization_alias="coldResetOnRelease",
-        description="Recreate the partition (or reset the GPU) at release even if the node's partition_reset "
-                    "is off.")
+        description="Recreate the MIG partition at release even if the node's partition_reset is off, where "
+                    "the node can (MIG config capability); elsewhere the release runs without it and says so.")
 
     def parameters(self) -> dict[str, Any]:
         """The ``opaque.parameters`` object (only fields that differ from the defaults, plus the type)."""
@@ -86,25 +90,44 @@ class PreemptionPolicy(BaseModel):
         return {"driver": SANITIZER_DRIVER, "parameters": self.parameters()}
 
 
-#: What an unreadable policy becomes: the strictest reading of every field.
-STRICTEST = PreemptionPolicy(on_contexts_remaining=ContextsRemaining.QUARANTINE, cold_reset_on_release=True)
+def _set(policy: PreemptionPolicy, name: str) -> bool:
+    return name in policy.model_fields_set
+
+
+def _merge(admin: list[PreemptionPolicy], tenant: list[PreemptionPolicy]) -> PreemptionPolicy:
+    """One policy: the class configs (admin) bound what the claim configs (tenant) may ask.
+
+    - grace: the shortest that any config sets (a claim can shorten it, never lengthen it; the
+      barrier also caps it at the agent's ``grace_period_s``);
+    - ``onContextsRemaining``: Kill (the default) unless a class asks for Quarantine and no
+      claim asks for Kill (a claim cannot trade the SIGKILL for an open-ended quarantine);
+    - ``coldResetOnRelease``: on if any config asks (performed only where the node can, see
+      the barrier).
+    """
+    every = admin + tenant
+    graces = [p.grace_period_seconds for p in every if p.grace_period_seconds is not None]
+    quarantine = any(p.on_contexts_remaining is ContextsRemaining.QUARANTINE for p in admin) and not any(
+        p.on_contexts_remaining is ContextsRemaining.KILL and _set(p, "on_contexts_remaining") for p in tenant)
+    return PreemptionPolicy(
+        grace_period_seconds=min(graces) if graces else None,
+        on_contexts_remaining=ContextsRemaining.QUARANTINE if quarantine else ContextsRemaining.KILL,
+        cold_reset_on_release=any(p.cold_reset_on_release for p in every),
+    )
 
 
 def policy_for(claim: dict[str, Any], request: str | None) -> tuple[PreemptionPolicy | None, str | None]:
     """The sanitizer policy that applies to ``request`` of an allocated claim, and a problem if any.
 
-    Claim configs win over class configs (the allocation lists class configs first, and a later
-    entry wins, as for the DRA driver's own configs), except that no config switches off a cold
-    reset another one asks for: the claim is the tenant's, the DeviceClass the administrator's,
-    and the reset protects the next tenant. ``None`` if the claim has none.
+    Class configs (``FromClass``, the administrator's) and claim configs (``FromClaim``, the
+    tenant's) are merged by :func:`_merge`: the claim can only tighten. An unreadable config
+    is skipped and named in the problem. ``None`` if no readable config applies.
     """
     configs: Any = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
     configs = configs.get("config") or []
-    found: PreemptionPolicy | None = None
-    problem: str | None = None
-    reset = False  # any applicable config asked for a cold reset
-    ordered = sorted(configs, key=lambda c: 0 if c.get("source") == "FromClass" else 1)
-    for config in ordered:
+    admin: list[PreemptionPolicy] = []
+    tenant: list[PreemptionPolicy] = []
+    problems: list[str] = []
+    for config in configs:
         opaque = config.get("opaque") or {}
         if opaque.get("driver") != SANITIZER_DRIVER:
             continue
@@ -112,14 +135,18 @@ def policy_for(claim: dict[str, Any], request: str | None) -> tuple[PreemptionPo
         if requests and request is not None and request not in requests and not any(
                 request.startswith(f"{r}/") for r in requests):  # firstAvailable: "<request>/<sub>"
             continue
+        source = "class" if config.get("source") == "FromClass" else "claim"
         try:
-            found = PreemptionPolicy.model_validate(opaque.get("parameters") or {})
+            policy = PreemptionPolicy.model_validate(opaque.get("parameters") or {})
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "parameters"
-            problem = f"unreadable {POLICY_KIND} ({where}: {first['msg']}); applying the strictest policy"
-            found = STRICTEST
-        reset = reset or found.cold_reset_on_release
-    if found is not None and reset and not found.cold_reset_on_release:
-        found = found.model_copy(update={"cold_reset_on_release": True})
-    return found, problem
+            fallback = "the agent settings apply" if source == "class" else "the class policy applies"
+            problems.append(f"unreadable {POLICY_KIND} in the {source} config ({where}: {first['msg']}); "
+                            f"ignored, {fallback}")
+            continue
+        (admin if source == "class" else tenant).append(policy)
+    problem = "; ".join(problems) or None
+    if not admin and not tenant:
+        return None, problem
+    return _merge(admin, tenant), problem

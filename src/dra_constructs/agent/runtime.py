@@ -9,6 +9,7 @@ from typing import Any
 
 from dra_constructs.agent.backends.base import (
     BackendError,
+    ComputeInstanceGuard,
     EnumerationResult,
     MemoryScrubber,
     NvmlBackend,
@@ -79,6 +80,7 @@ def build_runtime(
     signaller: ProcessSignaller
     clock_for: Callable[[str], Clock]
     partitions: PartitionBackend | None = None
+    ci_guard: ComputeInstanceGuard | None = None
     if config.backend == "simulated":
         node = node or SimulatedNode(config.simulated)
         nvml, scrubber, signaller, clock_for = node.nvml, node.scrubber, node.signaller, node.clock
@@ -97,6 +99,10 @@ def build_runtime(
         from dra_constructs.agent.backends.partitions import NvmlPartitions
 
         partitions = NvmlPartitions(nvml)
+        from dra_constructs.agent.backends.ci_guard import NvmlComputeInstances
+
+        ci_guard = NvmlComputeInstances(partitions)
+        from dra_constructs.agent.backends.capability import reset_unavailable
         slots = worker_slots(config)
         if slots < config.max_parallel:
             _LOG.info("at most %d CUDA fill workers at once (memory limit; max_parallel %d)", slots,
@@ -131,7 +137,8 @@ def build_runtime(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
         store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
-        partitions=partitions,
+        partitions=partitions, ci_guard=ci_guard,
+        reset_unavailable=reset_unavailable if config.backend == "nvml" else None,
     )
     try:
         enumeration = nvml.enumerate()
@@ -176,9 +183,10 @@ def _cut_off_resets(store: StateStore, inventory: dict[str, DeviceInfo]) -> list
     for state in store.all():
         cut_off = state.phase is Phase.RESETTING or (
             state.phase is Phase.QUARANTINED and state.reset is not None and state.reset.new_uuid is None)
-        if not cut_off or state.device in inventory:
-            continue
-        snapshot = state.reset.device if state.reset is not None else None
+        if not (cut_off or state.ci_guard is not None) or state.device in inventory:
+            continue  # (a MIG slice whose compute instances are destroyed as a guard is not enumerated either)
+        snapshot = state.reset.device if cut_off and state.reset is not None else (
+            state.ci_guard.device if state.ci_guard is not None else None)
         if snapshot is None:
             _LOG.error("%s: cut off mid-reset, not enumerated, and no record of where it was: recreate the "
                        "MIG instance by hand; the agent sanitizes it when it appears", state.device)

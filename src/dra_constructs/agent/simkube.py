@@ -22,6 +22,9 @@ _STATUSES = (409, 500, 503, 0)
 class SimulatedKube:
     """KubeOps over dicts: DeviceTaintRules by name, Events in a list."""
 
+    #: Discovery's answer for devicetaintrules (False: the gate is off).
+    serve_taint_rules: bool = True
+
     def __init__(self, faults: FaultInjector | None = None,
                  on_untaint: Callable[[str], None] | None = None) -> None:
         self.faults = faults or FaultInjector()
@@ -51,6 +54,9 @@ class SimulatedKube:
         self._maybe_fail("kube.event")
         with self._lock:
             self.events.append(body)
+
+    def serves(self, api_version: str, resource: str) -> bool:
+        return resource != "devicetaintrules" or self.serve_taint_rules
 
     def tainted(self, device: str) -> dict[str, Any] | None:
         """The rule tainting ``device``, if any."""

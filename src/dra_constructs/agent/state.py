@@ -65,9 +65,12 @@ class VerifyFigures(BaseModel):
     bytes_verified: int = 0
     nonzero_words: int | None = None
     coverage: float = 0.0
+    coverage_of_free: float | None = None
     coverage_of_total: float | None = None
     bytes_not_covered: int | None = None
     bytes_reserved: int | None = None
+    bytes_usable: int | None = None
+    bytes_unaccounted: int | None = None
     bytes_free_before_context: int | None = None
     bytes_context: int | None = None
     control_planted: int | None = None
@@ -89,6 +92,21 @@ class ResetRecord(BaseModel):
     #: The device as enumerated when the reset started (``DeviceInfo`` fields): after a crash
     #: between destroy and create NVML no longer lists it, and recovery must still find it.
     device: dict[str, Any] | None = None
+
+
+class CiGuardRecord(BaseModel):
+    """Static MIG where compute mode cannot be set: the compute instances were destroyed as the local guard.
+
+    ``layout`` is what was destroyed (None: cut off before it was saved: one CI over the whole GI
+    is recreated); ``device`` the device as it was, so an agent restarted meanwhile (NVML lists no
+    MIG device without a CI) still knows the slice.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    layout: list[tuple[int, int, int]] | None = None
+    device: dict[str, Any]
+    closed_at: float = 0.0
 
 
 class DeviceState(BaseModel):
@@ -116,6 +134,8 @@ class DeviceState(BaseModel):
     #: Compute mode PROHIBITED set while the API was down and nothing was known of the device
     #: (no saved state): lifted when a live claim is seen to hold it; a barrier takes it over otherwise.
     local_guard: bool = False
+    #: The compute instances are destroyed as the guard (MIG before CUDA 13.3); recreated before the fill.
+    ci_guard: CiGuardRecord | None = None
 
 
 class StateStore:

@@ -110,6 +110,21 @@ class GPU:
     gis: list[GI] = field(default_factory=list)
 
 
+#: Driver generations the stand-in answers as: (driver version, CUDA version of its NVML/libcuda, PTX ISA max).
+#: R535 = CUDA 12.2, R550 = 12.4, R570 = 12.8, R580 = 13.0 (the branches users run); "13.3": the first NVML
+#: whose nvml.h accepts compute mode on a MIG device handle (go-nvml 8b8585b). Its driver branch number is
+#: not in our references: the version string below is a placeholder; only its CUDA version 13030 matters.
+GENERATIONS: dict[str, tuple[str, int, int]] = {
+    "535": ("535.261.03", 12020, 82),
+    "550": ("550.163.01", 12040, 84),
+    "570": ("570.124.06", 12080, 87),
+    "580": ("580.95.05", 13000, 90),
+    "13.3": ("999.13.3-placeholder", 13030, 93),
+}
+#: What users run (a pre-13.3 NVML: no compute mode on MIG). Tests of per-MIG compute mode say "13.3".
+DEFAULT_GENERATION = "570"
+
+
 @dataclass
 class Node:
     """The machine the stand-in driver pretends to be, and where its shared state lives."""
@@ -117,10 +132,14 @@ class Node:
     root: Path
     libdir: Path
     gpus: list[GPU]
-    driver_version: str = "570.124.06"
-    cuda_version: int = 12080
-    ptx_isa_max: int = 87          # R570: PTX ISA 8.7
+    #: Driver generation (GENERATIONS key; env DRA_STANDIN_GENERATION overrides the default).
+    generation: str = field(default_factory=lambda: os.environ.get("DRA_STANDIN_GENERATION", DEFAULT_GENERATION))
+    driver_version: str | None = None   # None: the generation's
+    cuda_version: int | None = None
+    ptx_isa_max: int | None = None      # e.g. R570: PTX ISA 8.7 = 87
     scrub_on_free: bool = False
+    #: Before CUDA 13.3: NVML refuses DEFAULT on MIG as well (else it accepts it as a no-op).
+    mig_default_refused: bool = False
     residue_byte: int | None = None
     residue_len: int = 0
     #: The MIG ``config`` capability as the agent's pod sees it (:mod:`dra_constructs.agent.migaccess`):
@@ -138,9 +157,14 @@ class Node:
 
     def write(self) -> Node:
         """Write the config file (call again after changing fields; memory files persist)."""
+        if self.generation not in GENERATIONS:
+            raise ValueError(f"unknown driver generation {self.generation!r}: one of {', '.join(GENERATIONS)}")
+        driver, cuda, ptx = GENERATIONS[self.generation]
         lines: dict[str, Any] = {
-            "state_dir": self.state_dir, "driver_version": self.driver_version, "cuda_version": self.cuda_version,
-            "ptx_isa_max": self.ptx_isa_max, "scrub_on_free": int(self.scrub_on_free), "gpus": len(self.gpus),
+            "state_dir": self.state_dir, "driver_version": self.driver_version or driver,
+            "cuda_version": self.cuda_version or cuda, "ptx_isa_max": self.ptx_isa_max or ptx,
+            "scrub_on_free": int(self.scrub_on_free), "mig_default_refused": int(self.mig_default_refused),
+            "gpus": len(self.gpus),
             "residue_len": self.residue_len,
         }
         if self.residue_byte is not None:

@@ -3,7 +3,8 @@
  * Return codes, struct layouts and versioned structs follow nvml.h (API v12/13). Semantics kept
  * from the real library: a MIG device handle lists only the processes of its own compute
  * instance; a parent GPU handle in MIG mode aggregates (or fails, aggregate_error=4, for an
- * unprivileged caller); versioned structs are checked; compute mode is per GPU / MIG device.
+ * unprivileged caller); versioned structs are checked; compute mode on MIG follows the driver
+ * generation's nvml.h (see nvmlDeviceSetComputeMode).
  */
 #define _GNU_SOURCE
 #include "standin.h"
@@ -441,15 +442,33 @@ static const char *mode_uuid(nvmlDevice_t h) {
     return h->gi < 0 ? si_cfg.gpus[h->gpu].uuid : si_cfg.gpus[h->gpu].gis[h->gi].cis[h->ci].uuid;
 }
 
+/* Compute mode on MIG, per driver generation (the CUDA version of the NVML the driver ships):
+ * - nvml.h CUDA 11.1 .. 13.2.1 (NVIDIA/go-nvml gen/nvml/nvml.h at 2976179, line 8564, on
+ *   nvmlDeviceSetComputeMode): "@note On MIG-enabled GPUs, compute mode would be set to DEFAULT and
+ *   changing it is not supported." and "NVML_ERROR_NOT_SUPPORTED if the device does not support this
+ *   feature". So on a MIG device handle, or on the parent GPU in MIG mode, the mode reads DEFAULT and
+ *   any other value is NOT_SUPPORTED; DEFAULT itself changes nothing: answered SUCCESS, or NOT_SUPPORTED
+ *   with mig_default_refused=1 (the header allows both readings; which one a driver gives needs a GPU).
+ * - nvml.h CUDA 13.3 (go-nvml 8b8585b, line 8770): "Set the compute mode for the device or MIG device"
+ *   and "@note If MIG is enabled on a GPU, device must be MIG device handle." So a MIG device handle
+ *   takes every mode; the parent GPU in MIG mode is not a valid target (INVALID_ARGUMENT: "if device
+ *   is invalid"). */
+#define SI_CUDA_PER_MIG_COMPUTE_MODE 13030
+
+static int mig_side(nvmlDevice_t h) { return h->gi >= 0 || si_cfg.gpus[h->gpu].mig; }
+
 int nvmlDeviceSetComputeMode(nvmlDevice_t h, int mode) {
     CHECK(h, "nvmlDeviceSetComputeMode");
     if (mode < 0 || mode > 3 || mode == 1) return NVML_ERROR_INVALID_ARGUMENT;
+    if (mig_side(h) && si_cfg.cuda_version < SI_CUDA_PER_MIG_COMPUTE_MODE)
+        return mode == 0 && !si_cfg.mig_default_refused ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+    if (h->gi < 0 && si_cfg.gpus[h->gpu].mig) return NVML_ERROR_INVALID_ARGUMENT;
     return si_set_mode(mode_uuid(h), mode) == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
 }
 
 int nvmlDeviceGetComputeMode(nvmlDevice_t h, int *mode) {
     CHECK(h, "nvmlDeviceGetComputeMode");
-    *mode = si_get_mode(mode_uuid(h));
+    *mode = mig_side(h) && si_cfg.cuda_version < SI_CUDA_PER_MIG_COMPUTE_MODE ? 0 : si_get_mode(mode_uuid(h));
     return NVML_SUCCESS;
 }
 

@@ -24,7 +24,9 @@ from dra_constructs.agent.devices import DeviceInfo
 
 __all__ = [
     "BackendError",
+    "ComputeInstanceGuard",
     "ComputeMode",
+    "ComputeModeUnsupported",
     "EnumerationError",
     "EnumerationFailed",
     "EnumerationResult",
@@ -48,6 +50,15 @@ class BackendError(Exception):
         self.op = op
         self.fatal = fatal
         super().__init__(f"{op}: {message}")
+
+
+class ComputeModeUnsupported(BackendError):
+    """NVML cannot set this compute mode on this device: a MIG device before the CUDA 13.3 NVML.
+
+    nvml.h CUDA 11.1 .. 13.2.1, ``nvmlDeviceSetComputeMode``: "On MIG-enabled GPUs, compute mode
+    would be set to DEFAULT and changing it is not supported" (``NVML_ERROR_NOT_SUPPORTED``). Also
+    raised when NVML accepts a mode but reads back another one. The device is DEFAULT all along.
+    """
 
 
 class ComputeMode(StrEnum):
@@ -144,7 +155,11 @@ class NvmlBackend(Protocol):
         """The device's memory as NVML sees it (before our context exists)."""
 
     def set_compute_mode(self, device: DeviceInfo, mode: ComputeMode) -> None:
-        """Set the device's compute mode (MIG: on the MIG device handle)."""
+        """Set the device's compute mode (MIG: on the MIG device handles).
+
+        Raises :class:`ComputeModeUnsupported` where the driver cannot (MIG before CUDA 13.3);
+        DEFAULT there is not an error (the mode is DEFAULT already).
+        """
 
     def scrub_on_free_disabled(self) -> bool | None:
         """True if the driver's scrub-on-free is off on this node; None if unknown."""
@@ -356,3 +371,23 @@ class PartitionBackend(Protocol):
 
     def reset_gpu(self, device: DeviceInfo, timeout_s: float) -> DeviceInfo:
         """Reset the whole GPU of a non-MIG device; the (re-read) info."""
+
+
+#: A compute instance's (CI profile id, placement start, placement size) inside its GPU instance.
+CiLayout = list[tuple[int, int, int]]
+
+
+class ComputeInstanceGuard(Protocol):
+    """The local guard of a static MIG slice where compute mode cannot be set: no compute instance, no context.
+
+    A MIG device is a compute instance; with none left in the GPU instance no process can create
+    a CUDA context on its memory. NVML refuses (``IN_USE``) while any process holds a context
+    there: then the slice cannot be guarded locally. The recreated compute instances get new
+    MIG UUIDs.
+    """
+
+    def close(self, device: DeviceInfo) -> CiLayout:
+        """Destroy every compute instance of the device's GPU instance; the layout that was there."""
+
+    def reopen(self, device: DeviceInfo, layout: CiLayout | None) -> DeviceInfo:
+        """Recreate the compute instances (``layout``, or one over the whole GPU instance); the new info."""

@@ -2,8 +2,13 @@
 
 Facts (reference gpu-sanitization.md section 1): PIDs come back in the caller's PID namespace
 and invisible ones are silently dropped, so the agent needs ``hostPID: true``
-(:func:`host_pid_namespace` checks it); MIG devices are queried through their MIG handles;
-``nvmlDeviceSetComputeMode`` works on MIG handles and resets to DEFAULT on reboot.
+(:func:`host_pid_namespace` checks it); MIG devices are queried through their MIG handles.
+Compute mode resets to DEFAULT on reboot. On MIG it depends on the driver's NVML: every nvml.h
+from CUDA 11.1 to 13.2.1 says "On MIG-enabled GPUs, compute mode would be set to DEFAULT and
+changing it is not supported" (R535-R580, what users run); the CUDA 13.3 header first takes a
+MIG device handle (NVIDIA/go-nvml 8b8585b). :meth:`NvmlDevices.set_compute_mode` raises
+:class:`ComputeModeUnsupported` there, and reads every MIG mode back, so a value NVML accepts
+but does not apply is never taken for a guard.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 from dra_constructs.agent.backends.base import (
     BackendError,
     ComputeMode,
+    ComputeModeUnsupported,
     EnumerationError,
     EnumerationFailed,
     EnumerationResult,
@@ -244,10 +250,32 @@ class NvmlDevices:
             ComputeMode.PROHIBITED: nv.NVML_COMPUTEMODE_PROHIBITED,
         }[mode]
         handles = self._handles_of(device)
-        for index, handle in enumerate(handles):  # compute mode is per compute instance on MIG
+        for index, handle in enumerate(handles):  # compute mode is per compute instance on MIG (CUDA 13.3+)
             # Our worker opens the first CI; the others must not take a context meanwhile.
             mode_value = nv.NVML_COMPUTEMODE_PROHIBITED if index and mode is ComputeMode.EXCLUSIVE_PROCESS else value
-            self._call("nvmlDeviceSetComputeMode", nv.nvmlDeviceSetComputeMode, handle, mode_value)
+            if not device.is_mig:
+                self._call("nvmlDeviceSetComputeMode", nv.nvmlDeviceSetComputeMode, handle, mode_value)
+                continue
+            try:
+                nv.nvmlDeviceSetComputeMode(handle, mode_value)
+            except nv.NVMLError_NotSupported as error:
+                if mode_value == nv.NVML_COMPUTEMODE_DEFAULT and self._mode(handle) == mode_value:
+                    continue  # "compute mode would be set to DEFAULT": it is, nothing to change
+                raise ComputeModeUnsupported("nvmlDeviceSetComputeMode", f"{error} on MIG device {device.name} "
+                                             "(NVML before CUDA 13.3 cannot change compute mode on MIG)") from error
+            except nv.NVMLError as error:
+                raise BackendError("nvmlDeviceSetComputeMode", str(error),
+                                   fatal=isinstance(error, nv.NVMLError_GpuIsLost)) from error
+            if self._mode(handle) != mode_value:  # accepted but not applied: no guard
+                raise ComputeModeUnsupported("nvmlDeviceGetComputeMode", f"MIG device {device.name} reads mode "
+                                             f"{self._mode(handle)} after setting {mode_value}")
+
+    def _mode(self, handle: Any) -> int | None:
+        """``nvmlDeviceGetComputeMode``; None if NVML cannot say."""
+        try:
+            return int(self._nvml.nvmlDeviceGetComputeMode(handle))
+        except self._nvml.NVMLError:
+            return None
 
     def scrub_on_free_disabled(self) -> bool | None:
         return scrub_on_free_disabled()
