@@ -19,8 +19,15 @@ the guardrails add to a synth.
 peak RSS) and the CPU time of the in-process load / rules / locate phases. Per-MB times against the first size
 show whether a phase is linear (x1.0) or worse (issue 11: locating was quadratic, 10 MB 138 s).
 
-    python benchmarks/audit_bench.py [audit|large|synth|all] [--objects 10000] [--sizes 1,5,10]
-                                     [--workloads 5000] [--repeat 3]
+``export`` (issue 25): a cluster export as ``kubectl get -A -o json`` / ``-o yaml`` prints it (one
+``kind: List``, 4-space JSON; GPU Pods of 50 tenant namespaces with status, 10% unsafe, no
+sanitizer: DRA009 fires), ``--objects`` of them; the whole command (``audit --quiet --format json``)
+in a fresh child process: wall time and peak RSS (``/usr/bin/time -f %M``: ru_maxrss of the child).
+``--src DIR`` runs the same command against another checkout's ``src`` as well, alternating, so
+old and new come from one run. Goal: 100 MB / 200,000 objects in <= 10 s and <= 1 GB.
+
+    python benchmarks/audit_bench.py [audit|large|synth|export|all] [--objects 10000] [--sizes 1,5,10]
+                                     [--workloads 5000] [--repeat 3] [--formats json,yaml] [--src DIR]
 """
 
 from __future__ import annotations
@@ -231,6 +238,72 @@ def bench_large_file(sizes: list[float], repeat: int) -> dict[str, Any]:
     return {"rows": rows}
 
 
+def _export_pod(i: int) -> dict[str, Any]:
+    namespace = f"tenant-{i % 50}"
+    container: dict[str, Any] = {
+        "name": "worker", "image": "registry.example/train:1.4.2",
+        "resources": {"requests": {"cpu": "8"}, "claims": [{"name": "gpu"}]}}
+    if i % 10 == 9:
+        container["resources"]["limits"] = {"nvidia.com/gpu": 1}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"train-{i}", "namespace": namespace, "resourceVersion": str(100000 + i),
+                     "labels": {"app": "train"}},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 30, "nodeName": f"gpu-node-{i % 500}",
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+                 "containers": [container]},
+        "status": {"phase": "Running", "qosClass": "Burstable"},
+    }
+
+
+def write_export(path: Path, objects: int, fmt: str) -> None:
+    """A ``kubectl get -A -o json|yaml`` List of ``objects`` GPU Pods (and one claim template per namespace)."""
+    templates = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                  "metadata": {"name": "gpu", "namespace": f"tenant-{n}"},
+                  "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                      "deviceClassName": "gpu.nvidia.com", "count": 1}}]}}}} for n in range(50)]
+    items = templates + [_export_pod(i) for i in range(objects - len(templates))]
+    document = {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+    with path.open("w") as out:
+        if fmt == "json":
+            json.dump(document, out, indent=4)
+        else:
+            yaml.dump(document, out, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+
+
+def _measure(path: Path, src: str | None) -> tuple[float, float, int]:
+    env = {**os.environ, "PYTHONPATH": src} if src else dict(os.environ)
+    command = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "dra_constructs.cli", "audit", "--format", "json",
+               "-o", os.devnull, str(path)]
+    if not src:
+        command[7:7] = ["--quiet"]
+    start = time.perf_counter()
+    done = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    assert done.returncode == 1, done.stderr[-800:]
+    return wall, int(done.stderr.strip().splitlines()[-1]) / 1024, done.returncode
+
+
+def bench_export(objects: int, formats: list[str], repeat: int, src: str | None) -> dict[str, Any]:
+    """Whole-command wall time and peak RSS over one export per format (this tree, and ``src`` if given)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in formats:
+            path = Path(tmp) / f"export.{fmt}"
+            write_export(path, objects, fmt)
+            trees = {"this": None, **({"other": src} if src else {})}
+            samples: dict[str, list[tuple[float, float, int]]] = {name: [] for name in trees}
+            for _ in range(repeat):
+                for name, tree in trees.items():  # alternating: same load for both
+                    samples[name].append(_measure(path, tree))
+            for name in trees:
+                rows.append({"format": fmt, "tree": name, "objects": objects, "megabytes": path.stat().st_size / 1e6,
+                             "seconds_median": statistics.median(s[0] for s in samples[name]),
+                             "seconds_all": [round(s[0], 2) for s in samples[name]],
+                             "peak_rss_mib_median": statistics.median(s[1] for s in samples[name])})
+    return {"rows": rows}
+
+
 SYNTH_WORKER = r"""
 import json, sys, time
 import cdk8s
@@ -289,7 +362,9 @@ def bench_synth(workloads: int, repeat: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", choices=("audit", "large", "synth", "all"), default="all")
+    parser.add_argument("what", nargs="?", choices=("audit", "large", "synth", "export", "all"), default="all")
+    parser.add_argument("--formats", default="json,yaml", help="export formats for `export` (comma-separated)")
+    parser.add_argument("--src", default=None, help="`export`: also run this checkout's src (PYTHONPATH)")
     parser.add_argument("--sizes", default="1,5,10", help="MB per file for `large` (comma-separated)")
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--workloads", type=int, default=5_000)
@@ -313,6 +388,13 @@ def main() -> int:
                   f"{row['load']:.2f} s, rules {row['rules']:.2f} s, locate {row['locate']:.2f} s; per MB vs the "
                   f"first size: locate x{row['locate_per_mb_vs_first']:.2f}, "
                   f"command x{row['command_per_mb_vs_first']:.2f}")
+    if args.what in ("export", "all"):
+        objects = args.objects if args.what == "export" else 200_000
+        report["export"] = exported = bench_export(objects, args.formats.split(","), args.repeat, args.src)
+        for row in exported["rows"]:
+            print(f"export ({row['tree']}): {row['format']}, {row['megabytes']:.1f} MB, {row['objects']} objects: "
+                  f"{row['seconds_median']:.2f} s wall (all {row['seconds_all']}), "
+                  f"{row['peak_rss_mib_median']:.0f} MiB peak RSS (goal: 100 MB in <= 10 s, <= 1 GB)")
     if args.what in ("synth", "all"):
         report["synth"] = s = bench_synth(args.workloads, args.repeat)
         m = s["median_seconds"]

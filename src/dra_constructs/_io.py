@@ -54,24 +54,42 @@ def _size(n: int) -> str:
 
 @dataclass
 class ReadBudget:
-    """Bytes left for one command's inputs (shared by every file it reads)."""
+    """Bytes left for one command's inputs (shared by every file it reads).
 
-    left: int = MAX_INPUT_BYTES
-    limit: int = MAX_INPUT_BYTES
+    :meth:`of` builds one for a limit; a limit of ``None`` means no total limit (``left`` is then
+    ``None`` and every read takes the whole input).
+    """
+
+    left: int | None = MAX_INPUT_BYTES
+    limit: int | None = MAX_INPUT_BYTES
+
+    @classmethod
+    def of(cls, limit: int | None) -> ReadBudget:
+        """A budget of ``limit`` bytes in all (``None``: unlimited)."""
+        return cls(limit, limit)
+
+    @property
+    def read_size(self) -> int:
+        """What one read may ask for: the bytes left plus one (to see an overrun), or -1 for all."""
+        return -1 if self.left is None else self.left + 1
 
     def check(self, size: int, where: str, field: str) -> None:
         """Refuse (exit 2) an input of ``size`` bytes that does not fit in what is left."""
+        if self.left is None or self.limit is None:
+            return
         if size > self.left:
             spent = self.limit - self.left
             already = f" ({_size(spent)} already read from other inputs)" if spent else ""
             raise DraConstructsError(where, field, f">{_size(self.left)}",
                                      f"input too large: the limit is {_size(self.limit)} per run{already}",
-                                     "split the input into several runs (limits: docs/input-limits.md)")
+                                     "split the input into several runs, or raise the limit (audit --max-input-bytes; "
+                                     "limits: docs/input-limits.md)")
 
     def take(self, size: int, where: str, field: str) -> None:
         """Spend ``size`` bytes (refused like :meth:`check` when they do not fit)."""
         self.check(size, where, field)
-        self.left -= size
+        if self.left is not None:
+            self.left -= size
 
 
 def _refuse_special(mode: int, where: str, field: str, expected: str) -> None:
@@ -92,9 +110,9 @@ def _read_stdin(stdin: IO[str] | IO[bytes] | None, budget: ReadBudget, field: st
     raw: IO[bytes] | None = getattr(stdin, "buffer", None)
     try:
         if raw is not None:
-            data = raw.read(budget.left + 1)
+            data = raw.read(budget.read_size)
         else:
-            chunk = stdin.read(budget.left + 1)
+            chunk = stdin.read(budget.read_size)
             data = chunk.encode("utf-8", "surrogatepass") if isinstance(chunk, str) else bytes(chunk)
     except (OSError, ValueError) as error:  # EBADF, or a stream closed underneath
         raise DraConstructsError(where, field, "-", f"cannot read standard input ({error})",
@@ -121,7 +139,7 @@ def read_bytes(source: str | Path, field: str, expected: str, *, budget: ReadBud
             status = os.fstat(fd)
             _refuse_special(status.st_mode, where, field, expected)  # swapped between stat and open
             budget.check(status.st_size, where, field)  # refused before reading
-            data = handle.read(budget.left + 1)
+            data = handle.read(budget.read_size)
         except OSError as error:
             raise DraConstructsError(where, field, where, f"cannot read the file ({error.strerror or error})",
                                      f"pass an existing, readable {expected}") from None

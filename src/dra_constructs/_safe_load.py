@@ -28,6 +28,12 @@ import yaml
 
 from dra_constructs.errors import DraConstructsError
 
+_orjson: Any
+try:  # a maintained C JSON parser (5-10x json.loads); the node agent's image may not have it
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the library depends on it; the agent's config is 1 MiB at most
+    _orjson = None
+
 __all__ = [
     "MAX_ALIAS_NODES", "MAX_ALIAS_NODES_PER_INPUT", "MAX_DEPTH", "MAX_NODES_PER_DOCUMENT", "YamlDocument",
     "count_nodes", "json_document", "line_of", "no_gc", "node_line", "yaml_documents",
@@ -426,12 +432,74 @@ def _line_at(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
+_KEY_WITH_SPACE = re.compile(r'"\s+:')
+#: orjson reads integers of 2**64 and more as floats (json.loads: ints); such texts go the careful way.
+_LONG_DIGITS = re.compile(r"[0-9]{20}")
+
+
+def _fast_json(text: str) -> Any:
+    """``text`` parsed by orjson when that gives what the checked path would, else :data:`_UNSET`.
+
+    orjson refuses NaN/Infinity, lone surrogates and overflowing floats (the careful path below
+    then reports them), reads integers past 64 bits as floats (a result with floats from a text
+    with 20 digits in a row goes the careful way) and keeps the last of duplicate keys: the keys of the result are
+    counted against an upper bound of the keys in the text (every key ends ``"`` + optional
+    space + ``:``; ``\\":`` inside a string only over-counts), and any shortfall goes the careful way.
+    """
+    if _orjson is None:
+        return _UNSET
+    try:
+        value = _orjson.loads(text)
+    except (_orjson.JSONDecodeError, RecursionError):
+        return _UNSET
+    # Key ends: ``":`` after an even number of backslashes (0, or counted among the >= 2), or with
+    # space before the colon. ``\\":`` (an escaped quote in a string, e.g. last-applied JSON) is no key.
+    spaced = len(_KEY_WITH_SPACE.findall(text)) if re.search(r'"\s', text) else 0
+    bound = text.count('":') - text.count('\\":') + text.count('\\\\":') + spaced
+    keys, deep, floats = _keys_and_depth(value)
+    if deep or keys != bound or (floats and _LONG_DIGITS.search(text)):
+        return _UNSET
+    return value
+
+
+def _keys_and_depth(value: Any) -> tuple[int, bool, bool]:
+    """Keys of every mapping in ``value``, whether it nests deeper than :data:`MAX_DEPTH`, whether it holds floats."""
+    keys = 0
+    floats = type(value) is float  # a top-level number, too
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        if type(item) is dict:
+            keys += len(item)
+            children: Any = item.values()
+        elif type(item) is list:
+            children = item
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return keys, True, floats
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                push((child, depth + 1))
+            elif kind is float:
+                floats = True
+    return keys, False, floats
+
+
 def json_document(text: str, where: str, field: str = "document", *, first_line: int | None = None) -> Any:
     """One JSON value, checked against the limits.
 
+    Parsed by orjson when the result is provably the same as the checked stdlib path's (no
+    duplicate keys, no surrogate escapes, within the depth), else by ``json.loads`` with the checks.
     ``first_line``: the line ``text`` starts on in its file (a JSON-lines line); errors without
     a position (depth) then name it too.
     """
+    if not _SURROGATE_ESCAPE.search(text):
+        fast = _fast_json(text)
+        if fast is not _UNSET:
+            return fast
     base = first_line or 1
     try:
         value = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_duplicate_keys)

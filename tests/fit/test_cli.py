@@ -136,3 +136,38 @@ def test_no_claims_or_bad_yaml_exit_2(tmp_path: Path, slices: Path, capsys: pyte
         "requests": [{"name": "r", "exactly": {"deviceClassName": "mig.nvidia.com", "count": 0}}]}}}}])
     code, _, err = run(capsys, "fit", "--slices", str(slices), str(broken))
     assert code == 2 and "count must be a positive integer" in err
+
+
+class _Terminal:
+    """A stderr that says it is a terminal (the progress indicator shows only there)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_progress_on_a_terminal_unless_quiet(tmp_path: Path, slices: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str], quiet: bool) -> None:
+    import sys
+
+    fits = write(tmp_path, "fits.yaml", [template("a", "3g.40gb")])
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    code = main(["fit", *(["--quiet"] if quiet else []), "--slices", str(slices), "--kubernetes-version", "1.36",
+                 str(fits)])
+    assert code == 0 and "catalog-a100-80gb: allocatable" in capsys.readouterr().out
+    if quiet:
+        assert terminal.text == ""
+    else:
+        assert "\rdra-constructs: reading manifests" in terminal.text and "dra-constructs: fitting" in terminal.text
+        assert terminal.text.endswith("\r")  # cleared before the report

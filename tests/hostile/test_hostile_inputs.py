@@ -61,7 +61,10 @@ def test_recursive_alias(tmp_path: Path) -> None:
 
 def test_dev_zero_named_directly_and_through_stdin() -> None:
     assert_input_error(run_cli("audit", "/dev/zero"), "/dev/zero", "character device", "refused without reading")
-    assert_input_error(run_cli("audit", "-", stdin_file="/dev/zero"), "<stdin>", "input too large", "32 MiB")
+    # audit's total defaults to 256 MiB (issue 25: cluster exports); --max-input-bytes sets another
+    assert_input_error(run_cli("audit", "-", stdin_file="/dev/zero"), "<stdin>", "input too large", "256 MiB")
+    assert_input_error(run_cli("audit", "--max-input-bytes", "32MiB", "-", stdin_file="/dev/zero"), "<stdin>",
+                       "input too large", "32 MiB")
     assert_input_error(run_cli("cel", "check", "--jsonl", "/dev/zero"), "/dev/zero", "character device")
 
 
@@ -82,8 +85,10 @@ def test_fifo_in_a_directory_and_as_jsonl(tmp_path: Path) -> None:
 def test_file_over_the_size_limit_is_refused_before_reading(tmp_path: Path) -> None:
     big = tmp_path / "big.yaml"
     with big.open("wb") as handle:
-        handle.truncate(33 * 1024 * 1024)  # sparse: refused from its size, never read
-    assert_input_error(run_cli("audit", str(big)), "big.yaml", "input too large", "32 MiB")
+        handle.truncate(257 * 1024 * 1024)  # sparse: refused from its size, never read
+    assert_input_error(run_cli("audit", str(big)), "big.yaml", "input too large", "256 MiB")
+    assert_input_error(run_cli("audit", "--max-input-bytes", "32MiB", str(big)), "big.yaml", "input too large",
+                       "32 MiB")
 
 
 @pytest.mark.parametrize("text", ["[" * 10_000, "[" * 10_000 + "]" * 10_000], ids=["open", "closed"])

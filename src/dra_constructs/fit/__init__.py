@@ -7,7 +7,7 @@ per node that can take the claims, or the reason per node that cannot. docs/fit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,20 +95,24 @@ def fit(
     nodes: Sequence[str] | None = None,
     count: bool = False,
     stop_at_first: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> FitReport:
     """Allocate ``claims`` together on each node (or those in ``nodes``).
 
     ``count``: also how many such Pods fit on each node at once, placing them one after the
     other as the scheduler would (each Pod's first solution stays allocated). ``stop_at_first``:
-    stop at the first node that can take them (the construct-time check).
+    stop at the first node that can take them (the construct-time check). ``progress``: called
+    with (nodes done, nodes in all) as the nodes are solved (the command line's indicator).
     """
     allocator = Allocator(inventory, classes if classes is not None else default_device_classes(),
                           gates if gates is not None else target.default_feature_gates, target, allocated)
     report = FitReport(counts={} if count else None)
     wanted = set(nodes) if nodes is not None else None
-    for node in inventory.nodes:
+    for done, node in enumerate(inventory.nodes):
         if wanted is not None and node.name not in wanted:
             continue
+        if progress is not None:
+            progress(done, len(inventory.nodes))
         result = allocator.allocate(claims, node)
         report.nodes[node.name] = result
         if count and report.counts is not None:

@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit import FitReport, collect, default_device_classes, feature_gates, fit
 from dra_constructs.fit.allocator import DeviceResult
@@ -50,6 +51,8 @@ def register(subparsers: Any) -> None:
                         help="override DRA feature gates, kube-scheduler syntax")
     parser.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress indicator on stderr (it shows only when stderr is a terminal)")
     parser.add_argument("--count", action="store_true",
                         help="also count how many such Pods fit on each node at once")
     parser.set_defaults(func=run)
@@ -63,30 +66,37 @@ def run(args: argparse.Namespace) -> int:
     if paths.count(STDIN) > 1:
         raise DraConstructsError("-", "stdin", "-", "standard input can be read only once", "pass files instead")
     stdin = io.StringIO(sys.stdin.read()) if STDIN in paths else None
-    loaded = load_paths(args.manifests, stdin=stdin)
-    manifests = [m.obj for m in loaded]
-    slices = [m.obj for m in load_paths(args.slices, stdin=stdin)]
-    allocated = [m.obj for m in load_paths(args.allocated, stdin=stdin)] if args.allocated else []
-    inputs = collect(manifests, slices, allocated)
-    if not inputs.claims:
-        raise DraConstructsError(", ".join(args.manifests), "kind", None,
-                                 "no ResourceClaim or ResourceClaimTemplate in the manifests",
-                                 "pass the manifests that hold the Pod's claims")
-    if not inputs.slices:
-        raise DraConstructsError(", ".join(args.slices), "kind", None, "no ResourceSlice in the slice files",
-                                 "pass kubectl get resourceslices -o yaml")
-    check_slice_limits(inputs.slices, target)
-    inventory = Inventory.from_slices(inputs.slices, inputs.nodes, inputs.taint_rules)
-    known = {n.name for n in inventory.nodes}
-    for name in args.node or []:
-        if name not in known:
-            raise DraConstructsError("--node", "node", name, "no slice or Node object names this node",
-                                     f"use one of {', '.join(sorted(known))}")
-    check_selectors(inputs, target)
-    classes = {**default_device_classes(), **inputs.classes}
-    groups = pod_groups(loaded, inputs)
-    reports = [(group, fit(list(group.claims), inventory, target=target, classes=classes, gates=gates,
-                           allocated=inputs.allocated, nodes=args.node, count=args.count)) for group in groups]
+    with Progress(enabled=not args.quiet) as progress:
+        progress.step("reading manifests")
+        loaded = load_paths(args.manifests, stdin=stdin)
+        manifests = [m.obj for m in loaded]
+        progress.step("reading slices")
+        slices = [m.obj for m in load_paths(args.slices, stdin=stdin, progress=progress)]
+        allocated = [m.obj for m in load_paths(args.allocated, stdin=stdin)] if args.allocated else []
+        inputs = collect(manifests, slices, allocated)
+        if not inputs.claims:
+            raise DraConstructsError(", ".join(args.manifests), "kind", None,
+                                     "no ResourceClaim or ResourceClaimTemplate in the manifests",
+                                     "pass the manifests that hold the Pod's claims")
+        if not inputs.slices:
+            raise DraConstructsError(", ".join(args.slices), "kind", None, "no ResourceSlice in the slice files",
+                                     "pass kubectl get resourceslices -o yaml")
+        check_slice_limits(inputs.slices, target)
+        inventory = Inventory.from_slices(inputs.slices, inputs.nodes, inputs.taint_rules)
+        known = {n.name for n in inventory.nodes}
+        for name in args.node or []:
+            if name not in known:
+                raise DraConstructsError("--node", "node", name, "no slice or Node object names this node",
+                                         f"use one of {', '.join(sorted(known))}")
+        check_selectors(inputs, target)
+        classes = {**default_device_classes(), **inputs.classes}
+        groups = pod_groups(loaded, inputs)
+        reports = []
+        for number, group in enumerate(groups, 1):
+            progress.step("fitting" if len(groups) == 1 else f"fitting {number}/{len(groups)}")
+            reports.append((group, fit(list(group.claims), inventory, target=target, classes=classes, gates=gates,
+                                       allocated=inputs.allocated, nodes=args.node, count=args.count,
+                                       progress=lambda done, total: progress.update(done, total, "nodes"))))
     allocatable = all(report.allocatable for _, report in reports)
     if args.format == "json":
         if len(reports) == 1:

@@ -15,9 +15,10 @@ import sys
 from typing import Any
 
 from dra_constructs._io import write_output
+from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.engine import audit
-from dra_constructs.guardrails.loader import load_paths
+from dra_constructs.guardrails.loader import MAX_AUDIT_INPUT_BYTES, load_paths
 from dra_constructs.guardrails.locate import with_field_lines
 from dra_constructs.guardrails.model import Rule, Severity
 from dra_constructs.guardrails.report import to_json, to_text
@@ -63,6 +64,15 @@ def register(subparsers: Any) -> None:
                         help="do not run these rules (ids, comma-separated or repeated, e.g. DRA008,DRA009)")
     parser.add_argument("--only", action="append", default=[], metavar="RULE",
                         help="run only these rules (ids, comma-separated or repeated)")
+    parser.add_argument("--max-findings", type=_count_arg("--max-findings"), default=None, metavar="N",
+                        help="text output: print at most N findings (the per-rule summary and the count of the "
+                             "rest are always printed; json and sarif list all)")
+    parser.add_argument("--max-input-bytes", type=_size_arg, default=MAX_AUDIT_INPUT_BYTES, metavar="SIZE",
+                        help="refuse a run whose inputs add up to more than SIZE (bytes, or with a KiB/MiB/GiB "
+                             "suffix; none: no total limit); default 256MiB (each document keeps its own "
+                             "limits: docs/input-limits.md)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress indicator on stderr (it shows only when stderr is a terminal)")
     parser.set_defaults(func=run)
 
     rules_parser = subparsers.add_parser(
@@ -72,6 +82,29 @@ def register(subparsers: Any) -> None:
     rules_parser.add_argument("--format", choices=("text", "json"), default="text",
                               help="output format (default text)")
     rules_parser.set_defaults(func=run_rules)
+
+
+def _count_arg(option: str) -> Any:
+    def parse(value: str) -> int:
+        if not value.isdigit():
+            raise argparse.ArgumentTypeError(f"{option} takes a whole number >= 0, not {value!r}")
+        return int(value)
+    return parse
+
+
+_UNITS = {"": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def _size_arg(value: str) -> int | None:
+    if value.lower() == "none":
+        return None
+    number = value.rstrip("kKmMgGiIbB")
+    unit = value[len(number):].lower()
+    if not number.isdigit() or unit not in _UNITS or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"a size in bytes > 0, optionally with KiB, MiB or GiB (e.g. 512MiB), "
+                                         f"not {value!r}")
+    return int(number) * _UNITS[unit]
 
 
 def _rule_ids(values: list[str], option: str) -> list[str]:
@@ -113,18 +146,22 @@ def run(args: argparse.Namespace) -> int:
     texts: dict[str, str] = {}
     skipped: list[SkippedInput] = []
     errors: list[DraConstructsError] = []
-    manifests = load_paths(args.paths, stdin=sys.stdin, texts=texts, skipped=skipped, errors=errors)
-    if errors and not manifests and not skipped:
-        if len(errors) == 1:
-            raise errors[0]
-        _print_errors(errors)
-        return 2
-    choice = chosen_target(args.kubernetes_version, manifests)
-    declared = parse_dra_extended_resources(args.dra_extended_resource, choice.target, "--dra-extended-resource")
-    gc.freeze()  # the manifests live to the end: keep the collector from re-scanning them
-    result = audit(manifests, kubernetes_version=choice.target, tenant_scope=args.tenant_scope, rules=rules,
-                   dra_extended_resources=declared)
-    result = with_field_lines(result, texts)
+    with Progress(enabled=not args.quiet) as progress:
+        manifests = load_paths(args.paths, stdin=sys.stdin, texts=texts, skipped=skipped, errors=errors,
+                               max_bytes=args.max_input_bytes, progress=progress)
+        if errors and not manifests and not skipped:
+            if len(errors) == 1:
+                raise errors[0]
+            progress.done()
+            _print_errors(errors)
+            return 2
+        choice = chosen_target(args.kubernetes_version, manifests)
+        declared = parse_dra_extended_resources(args.dra_extended_resource, choice.target, "--dra-extended-resource")
+        gc.freeze()  # the manifests live to the end: keep the collector from re-scanning them
+        result = audit(manifests, kubernetes_version=choice.target, tenant_scope=args.tenant_scope, rules=rules,
+                       dra_extended_resources=declared, progress=progress)
+        progress.step("locating findings")
+        result = with_field_lines(result, texts)
     if args.format == "json":
         text = to_json(result, skipped, choice)
     elif args.format == "sarif":
@@ -132,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
         text = json.dumps(to_sarif(result, skipped=skipped, target=choice), indent=2) + "\n"
     else:
-        text = to_text(result, skipped, choice)
+        text = to_text(result, skipped, choice, max_findings=args.max_findings)
     write_output(args.output or None, text)
     if errors:
         _print_errors(errors)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dra_constructs._progress import Progress
 from dra_constructs.guardrails.context import AuditContext
 from dra_constructs.guardrails.manifest import Manifest, as_dict
-from dra_constructs.guardrails.model import Finding, Hit, Rule, Severity, SuppressedFinding
+from dra_constructs.guardrails.model import SAMPLE_SIZE, Finding, Hit, Rule, Severity, SuppressedFinding
 from dra_constructs.guardrails.resources import parse_dra_extended_resources
 from dra_constructs.guardrails.rules import RULES, RULES_BY_ID
 from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION, UNSUPPRESSIBLE, parse_suppressions
@@ -90,6 +92,7 @@ def audit(
     rules: Sequence[Rule] = RULES,
     tenant_scope: str = "set",
     dra_extended_resources: Mapping[str, str] | Iterable[str] | None = None,
+    progress: Progress | None = None,
 ) -> AuditResult:
     """Audit a manifest set (plain dicts or loaded :class:`Manifest`\\ s) against ``rules``.
 
@@ -99,20 +102,25 @@ def audit(
     DRA000 (broken suppressions) is never suppressed. ``dra_extended_resources`` declares extended
     resources the cluster serves through DRA (``{"nvidia.com/gpu": "gpu.nvidia.com"}`` or
     ``["nvidia.com/gpu=gpu.nvidia.com"]``; Kubernetes 1.34+): DRA010 reports them instead of DRA001.
+    ``progress`` (the command line's) is told how many objects the rules have checked.
     """
     target = Target.parse(kubernetes_version, "audit")
     declared = parse_dra_extended_resources(dra_extended_resources, target)
     manifests = _as_manifests(objects)
     ctx = AuditContext(manifests, target, tenant_scope, declared)
     raw: list[tuple[Rule, Manifest, Hit]] = []
-    for m in manifests:
+    if progress is not None:
+        progress.step("checking rules")
+    for done, m in enumerate(manifests):
+        if progress is not None and not done & 1023:
+            progress.update(done, len(manifests))
         for rule in rules:
             if rule.object_check is not None:
                 raw.extend((rule, m, hit) for hit in rule.object_check(m, ctx))
     for rule in rules:
         if rule.set_check is not None:
             raw.extend((rule, m, hit) for m, hit in rule.set_check(ctx))
-    findings: list[Finding] = []
+    findings: list[tuple[Finding, str | None]] = []
     suppressed: list[SuppressedFinding] = []
     cache: dict[int, dict[str, str]] = {}
     seen: set[tuple[str, str, str, str, str, int]] = set()
@@ -129,7 +137,28 @@ def audit(
         if reason is not None and rule.id not in UNSUPPRESSIBLE:
             suppressed.append(SuppressedFinding(finding, reason))
         else:
-            findings.append(finding)
-    findings.sort()
+            findings.append((finding, hit.group))
+    merged = _grouped(findings)
+    merged.sort()
     suppressed.sort(key=lambda s: s.finding)
-    return AuditResult(len(manifests), tuple(findings), tuple(suppressed))
+    return AuditResult(len(manifests), tuple(merged), tuple(suppressed))
+
+
+def _grouped(findings: list[tuple[Finding, str | None]]) -> list[Finding]:
+    """Open findings of grouped hits (same rule, group, message) merged into one with count and sample.
+
+    Suppressions apply per object before this: a suppressed object leaves the count.
+    """
+    merged: dict[tuple[str, str, str], list[Finding]] = {}
+    out: list[Finding] = []
+    for finding, group in findings:
+        if group is None:
+            out.append(finding)
+        else:
+            merged.setdefault((finding.rule, group, finding.message), []).append(finding)
+    for members in merged.values():
+        members.sort()
+        first = members[0]
+        out.append(dataclasses.replace(first, count=len(members),
+                                       sample=tuple(f.object for f in members[:SAMPLE_SIZE])))
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -19,13 +20,19 @@ from typing import IO, Any
 import yaml
 
 from dra_constructs._io import ReadBudget, read_input
+from dra_constructs._progress import Progress
 from dra_constructs._safe_load import count_nodes, json_document, no_gc, node_line, yaml_documents
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.manifest import Manifest, field_path
 from dra_constructs.guardrails.shape import shape_problem
 from dra_constructs.guardrails.skipped import SkippedInput, load_or_skip
 
-__all__ = ["MANIFEST_SUFFIXES", "STDIN", "STDIN_NAME", "load_paths", "load_text"]
+__all__ = ["MANIFEST_SUFFIXES", "MAX_AUDIT_INPUT_BYTES", "STDIN", "STDIN_NAME", "json_item_lines", "load_paths",
+           "load_text"]
+
+#: Bytes ``audit`` (and :func:`load_paths`) reads in all by default: a 200,000-object cluster
+#: export is ~100 MB; ``- </dev/zero`` still stops. ``--max-input-bytes`` sets another (or none).
+MAX_AUDIT_INPUT_BYTES = 256 * 1024 * 1024
 
 #: File suffixes a directory walk picks up.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -75,7 +82,8 @@ def _type_name(value: Any) -> str:
             float: "a number"}.get(type(value), type(value).__name__)
 
 
-def _objects(doc: Any, file: str, line: int | None, node: yaml.Node | _NodeSource | None) -> _Located:
+def _objects(doc: Any, file: str, line: int | None, node: yaml.Node | _NodeSource | None,
+             item_lines: list[int] | None = None) -> _Located:
     if doc is None:
         return  # empty document (a trailing ---, a comment-only chunk)
     if not isinstance(doc, dict):
@@ -94,6 +102,12 @@ def _objects(doc: Any, file: str, line: int | None, node: yaml.Node | _NodeSourc
             return
         if not isinstance(items, list):
             raise _bad(file, line, f"{kind}.items must be a list", "write items: [ ... ]")
+        if item_lines is not None and callable(node):  # JSON: lines from the line index, nodes on demand
+            source = node
+            for i, item in enumerate(items):
+                item_source: _NodeSource = functools.partial(_item_node, source, i)
+                yield from _objects(item, file, item_lines[i], item_source)
+            return
         if callable(node):
             node = node()
         item_nodes = _item_nodes(node)
@@ -120,10 +134,52 @@ def _compose_json(text: str, file: str) -> yaml.Node | None:
         return None
 
 
+def _item_node(document: _NodeSource, index: int) -> yaml.Node | None:
+    nodes = _item_nodes(document())
+    return nodes[index] if index < len(nodes) else None
+
+
+_ITEMS = re.compile(r'^( *)"items": \[$', re.MULTILINE)
+
+
+def json_item_lines(text: str, count: int) -> list[int] | None:
+    """1-based start lines of the ``count`` items of a pretty-printed JSON ``List`` (``None`` if not one).
+
+    JSON strings hold no raw newline, so what starts a line is structure: in ``kubectl -o json``
+    output (and ``json.dumps(indent=...)``) each item opens ``{`` at the first line deeper than
+    ``"items": [``. The lines are found with string searches (C speed) and trusted only when
+    exactly ``count`` are found before the closing ``]``; other layouts go through the composer.
+    """
+    opened = _ITEMS.search(text)
+    if opened is None or count == 0:
+        return None
+    indent = len(opened.group(1))
+    position = opened.end()  # the newline ending the ``"items": [`` line
+    end = text.find("\n", position + 1)
+    next_line = text[position + 1:end if end >= 0 else len(text)]
+    child = len(next_line) - len(next_line.lstrip(" "))
+    closing = text.find("\n" + " " * indent + "]", position)
+    if child <= indent or not next_line.lstrip(" ").startswith("{") or closing < 0:
+        return None
+    marker = "\n" + " " * child + "{"
+    line = text.count("\n", 0, position) + 1  # the items line
+    lines: list[int] = []
+    while len(lines) <= count:
+        found = text.find(marker, position, closing + 1)
+        if found < 0:
+            break
+        line += text.count("\n", position, found)  # the line ending at ``found``
+        lines.append(line + 1)
+        line, position = line + 1, found + 1
+    return lines if len(lines) == count else None
+
+
 def _load_json(text: str, file: str) -> _Located:
     doc = json_document(text, file)
     node: _NodeSource = functools.cache(lambda: _compose_json(text, file))
-    yield from _objects(doc, file, 1, node)
+    items = doc.get("items") if isinstance(doc, dict) else None
+    item_lines = json_item_lines(text, len(items)) if isinstance(items, list) and items else None
+    yield from _objects(doc, file, 1, node, item_lines)
 
 
 def load_text(text: str, file: str, *, is_json: bool = False) -> list[Manifest]:
@@ -134,6 +190,11 @@ def load_text(text: str, file: str, *, is_json: bool = False) -> list[Manifest]:
     """
     if is_json:
         return [Manifest(obj, file=file, line=line) for obj, line in _load_json(text, file)]
+    if text.lstrip()[:1] in ("{", "["):  # JSON on stdin or in a .yaml file: the fast parser first
+        try:
+            return [Manifest(obj, file=file, line=line) for obj, line in _load_json(text, file)]
+        except DraConstructsError:
+            pass  # YAML flow style, or broken: the YAML path reports it as before
     try:
         return [Manifest(obj, file=file, line=line) for obj, line in _load_yaml(text, file)]
     except DraConstructsError as error:
@@ -162,25 +223,34 @@ def _walk(root: Path) -> Iterator[Path]:
 
 def load_paths(paths: Sequence[str], stdin: IO[str] | None = None, *,
                texts: dict[str, str] | None = None, skipped: list[SkippedInput] | None = None,
-               errors: list[DraConstructsError] | None = None) -> list[Manifest]:
+               errors: list[DraConstructsError] | None = None, max_bytes: int | None = MAX_AUDIT_INPUT_BYTES,
+               progress: Progress | None = None) -> list[Manifest]:
     """Every object in ``paths`` (files, directories walked recursively, ``-`` for ``stdin``).
 
-    All inputs together are read within :data:`~dra_constructs._io.MAX_INPUT_BYTES`; special
-    files (FIFOs, devices) are refused without reading. ``texts`` (optional) receives each
+    All inputs together are read within ``max_bytes`` (default :data:`MAX_AUDIT_INPUT_BYTES`,
+    ``None``: no total limit; each document keeps its limits); special files (FIFOs, devices)
+    are refused without reading. ``progress`` is told the files and objects read. ``texts`` (optional) receives each
     input's text by its file name (for :func:`~dra_constructs.guardrails.locate.with_field_lines`).
     With ``skipped``, files that are no manifests (templates, kustomizations, values) are appended
     to it instead of raising; with ``errors``, malformed files are (see :mod:`.skipped`).
     """
     with no_gc():
-        return _load_paths(paths, stdin, texts, skipped, errors)
+        return _load_paths(paths, stdin, texts, skipped, errors, ReadBudget.of(max_bytes), progress)
 
 
 def _load_paths(paths: Sequence[str], stdin: IO[str] | None, texts: dict[str, str] | None,
-                skipped: list[SkippedInput] | None, errors: list[DraConstructsError] | None) -> list[Manifest]:
+                skipped: list[SkippedInput] | None, errors: list[DraConstructsError] | None,
+                budget: ReadBudget, progress: Progress | None) -> list[Manifest]:
     manifests: list[Manifest] = []
-    budget = ReadBudget()
+    files = 0
+    if progress is not None:
+        progress.step("reading")
 
     def load(source: Path | str, file: str, is_json: bool = False) -> None:
+        nonlocal files
+        if progress is not None:
+            files += 1
+            progress.update(files, unit=f"files, {len(manifests):,} objects")
         text = _read(source, budget, stdin)
         if texts is not None:
             texts[file] = text

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import itertools
+import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -53,6 +55,7 @@ def parse_field_path(path: str) -> list[str | int] | None:
 
 
 _MARKER = re.compile(r"^(---|\.\.\.)(\s|$)")
+_DECODER = json.JSONDecoder()
 
 
 class _File:
@@ -63,18 +66,51 @@ class _File:
     """
 
     def __init__(self, text: str) -> None:
+        self.text = text
+        #: JSON (``kubectl -o json``): each object's text is cut at its start line, not the whole file composed.
+        self.json = text.lstrip()[:1] in ("{", "[")
         self.lines = text.splitlines(keepends=True)
         # 0-based indexes of document-marker lines: a marker at column 0 always ends a document.
         self.markers = [i for i, line in enumerate(self.lines) if line.startswith(("---", "...")) and
                         _MARKER.match(line)]
         self.nodes: dict[int, tuple[yaml.Node, int]] = {}  # 1-based file line -> (node, line offset)
+        self._offsets: list[int] | None = None  # character offset of each line (JSON only)
         self.composed: set[int] = set()
 
     def node_at(self, line: int) -> tuple[yaml.Node, int] | None:
         """The object node (document or ``kind: List`` item) starting on 1-based ``line``, and its offset."""
         if line not in self.nodes:
+            if self.json and self._compose_json_object(line - 1):
+                return self.nodes.get(line)
             self._compose_around(line - 1)
         return self.nodes.get(line)
+
+    def _compose_json_object(self, index: int) -> bool:
+        """Compose only the JSON object that opens on 0-based line ``index`` (its end found by
+        ``raw_decode``); ``False`` when the line opens none (then the whole document is composed)."""
+        if self._offsets is None:
+            # "\n" lines, as the loader counts them (splitlines also breaks at U+2028 and others)
+            self._offsets = list(itertools.accumulate((len(line) + 1 for line in self.text.split("\n")), initial=0))
+        if index + 1 >= len(self._offsets):
+            return False
+        start = self.text.find("{", self._offsets[index], self._offsets[index + 1])
+        if start < 0:
+            return False
+        try:
+            _, end = _DECODER.raw_decode(self.text, start)
+        except (ValueError, RecursionError):
+            return False
+        loader = _PositionLoader(self.text[start:end])
+        try:
+            node = loader.get_single_node()
+        except (yaml.YAMLError, RecursionError, ValueError):
+            return False
+        finally:
+            loader.dispose()
+        if not isinstance(node, yaml.MappingNode):
+            return False
+        self.nodes[index + 1] = (node, index)
+        return True
 
     def _compose_around(self, index: int) -> None:
         before = bisect.bisect_left(self.markers, index)  # markers[:before] are above the object

@@ -11,7 +11,10 @@ if TYPE_CHECKING:
     from dra_constructs.guardrails.context import AuditContext
     from dra_constructs.guardrails.manifest import Manifest
 
-__all__ = ["Finding", "Hit", "Rule", "Severity", "SuppressedFinding"]
+__all__ = ["SAMPLE_SIZE", "Finding", "Hit", "Rule", "Severity", "SuppressedFinding"]
+
+#: Object ids a finding about the manifest set lists (the rest is counted).
+SAMPLE_SIZE = 10
 
 
 class Severity(StrEnum):
@@ -40,6 +43,9 @@ class Hit:
     severity: Severity | None = None
     fix: str | None = None
     details: tuple[str, ...] = ()
+    #: Hits of one rule with the same ``group`` (and message) are one finding about the manifest
+    #: set, with the count and a sample of the objects (DRA009: one per set, not one per workload).
+    group: str | None = None
 
 
 #: A per-object check: the object, the whole audit context -> violations.
@@ -68,6 +74,8 @@ class Finding:
     ``object`` is ``Kind/namespace/name`` (an empty namespace for cluster-scoped kinds);
     ``file`` and ``line`` locate the object's document when it came from a file;
     ``path`` is the field path inside the object (``spec.containers[0].env[1]``).
+    A finding about the manifest set (a grouped :class:`Hit`) names its first object and carries
+    ``count`` (the objects it concerns) and ``sample`` (the first :data:`SAMPLE_SIZE` of their ids).
     """
 
     sort_key: tuple[str, int, int, int, str, str] = field(repr=False, compare=True)
@@ -83,9 +91,13 @@ class Finding:
     message: str = field(compare=False)
     fix: str = field(compare=False)
     details: tuple[str, ...] = field(compare=False, default=())
+    count: int = field(default=1, compare=False)
+    sample: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the audit output (``sort_key`` left out; ``details`` only when there are some)."""
+        """The JSON shape of the audit output (``sort_key`` left out; ``details`` only when there are
+        some; ``count``/``sample`` when grouped)."""
+        grouped = {"count": self.count, "sample": list(self.sample)} if self.sample else {}
         return {
             "rule": self.rule,
             "severity": self.severity.value,
@@ -99,6 +111,7 @@ class Finding:
             "message": self.message,
             "fix": self.fix,
             **({"details": list(self.details)} if self.details else {}),
+            **grouped,
         }
 
 

@@ -12,6 +12,8 @@ from dra_constructs.guardrails.model import Hit, Rule, Severity
 __all__ = ["RULE"]
 
 _SYSTEM_NAMESPACE_PREFIXES = ("kube-",)
+#: Namespaces the message names (the rest is counted).
+_NAMED = 10
 
 
 def _tenant_workloads(ctx: AuditContext, manifests: list[Manifest]) -> dict[str, list[Manifest]]:
@@ -26,58 +28,58 @@ def _tenant_workloads(ctx: AuditContext, manifests: list[Manifest]) -> dict[str,
     return by_namespace
 
 
-def _manifest_sets(ctx: AuditContext) -> list[list[Manifest]]:
+def _manifest_sets(ctx: AuditContext) -> list[tuple[str, list[Manifest]]]:
     """The sets DRA009 judges: the whole input, or each file on its own (``tenant_scope="file"``)."""
     if ctx.tenant_scope != "file":
-        return [list(ctx.manifests)]
+        return [("set", list(ctx.manifests))]
     by_file: dict[str | None, list[Manifest]] = {}
     for m in ctx.manifests:
         by_file.setdefault(m.file, []).append(m)
-    return list(by_file.values())
+    return [(f"file:{file}", manifests) for file, manifests in by_file.items()]
+
+
+def _names(namespaces: list[str]) -> str:
+    shown = ", ".join(namespaces[:_NAMED])
+    return shown + (f" and {len(namespaces) - _NAMED} more" if len(namespaces) > _NAMED else "")
 
 
 def _amd_unsanitized(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
     """With a sanitizer: AMD GPUs still pass between tenants unsanitized (the agent has no AMD backend yet)."""
-    for manifests in _manifest_sets(ctx):
+    for group, manifests in _manifest_sets(ctx):
         workloads_by_ns = _tenant_workloads(ctx, manifests).items()
         tenants = {ns: amd for ns, ms in workloads_by_ns if (amd := [m for m in ms if uses_amd_devices(ctx, m)])}
         if len(tenants) < 2:
             continue
-        names = ", ".join(sorted(tenants))
-        for namespace, workloads in sorted(tenants.items()):
+        message = (f"AMD GPU workloads of {len(tenants)} tenant namespaces ({_names(sorted(tenants))}) share the "
+                   "cluster's AMD GPUs; the sanitizer DaemonSet does not sanitize AMD devices yet (no AMD backend: "
+                   "docs/amd.md), so device memory and LDS pass from one tenant to the next without drain, "
+                   "zero-fill and verification")
+        for _, workloads in sorted(tenants.items()):
             for m in workloads:
-                yield m, Hit(
-                    "metadata.namespace",
-                    f"AMD GPU workloads of {len(tenants)} tenant namespaces ({names}) share the cluster's AMD GPUs; "
-                    "the sanitizer DaemonSet does not sanitize AMD devices yet (no AMD backend: docs/amd.md), so "
-                    f"device memory and LDS pass from {namespace!r} to the next tenant without drain, zero-fill "
-                    "and verification",
-                )
+                yield m, Hit("metadata.namespace", message, group=group)
 
 
 def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+    """One hit per tenant workload, grouped: the engine reports one finding per manifest set."""
     if ctx.sanitizer_present:
         yield from _amd_unsanitized(ctx)
         return
     key, value = SANITIZER_LABEL
-    for manifests in _manifest_sets(ctx):
+    for group, manifests in _manifest_sets(ctx):
         tenants = _tenant_workloads(ctx, manifests)
         if len(tenants) < 2:
             continue
-        names = ", ".join(sorted(tenants))
         missing = f"the manifest set has no sanitizer DaemonSet (label {key}: {value})"
         if ctx.sanitizers_not_counted:
             ds, why = ctx.sanitizers_not_counted[0]
             missing = (f"the sanitizer DaemonSet {ds.namespace}/{ds.name} does not cover every GPU node: {why} "
                        "(re-synthesize it with this dra-constructs: the agent needs no claim)")
-        for namespace, workloads in sorted(tenants.items()):
+        message = (f"GPU workloads of {len(tenants)} tenant namespaces ({_names(sorted(tenants))}) share the "
+                   f"cluster's GPUs, but {missing}: device memory passes from one tenant to the next without "
+                   "drain, zero-fill and verification")
+        for _, workloads in sorted(tenants.items()):
             for m in workloads:
-                yield m, Hit(
-                    "metadata.namespace",
-                    f"GPU workloads of {len(tenants)} tenant namespaces ({names}) share the cluster's GPUs, but "
-                    f"{missing}: device memory passes from {namespace!r} to the next tenant without drain, "
-                    "zero-fill and verification",
-                )
+                yield m, Hit("metadata.namespace", message, group=group)
 
 
 RULE = Rule(
