@@ -242,3 +242,18 @@ def test_what_is_not_a_cross_tenant_gpu_share() -> None:
     assert _found([_share("team-a", **CAPACITY), _share("", **CAPACITY)], "DRA021") == []  # lands where applied
     assert _found([_share("team-a", **CAPACITY), _share("team-b", device_class="mig.nvidia.com", **CAPACITY)],
                   "DRA021") == []  # different classes
+
+
+def test_the_construct_passes_the_allowed_namespaces_to_the_policy() -> None:
+    import cdk8s
+
+    from dra_constructs.guardrails import GuardrailsAdmissionPolicy
+
+    chart = cdk8s.Chart(cdk8s.Testing.app(), "c")
+    policy = GuardrailsAdmissionPolicy(chart, "g", admin_access_namespaces=["dra-sanitizer"])
+    names = [m["metadata"]["name"] for m in policy.manifests if m["kind"] == "ValidatingAdmissionPolicy"]
+    assert "dra-guardrails-namespaces" in names
+    assert denied_rules(policy.manifests, _namespace("dra-sanitizer", **{NEW: "true"})) == set()
+    assert denied_rules(policy.manifests, _namespace("team-ml", **{NEW: "true"})) == {"DRA019"}
+    synthesized = [d for d in cdk8s.Testing.synth(chart) if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert any(d["metadata"]["name"] == "dra-guardrails-namespaces" for d in synthesized)
