@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from dra_constructs.errors import DraConstructsError
+from dra_constructs.target_gates import FEATURE_GATES, GateFact
 
 __all__ = [
     "API_VERSIONS",
     "DEFAULT_KUBERNETES_VERSION",
     "DRA_FIELDS",
+    "FEATURE_GATES",
     "SUPPORTED_MINORS",
     "ApiVersionFact",
     "DraFieldFact",
+    "GateFact",
     "Target",
 ]
 
@@ -299,6 +302,16 @@ class Target:
         return "resource.k8s.io/v1"
 
     @property
+    def device_taint_rules_served_by_default(self) -> bool:
+        """Whether a default API server serves DeviceTaintRule: from 1.37 (GA, ``v1``).
+
+        Before, the kind needs gates and an API version turned on: 1.33-1.34 DRADeviceTaints (alpha) and
+        ``--runtime-config`` for v1alpha3; 1.35 DRADeviceTaintRules (alpha); 1.36 DRADeviceTaintRules
+        (beta but off by default) and ``resource.k8s.io/v1beta2`` (``target_gates``).
+        """
+        return self.device_taint_rule_api_version is not None and self.gate_on_by_default("DRADeviceTaintRules")
+
+    @property
     def device_taint_rule_has_cel_selectors(self) -> bool:
         """1.35 removed ``deviceClassName`` and ``selectors`` from the rule's deviceSelector."""
         return self.minor in (33, 34)
@@ -390,6 +403,32 @@ class Target:
             "DRADeviceBindingConditions": self.minor >= 36,
             "DRAResourceClaimDeviceStatus": self.minor >= 33,
         }
+
+    def gate(self, name: str) -> GateFact:
+        """The life of DRA feature gate ``name`` (:data:`FEATURE_GATES`)."""
+        fact = FEATURE_GATES.get(name)
+        if fact is None:
+            raise DraConstructsError("target", "feature_gate", name, "not a DRA feature gate dra-constructs knows",
+                                     f"use one of {', '.join(sorted(FEATURE_GATES))}")
+        return fact
+
+    def gate_stage(self, name: str) -> str | None:
+        """``"alpha"``, ``"beta"``, ``"GA"`` of gate ``name`` in this release (``None``: it does not exist yet)."""
+        return self.gate(name).stage(self.minor)
+
+    def gate_on_by_default(self, name: str) -> bool:
+        """Whether this release's default feature gates enable ``name``."""
+        return self.gate(name).on_by_default(self.minor)
+
+    @property
+    def claim_device_status_ga(self) -> bool:
+        """ResourceClaim ``status.devices`` (DRAResourceClaimDeviceStatus) is GA from 1.37 (beta, on, 1.33-1.36)."""
+        return self.gate_stage("DRAResourceClaimDeviceStatus") == "GA"
+
+    @property
+    def dra_extended_resources_ga(self) -> bool:
+        """Extended resources served by DRA (DRAExtendedResource) are GA from 1.37 (beta, on, in 1.36)."""
+        return self.gate_stage("DRAExtendedResource") == "GA"
 
     @property
     def known_feature_gates(self) -> frozenset[str]:

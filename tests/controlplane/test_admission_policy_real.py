@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.controlplane, pytest.mark.xdist_group("kcp-1.37")]
 # Every difference the real server shows, with why. A new difference fails the test; a fixed one too (remove it here).
 _CROSS_OBJECT = "cross-object by design: the audit sees the other objects of the file, a policy sees one object"
 _SUPPRESSION = "by design: the policy honours a suppression by rule id; its reason is enforced at synth and by audit"
+_OWN_BINDING = "by this test's binding: it selects one namespace, and a Namespace object only by its own name"
 KNOWN_DIFFERENCES: dict[str, tuple[str, str]] = {
     # DRA001: a DeviceClass of the same file maps the extended resource to DRA; the policy needs dra_extended_resources
     "compliant/dra-extended-resource-class.yaml: Pod/ml/two-ways": ("server DRA001", _CROSS_OBJECT),
@@ -51,6 +52,13 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, str]] = {
     # DRA002: the device variable comes from a ConfigMap of the file (envFrom)
     "noncompliant/envfrom-configmap.yaml: Deployment/ml/worker": ("audit DRA002", _CROSS_OBJECT),
     "noncompliant/suppression-without-reason.yaml: ResourceClaimTemplate/ml/mps": ("audit DRA006", _SUPPRESSION),
+    # DRA020: the RuntimeClass of the file (handler runsc) makes "sandboxed" gVisor; the policy knows names only
+    "noncompliant/gvisor-dra-gpu.yaml: Deployment/inference/sandboxed-llm": ("audit DRA020", _CROSS_OBJECT),
+    # DRA019: the binding here selects the namespace guardrails-diff; a Namespace object is matched by its own
+    # labels (kubernetes.io/metadata.name), so another Namespace is never under this test's binding
+    "noncompliant/admin-access-label-self-service.yaml: Namespace//team-ml": ("audit DRA019", _OWN_BINDING),
+    "dra-example/demo__examples__admin-access__admin-access.yaml: Namespace//admin-access":
+        ("audit DRA019", _OWN_BINDING),
 }
 
 

@@ -72,7 +72,8 @@ def test_tenant_objects_validate_and_carry_the_quota(version: str) -> None:
     [lq] = _of(docs, "LocalQueue")
     assert lq["metadata"]["namespace"] == "team-a" and lq["spec"]["clusterQueue"] == cq["metadata"]["name"]
     bindings = _of(docs, "ValidatingAdmissionPolicyBinding")
-    assert len(bindings) == 5 and all(b["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] == [
+    # pods, workloads, cronjobs, claims, namespaces (DRA019: the tenant may not label its Namespace), device classes
+    assert len(bindings) == 6 and all(b["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]}] for b in bindings)
     [template] = _of(docs, "ResourceClaimTemplate")
     assert template["metadata"]["namespace"] == "team-a"

@@ -22,11 +22,12 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
     """ValidatingAdmissionPolicy + binding pairs (``admissionregistration.k8s.io/v1``, GA since 1.30).
 
     Pods and the pod templates of Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs,
-    ReplicationControllers and CronJobs are checked for DRA001, DRA002, DRA005, DRA006, DRA007
-    and DRA008; ResourceClaims and ResourceClaimTemplates for DRA003, DRA006 and DRA007.
+    ReplicationControllers and CronJobs are checked for DRA001, DRA002, DRA005, DRA006, DRA007,
+    DRA008 and DRA020; ResourceClaims and ResourceClaimTemplates for DRA003, DRA006, DRA007 and
+    DRA017; Namespaces for DRA019 (the admin-access label).
 
     :param name: prefix of the policy names (``<name>-pods``, ``-workloads``, ``-cronjobs``,
-        ``-claims``). Default: ``dra-guardrails``.
+        ``-claims``, ``-namespaces``). Default: ``dra-guardrails``.
     :param rules: the rule ids to enforce. Default: all of ``POLICY_RULES``.
     :param validation_actions: binding actions. Default: ``("Deny",)``; ``("Warn", "Audit")``
         observes without refusing.
@@ -37,6 +38,8 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         names of the App's ``set_dra_extended_resources``. Names mapped by a DeviceClass you ship
         in the App must be declared there too.
     :param namespaces: bind only to these namespaces (e.g. a tenant's). Default: all but the excluded.
+    :param admin_access_namespaces: Namespaces allowed to carry the admin-access label (DRA019; no
+        suppression annotation lifts it). Default: none (the sanitizer's agent needs no admin access).
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         excluded_namespaces: Sequence[str] = ("kube-system",),
         dra_extended_resources: Sequence[str] | None = None,
         namespaces: Sequence[str] = (),
+        admin_access_namespaces: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
         names = list(resolve_dra_extended_resources(scope)) if dra_extended_resources is None else list(
@@ -58,7 +62,7 @@ class GuardrailsAdmissionPolicy(constructs.Construct):
         self.manifests = admission_policy_manifests(
             name, rules=rules, validation_actions=validation_actions, excluded_namespaces=excluded_namespaces,
             dra_extended_resources=names,
-            namespaces=namespaces,
+            namespaces=namespaces, admin_access_namespaces=admin_access_namespaces,
         )
         for manifest in self.manifests:
             kind = manifest["kind"]

@@ -73,7 +73,11 @@ class AuditContext:
         self._by_name: dict[tuple[str, str], list[Manifest]] = defaultdict(list)
         self._device_classes: dict[str, Manifest] = {}
         self._env_sources: dict[tuple[str, str, str], Manifest] = {}
+        #: RuntimeClass name -> its ``handler`` (node.k8s.io RuntimeClasses in the set).
+        self.runtime_class_handlers: dict[str, str] = {}
         self.sanitizer_present = False
+        #: Namespaces of the sanitizer DaemonSets in the set (counted or not): DRA019's exception.
+        self.sanitizer_namespaces: set[str] = set()
         #: Sanitizer DaemonSets that do not count: their pods wait for a DRA allocation (path, why).
         self.sanitizers_not_counted: list[tuple[Manifest, str]] = []
         self._gpu_pod: dict[int, bool] = {}
@@ -91,11 +95,16 @@ class AuditContext:
             mapped = as_dict(m.obj.get("spec")).get("extendedResourceName")
             if isinstance(mapped, str) and mapped:
                 self._class_extended_resources.setdefault(mapped, m.name)
+        elif kind == "RuntimeClass" and m.group == "node.k8s.io":
+            handler = m.obj.get("handler")
+            self.runtime_class_handlers[m.name] = handler if isinstance(handler, str) else ""
         elif kind in ("ConfigMap", "Secret") and m.api_version == "v1":
             self._env_sources[(kind, m.namespace, m.name)] = m
         elif kind == "DaemonSet":
             key, value = SANITIZER_LABEL
             if m.pod_labels().get(key) == value:
+                if m.namespace:
+                    self.sanitizer_namespaces.add(m.namespace)
                 claims = [entry for _, entry in m.pod_claims()]
                 if claims:
                     # A pod with claims runs only where the scheduler allocates them; an admin claim

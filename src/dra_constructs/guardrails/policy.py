@@ -2,10 +2,10 @@
 
 The cluster refuses what never went through dra-constructs: Pods and the pod templates of
 Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, ReplicationControllers and
-CronJobs (DRA001, DRA002, DRA005, DRA006, DRA007, DRA008), and ResourceClaims /
-ResourceClaimTemplates of every resource.k8s.io version (DRA003, DRA006, DRA007, DRA017).
-Cross-object rules (DRA004's CEL checks, DRA006's shared claims, DRA009) stay with the synth
-validation and the audit.
+CronJobs (DRA001, DRA002, DRA005, DRA006, DRA007, DRA008, DRA020), ResourceClaims /
+ResourceClaimTemplates of every resource.k8s.io version (DRA003, DRA006, DRA007, DRA017), and
+Namespaces (DRA019: the admin-access label, :mod:`.policy_namespaces`). Cross-object rules (DRA004's
+CEL checks, DRA006's shared claims, DRA009, DRA021) stay with the synth validation and the audit.
 
 The CEL uses only standard CEL (``has``, ``all``, ``exists``, ``filter``, ``map``, ``matches``,
 ``startsWith``, ``contains``), so the tests evaluate it with a real CEL engine. Suppressions are
@@ -22,18 +22,21 @@ from typing import Any
 
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.context import KAI_GPU_ANNOTATIONS as KAI_SHARING_ANNOTATIONS
+from dra_constructs.guardrails.policy_namespaces import namespace_validations, namespace_variables
 from dra_constructs.guardrails.resources import IMPLICIT_EXTENDED_RESOURCE_PREFIX
 from dra_constructs.guardrails.rules.barrier_toleration import SANITIZER_TAINT_KEY
 from dra_constructs.guardrails.rules.env_selection import DEVICE_ENV_VARS, HIDING_VALUES, MPS_PREFIX
+from dra_constructs.guardrails.rules.gvisor_gpu import GVISOR_NAME
 from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION
 
 __all__ = ["POLICY_RULES", "PolicyKind", "admission_policy_manifests"]
 
 #: Rules the admission policy can enforce per object.
-POLICY_RULES = ("DRA001", "DRA002", "DRA003", "DRA005", "DRA006", "DRA007", "DRA008", "DRA017")
+POLICY_RULES = ("DRA001", "DRA002", "DRA003", "DRA005", "DRA006", "DRA007", "DRA008", "DRA017", "DRA019", "DRA020")
 
 _API = "admissionregistration.k8s.io/v1"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,198}[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _OPS = ["CREATE", "UPDATE"]
 
 
@@ -89,7 +92,26 @@ _CLAIM_USED = (
 )
 
 
-def _pod_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
+def _dra_resource(dra_names: Sequence[str]) -> str:
+    """CEL: resource name ``k`` is served through DRA (the implicit class name, or a declared name)."""
+    declared = f" || k in {_cel_list(dra_names)}" if dra_names else ""
+    return f"(k.startsWith({_cel_str(IMPLICIT_EXTENDED_RESOURCE_PREFIX)}){declared})"
+
+
+def _dra_allocations(dra_names: Sequence[str]) -> str:
+    """CEL: the pod gets devices through DRA (a claim, or an extended resource DRA serves)."""
+    k = _dra_resource(dra_names)
+    return ("(size(variables.claimNames) > 0 || variables.containers.exists(c, has(c.resources) && "
+            f"((has(c.resources.limits) && c.resources.limits.exists(k, {k})) || "
+            f"(has(c.resources.requests) && c.resources.requests.exists(k, {k})))))")
+
+
+#: CEL: the pod runs in gVisor (``runtimeClassName`` by name; handlers are the audit's, cross-object).
+_GVISOR = ("has(variables.spec.runtimeClassName) && "
+           f"variables.spec.runtimeClassName.matches({_cel_str('(?i)' + GVISOR_NAME.pattern)})")
+
+
+def _pod_validations(rules: Sequence[str], dra_names: Sequence[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if "DRA001" in rules:
         out.append({
@@ -150,6 +172,14 @@ def _pod_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
                           "variables.spec.terminationGracePeriodSeconds > 0",
             "message": "DRA008: a pod with device claims needs terminationGracePeriodSeconds >= 1 so preemption "
                        "can drain the device after SIGTERM",
+            "reason": "Forbidden",
+        })
+    if "DRA020" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA020')} || !({_GVISOR}) || !{_dra_allocations(dra_names)}",
+            "messageExpression": "'DRA020: runtimeClassName ' + variables.spec.runtimeClassName + ' runs the pod in "
+                                 "gVisor, whose nvproxy exposes every GPU of the node to a pod with DRA devices "
+                                 "(google/gvisor#13620); run GPU pods with runc'",
             "reason": "Forbidden",
         })
     return out
@@ -314,12 +344,15 @@ _NOT_GENERATED = {
 
 @dataclass(frozen=True)
 class PolicyKind:
-    """One policy: which resources it matches and where their pod spec (or claim spec) lives."""
+    """One policy: which resources it matches and where their pod spec (or claim spec) lives.
+
+    ``section`` says which validations apply: ``pods``, ``claims`` or ``namespaces``.
+    """
 
     suffix: str
     resource_rules: tuple[dict[str, Any], ...]
     variables: tuple[dict[str, str], ...]
-    claims: bool = False
+    section: str = "pods"
     match_conditions: tuple[dict[str, str], ...] = ()
 
 
@@ -339,7 +372,9 @@ def _kinds(dra_names: Sequence[str]) -> tuple[PolicyKind, ...]:
                    tuple(_pod_variables("object.spec.jobTemplate.spec.template.spec",
                                         "object.spec.jobTemplate.spec.template.metadata", dra_names))),
         PolicyKind("claims", (rule(["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"]),),
-                   tuple(_claim_variables()), claims=True, match_conditions=(_NOT_GENERATED,)),
+                   tuple(_claim_variables()), section="claims", match_conditions=(_NOT_GENERATED,)),
+        PolicyKind("namespaces", (rule([""], ["namespaces"]),), tuple(namespace_variables()),
+                   section="namespaces"),
     )
 
 
@@ -351,13 +386,15 @@ def admission_policy_manifests(
     excluded_namespaces: Sequence[str] = ("kube-system",),
     namespaces: Sequence[str] = (),
     dra_extended_resources: Sequence[str] = (),
+    admin_access_namespaces: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """ValidatingAdmissionPolicies and their bindings (``admissionregistration.k8s.io/v1``).
 
     ``namespaces``: bind only to these namespaces (a tenant's); otherwise to every namespace but
     ``excluded_namespaces``. DRA001 never refuses ``deviceclass.resource.kubernetes.io/<class>``
     names nor the names in ``dra_extended_resources`` (extended resources the cluster serves
-    through DRA, KEP-5004).
+    through DRA, KEP-5004). ``admin_access_namespaces``: the Namespaces DRA019 lets carry the
+    admin-access label (the sanitizer's, another node agent's); every other Namespace is refused it.
     """
     if not _NAME.match(name):
         raise DraConstructsError("GuardrailsAdmissionPolicy", "name", name,
@@ -372,9 +409,19 @@ def admission_policy_manifests(
         raise DraConstructsError(name, "validation_actions", list(validation_actions),
                                  "must be a non-empty subset of Deny, Warn, Audit without both Deny and Warn",
                                  'use ("Deny",) to refuse, or ("Warn", "Audit") to observe first')
+    for namespace in admin_access_namespaces:
+        if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
+            raise DraConstructsError(name, "admin_access_namespaces", namespace, "not a namespace name (DNS label)",
+                                     "name the sanitizer's namespace, e.g. dra-sanitizer")
+    dra_names = sorted(set(dra_extended_resources))
     manifests: list[dict[str, Any]] = []
-    for kind in _kinds(sorted(set(dra_extended_resources))):
-        validations = _claim_validations(rules) if kind.claims else _pod_validations(rules)
+    for kind in _kinds(dra_names):
+        if kind.section == "claims":
+            validations = _claim_validations(rules)
+        elif kind.section == "namespaces":
+            validations = namespace_validations(rules, admin_access_namespaces)
+        else:
+            validations = _pod_validations(rules, dra_names)
         if not validations:
             continue
         policy_name = f"{name}-{kind.suffix}"

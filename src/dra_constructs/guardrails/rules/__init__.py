@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dra_constructs.guardrails.model import Rule
 from dra_constructs.guardrails.rules import (
+    admin_access_namespace,
     amd_attributes,
     barrier_toleration,
     claim_references,
+    cross_tenant_shares,
     dra_extended_resources,
     env_selection,
     exact_count,
     extended_resources,
     grace_period,
+    gvisor_gpu,
     kueue_admission,
     removed_shapes,
     selectors,
@@ -46,6 +49,9 @@ RULES: tuple[Rule, ...] = (
     topology_alignment.RULE,
     barrier_toleration.RULE,
     amd_attributes.RULE,
+    admin_access_namespace.RULE,
+    gvisor_gpu.RULE,
+    cross_tenant_shares.RULE,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
