@@ -33,7 +33,8 @@ def render_chart(version: str) -> list[dict[str, Any]]:
     app = cdk8s.App()
     set_kubernetes_version(app, version)
     chart = cdk8s.Chart(app, "gpu-sanitizer")
-    SanitizerDaemonSet(chart, "sanitizer", image="registry.example.com/dra-sanitizer-base:0.1.0")
+    SanitizerDaemonSet(chart, "sanitizer", image="registry.example.com/dra-sanitizer-base:0.1.0",
+                       image_digest="sha256:" + "0" * 64)  # the construct refuses an unpinned image
     return [dict(o) for o in chart.to_json()]
 
 

@@ -52,6 +52,12 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, str]] = {
     # DRA002: the device variable comes from a ConfigMap of the file (envFrom)
     "noncompliant/envfrom-configmap.yaml: Deployment/ml/worker": ("audit DRA002", _CROSS_OBJECT),
     "noncompliant/suppression-without-reason.yaml: ResourceClaimTemplate/ml/mps": ("audit DRA006", _SUPPRESSION),
+    # DRA005: the pod's template exists only in another namespace of the file (NVIDIA's vfio demos:
+    # gpu-test-vfio vs gpu-test-vfiopci); a policy sees the Pod alone
+    "sigs-dra-nvidia/demo__specs__quickstart__v1__gpu-test-vfio-config.yaml: Pod/gpu-test-vfiopci/"
+    "pod1-full-vfioconfig": ("audit DRA005", _CROSS_OBJECT),
+    "sigs-dra-nvidia/demo__specs__quickstart__v1beta1__gpu-test-vfiopci.yaml: Pod/gpu-test-vfiopci/pod1":
+        ("audit DRA005", _CROSS_OBJECT),
     # DRA020: the RuntimeClass of the file (handler runsc) makes "sandboxed" gVisor; the policy knows names only
     "noncompliant/gvisor-dra-gpu.yaml: Deployment/inference/sandboxed-llm": ("audit DRA020", _CROSS_OBJECT),
     # DRA019: the binding here selects the namespace guardrails-diff; a Namespace object is matched by its own
