@@ -69,7 +69,7 @@ class EvidenceRow:
 
 @dataclass
 class Evidence:
-    """The rows read (by start time, then file order), and the lines skipped with ``skip_bad`` (line number, problem)."""
+    """The rows read (by start time, then file order); with ``skip_bad``, the lines skipped (number, problem)."""
 
     source: str
     rows: list[EvidenceRow] = field(default_factory=list)
@@ -125,8 +125,8 @@ def read_evidence(path: str | Path, *, device: str | None = None, skip_bad: bool
             problem, record = _problem(raw)
             if record is None:
                 if not skip_bad:
-                    raise DraConstructsError(f"{path}:{number}", "line", raw[:80].decode("utf-8", "replace"),
-                                             problem, _FIX)
+                    shown = raw[:80].rstrip(b"\r\n").decode("utf-8", "replace")
+                    raise DraConstructsError(f"{path}:{number}", "line", shown, problem, _FIX)
                 evidence.bad_lines.append((number, problem))
                 continue
             if device is None or device in (record.device, record.uuid):

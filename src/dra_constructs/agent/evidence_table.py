@@ -73,6 +73,7 @@ def render_table(evidence: Evidence, rows: Sequence[EvidenceRow] | None = None) 
     widths = [max(len(line[i]) for line in table) for i in range(len(_COLUMNS) - 1)]
     out = ["  ".join([*(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)), line[-1]]).rstrip()
            for line in table]
-    out.append(f"{len(chosen)} record(s) from {printable(evidence.source)} ({evidence.lines} line(s))")
+    shown = f"{len(chosen)} of {len(evidence.rows)}" if len(chosen) != len(evidence.rows) else str(len(chosen))
+    out.append(f"{shown} record(s) from {printable(evidence.source)} ({evidence.lines} line(s))")
     out.extend(f"skipped line {n}: {printable(problem)}" for n, problem in evidence.bad_lines)
     return "\n".join(out) + "\n"
