@@ -8,6 +8,7 @@ from typing import Any
 from dra_constructs.agent.clock import VirtualClock
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.lifecycle import BURST, REFILL_S, Lifecycle
+from dra_constructs.agent.taints import device_labels
 
 from .conftest import SimEnv
 
@@ -98,3 +99,15 @@ def test_a_flapping_device_is_rate_limited_and_the_next_event_counts_what_was_le
     assert lifecycle.state("gpu-0") == "in-use"
     lifecycle.note("gpu-0", "overlap", clock)  # not a lifecycle state: ignored
     assert lifecycle.state("gpu-0") == "in-use"
+
+
+def test_rules_and_events_carry_node_and_device_labels_for_kubectl(sim: SimEnv) -> None:
+    sim.rt.barrier.mark_allocated(sim.device, TENANT)
+    name = sim.device.name
+    labels = {"app.kubernetes.io/managed-by": "dra-sanitizer", "sanitizer.dra-constructs.io/node": "node-a",
+              "sanitizer.dra-constructs.io/device": name}
+    assert sim.kube.tainted(name)["metadata"]["labels"] == labels
+    assert next(e for e in sim.kube.events if e["reason"] == "DeviceInUse")["metadata"]["labels"] == labels
+    long = "x" * 64  # not a label value: selected by the annotation only
+    assert "sanitizer.dra-constructs.io/device" not in device_labels("node-a", long)
+    assert "sanitizer.dra-constructs.io/node" not in device_labels("n" * 60 + ".example.com", "gpu-0")

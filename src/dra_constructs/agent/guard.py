@@ -44,7 +44,7 @@ from typing import Any
 from dra_constructs.agent.clock import Clock
 from dra_constructs.agent.kube import ApiError, KubeOps, retrying
 from dra_constructs.agent.lifecycle import Lifecycle
-from dra_constructs.agent.taints import taint_rule, taint_rule_name
+from dra_constructs.agent.taints import device_labels, taint_rule, taint_rule_name
 from dra_constructs.target import Target
 
 __all__ = ["Guard", "GuardError"]
@@ -208,7 +208,8 @@ class Guard:
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"dra-sanitizer-{device}-", "namespace": self._event_namespace},
+            "metadata": {"generateName": f"dra-sanitizer-{device}-", "namespace": self._event_namespace,
+                         "labels": device_labels(self.node, device)},
             "involvedObject": self._involved_node(),
             "reason": reason,
             "message": f"{device}: {message}"[:1024],
