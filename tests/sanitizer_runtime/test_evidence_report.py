@@ -78,6 +78,10 @@ def test_the_html_escapes_every_tenant_string(tmp_path: Path, capsys: pytest.Cap
     assert not re.search(r"(src|href)=\"(https?:)?//", page) and "<link" not in page
     assert page.count('<section class="device"') == 2 and page.count("<circle") == 4
     assert render_html(read_evidence(path), "t") == render_html(read_evidence(path), "t")  # no clock in it
+    assert main(["evidence", "--file", str(path), "--html", str(report)]) == 0
+    assert "TIME" in capsys.readouterr().out  # the table too
+    assert main(["evidence", "--file", str(path), "--html", "-"]) == 0  # kubectl exec ... --html - > r.html
+    assert capsys.readouterr().out == page
 
 
 @pytest.mark.parametrize(("bad", "problem"), [

@@ -120,7 +120,9 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
         nodes = sorted({r.node for r in evidence.rows})
         title = f"dra-sanitizer evidence: {', '.join(nodes) or 'no records'}" + (
             f", device {args.device}" if args.device else "")
-        write_output(args.html, render_html(evidence, title), "--html")
+        write_output(None if args.html == "-" else args.html, render_html(evidence, title), "--html")
+        if args.html == "-":  # the page alone on stdout: kubectl exec ... --html - > report.html
+            return 0
     write_output(None, render_table(evidence, rows))
     return 0
 
@@ -209,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent_args(evidence)
     evidence.add_argument("--file", metavar="PATH", help="the evidence file (default: evidence_file of --config)")
     evidence.add_argument("--device", help="only this device (DRA device name or UUID)")
-    evidence.add_argument("--html", metavar="FILE", help="also write the HTML report here")
+    evidence.add_argument("--html", metavar="FILE",
+                          help="also write the HTML report here ('-': only the report, on stdout)")
     evidence.add_argument("--last", type=int, metavar="N", help="table: only the last N records (the HTML has all)")
     evidence.add_argument("--skip-bad-lines", action="store_true",
                           help="list lines that are not evidence records instead of failing on the first")
