@@ -3,17 +3,14 @@
 The guard calls :meth:`Lifecycle.note` whenever it sets a device's taint value (``in-use``,
 ``sanitizing``, ``quarantined``) or removes it after a verify that passed (``available``),
 on every target: on 1.32, where no DeviceTaintRule exists, the Events are the only place the
-cluster shows the state. Each *change* posts one Event about the Node naming the device:
+cluster shows the state. Each *change* posts one Event about the Node naming the device
+(message ``<device>: <from> -> <to>[: detail]``):
 
-======================  ============  =========================================================
-transition to           reason        type
-======================  ============  =========================================================
-``in-use``              DeviceInUse        Normal
-``sanitizing``          DeviceSanitizing   Normal
-``available``           DeviceReleased     Normal
-``quarantined``         (none here: the barrier posts ``DeviceQuarantined``, Warning, with
-                        the reason; a re-applied quarantine posts nothing)
-======================  ============  =========================================================
+- to ``in-use``: ``DeviceInUse`` (Normal);
+- to ``sanitizing``: ``DeviceSanitizing`` (Normal);
+- to ``available`` (the rule removed after a passed verify): ``DeviceReleased`` (Normal);
+- to ``quarantined``: nothing here, the barrier posts ``DeviceQuarantined`` (Warning) with the
+  reason; a re-applied quarantine posts nothing.
 
 Deduplicated: a value set again (the agent re-applies taints every reconcile) posts nothing.
 The last value per device starts from the persisted state (:func:`seed_from_phases`), so an
