@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from dra_constructs.agent.backends.simulated import FaultInjector
 from dra_constructs.agent.clock import VirtualClock
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.lifecycle import BURST, REFILL_S, Lifecycle
@@ -111,3 +112,12 @@ def test_rules_and_events_carry_node_and_device_labels_for_kubectl(sim: SimEnv) 
     long = "x" * 64  # not a label value: selected by the annotation only
     assert "sanitizer.dra-constructs.io/device" not in device_labels("node-a", long)
     assert "sanitizer.dra-constructs.io/node" not in device_labels("n" * 60 + ".example.com", "gpu-0")
+
+
+def test_the_state_is_announced_even_when_the_taint_cannot_be_placed(tmp_path: Any) -> None:
+    env = SimEnv(tmp_path, faults=FaultInjector(random.Random(0), {"kube.apply": 1.0}))  # every apply fails
+    env.rt.barrier.run(env.device, "startup-unknown")
+    env.kube.events.clear()
+    record = _claim_cycle(env)
+    assert any("guard taint" in w for w in record.warnings) and env.kube.rules == {}
+    assert [t[0] for t in _transitions(env, env.device.name)][:2] == ["DeviceInUse", "DeviceSanitizing"]
