@@ -44,6 +44,8 @@ def test_a_claim_lifecycle_posts_in_use_sanitizing_released_once_each(sim: SimEn
     ]
     event = next(e for e in sim.kube.events if e["reason"] == "DeviceReleased")
     assert event["involvedObject"]["kind"] == "Node" and event["source"]["component"] == "dra-sanitizer"
+    assert sim.rt.metrics.registry.get_sample_value(
+        "dra_sanitizer_lifecycle_events_total", {"reason": "DeviceReleased", "outcome": "posted"}) == 2
 
 
 def test_a_quarantine_is_announced_once_and_a_reapplied_one_not_again(sim: SimEnv) -> None:
@@ -86,11 +88,13 @@ def test_a_flapping_device_is_rate_limited_and_the_next_event_counts_what_was_le
         return True
 
     clock = VirtualClock()
-    lifecycle = Lifecycle(post)
+    counted: list[tuple[str, str]] = []
+    lifecycle = Lifecycle(post, count=lambda reason, outcome: counted.append((reason, outcome)))
     for _ in range(10):  # 20 transitions at one instant
         lifecycle.note("gpu-0", "sanitizing", clock)
         lifecycle.note("gpu-0", "available", clock)
     assert len(posted) == BURST
+    assert sum(1 for c in counted if c[1] == "rate-limited") == 20 - BURST
     lifecycle.note("gpu-1", "in-use", clock)  # another device has its own budget
     assert posted[-1][0] == "gpu-1"
     clock.sleep(REFILL_S)

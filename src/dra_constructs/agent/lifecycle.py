@@ -17,7 +17,8 @@ The last value per device starts from the persisted state (:func:`seed_from_phas
 agent restart does not re-announce every device. Rate-limited per device (a token bucket of
 :data:`BURST` Events, one more every :data:`REFILL_S` seconds): a device that flaps
 (sanitize, fail, retry) cannot flood the namespace; a transition not posted is counted and
-the next Event says how many were left out. Events are history: the current state is the
+the next Event says how many were left out; ``dra_sanitizer_lifecycle_events_total{reason,
+outcome}`` counts them (posted, failed, rate-limited). Events are history: the current state is the
 DeviceTaintRule (no rule: available). Best effort: a failed post is logged by the guard, never
 holds the barrier.
 """
@@ -48,6 +49,8 @@ _PHASE_STATE = {Phase.ALLOCATED: "in-use", Phase.DIRTY: "in-use", Phase.CLEAN: "
                 Phase.QUARANTINED: "quarantined"}
 
 Post = Callable[[str, str, str, Clock, bool], bool]
+#: (reason, outcome): outcome ``posted``, ``failed`` (the API refused it) or ``rate-limited``.
+Count = Callable[[str, str], None]
 
 
 def seed_from_phases(states: Iterable[DeviceState]) -> dict[str, str]:
@@ -59,8 +62,9 @@ class Lifecycle:
     """Posts one Event per state change of a device, deduplicated and rate-limited."""
 
     def __init__(self, post: Post, seed: dict[str, str] | None = None, *, burst: int = BURST,
-                 refill_s: float = REFILL_S) -> None:
+                 refill_s: float = REFILL_S, count: Count | None = None) -> None:
         self._post = post
+        self._count: Count = count or (lambda _reason, _outcome: None)
         self._last: dict[str, str] = dict(seed or {})
         self._tokens: dict[str, tuple[float, float]] = {}  # device -> (tokens, at monotonic time)
         self._suppressed: dict[str, int] = {}
@@ -79,16 +83,20 @@ class Lifecycle:
             if previous == state or (state not in REASONS and state not in _SILENT):
                 return False
             self._last[device] = state
-            if state in _SILENT or not self._take(device, clock.monotonic()):
-                if state not in _SILENT:
-                    self._suppressed[device] = self._suppressed.get(device, 0) + 1
+            if state in _SILENT:
+                return False
+            reason, warning = REASONS[state]
+            if not self._take(device, clock.monotonic()):
+                self._suppressed[device] = self._suppressed.get(device, 0) + 1
+                self._count(reason, "rate-limited")
                 return False
             left_out = self._suppressed.pop(device, 0)
-        reason, warning = REASONS[state]
         message = f"{previous or 'unknown'} -> {state}" + (f": {detail}" if detail else "")
         if left_out:
             message += f" ({left_out} earlier transition(s) not posted: rate limit)"
-        return self._post(device, reason, message, clock, warning)
+        posted = self._post(device, reason, message, clock, warning)
+        self._count(reason, "posted" if posted else "failed")
+        return posted
 
     def _take(self, device: str, now: float) -> bool:
         tokens, at = self._tokens.get(device, (self._burst, now))

@@ -138,7 +138,8 @@ def build_runtime(
         _LOG.warning("the driver's scrub-on-free is DISABLED on this node (RMDisableScrubOnFree): freed GPU "
                      "memory is not zeroed by the driver; the barrier's fill is the only scrub")
     store = StateStore(config.state_dir, fsync=fsync)
-    guard.lifecycle = Lifecycle(guard.event, seed_from_phases(store.all()))
+    guard.lifecycle = Lifecycle(guard.event, seed_from_phases(store.all()),
+                                count=lambda reason, outcome: metrics.lifecycle_events.labels(reason, outcome).inc())
     deps = BarrierDeps(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
         store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
