@@ -75,9 +75,13 @@ def test_the_audit_catches_a_barrier_that_lies(monkeypatch: pytest.MonkeyPatch) 
         return VerifyResult(result.bytes_verified, 0, result.seconds)
 
     monkeypatch.setattr(simulated._SimSession, "verify", lying_verify)
-    summary = simulate(devices=14, cycles=4, fault_rate=0.3, seed=5, crash_rate=0.0, turnover_rounds=0)
-    assert summary.faults_injected.get("cuda.memset_silent", 0) > 0
-    assert summary.dirty_releases > 0 and summary.dirty_release_details[0]["nonzero_bytes"] > 0
+    # Three seeds: whether one seed's silent memset faults land on a device that is then released
+    # is luck of the fault stream (every extra API call, such as a lifecycle Event, redraws it).
+    summaries = [simulate(devices=14, cycles=4, fault_rate=0.3, seed=seed, crash_rate=0.0, turnover_rounds=0)
+                 for seed in (5, 6, 7)]
+    assert all(s.faults_injected.get("cuda.memset_silent", 0) > 0 for s in summaries)
+    dirty = [d for s in summaries for d in s.dirty_release_details]
+    assert dirty and any(d["nonzero_bytes"] > 0 for d in dirty)
 
 
 def test_the_audit_catches_live_contexts(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -42,6 +42,10 @@ def test_zipapp_runs_simulate_without_the_repo_on_the_path(tmp_path: Path) -> No
     assert summary["dirty_releases"] == 0 and summary["schedules"] >= 7 and summary["released"] > 0
     assert (tmp_path / "rec.jsonl").read_text().count("\n") == summary["barrier_records"] + summary[
         "operator_releases"]
+    report = subprocess.run([sys.executable, "-I", str(pyz), "evidence", "--file", "rec.jsonl", "--html", "r.html"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr  # the evidence report runs from the archive alone
+    assert report.stdout.startswith("TIME") and "<svg" in (tmp_path / "r.html").read_text()
     probe = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, 'agent.pyz'); "
                             "import dra_constructs.agent.cli as c; print(c.__file__)"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, check=True)

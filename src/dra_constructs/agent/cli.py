@@ -2,7 +2,8 @@
 
 ``run`` (the agent), ``once --device ID`` (one barrier cycle by hand), ``release --device ID
 --reason TEXT`` (operator release of a quarantined device: logged, then a full barrier),
-``status`` (the persisted state of every device) and ``simulate`` (the real barrier on the
+``status`` (the persisted state of every device), ``evidence [--device ID] [--html FILE]``
+(the evidence file as a table / an HTML report) and ``simulate`` (the real barrier on the
 simulated backend under random faults). Exit codes: 0 success, 1 a failed check (a device
 quarantined by ``once``/``release``, a dirty release in ``simulate``), 2 bad input.
 """
@@ -101,6 +102,31 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evidence(args: argparse.Namespace) -> int:
+    from dra_constructs._io import write_output
+    from dra_constructs.agent.evidence_html import render_html
+    from dra_constructs.agent.evidence_read import read_evidence
+    from dra_constructs.agent.evidence_table import render_table
+
+    if args.last is not None and args.last < 1:
+        raise DraConstructsError("evidence", "--last", args.last, "out of range", "pass --last N with N >= 1")
+    path = args.file or _config(args).evidence_file
+    evidence = read_evidence(path, device=args.device, skip_bad=args.skip_bad_lines)
+    if args.device and not evidence.rows:
+        raise DraConstructsError(str(path), "--device", args.device, "no record names this device or UUID",
+                                 "pass a device name (gpu-0, gpu-0-mig-...) or UUID from the table without --device")
+    rows = evidence.rows[-args.last:] if args.last else evidence.rows
+    if args.html:
+        nodes = sorted({r.node for r in evidence.rows})
+        title = f"dra-sanitizer evidence: {', '.join(nodes) or 'no records'}" + (
+            f", device {args.device}" if args.device else "")
+        write_output(None if args.html == "-" else args.html, render_html(evidence, title), "--html")
+        if args.html == "-":  # the page alone on stdout: kubectl exec ... --html - > report.html
+            return 0
+    write_output(None, render_table(evidence, rows))
+    return 0
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from dra_constructs.agent.simscenarios import TURNOVER_FAILURES
     from dra_constructs.agent.simulate import simulate
@@ -140,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                "examples:\n"
                "  dra-sanitizer status --config /etc/dra-sanitizer/config.yaml\n"
                "  dra-sanitizer release --device gpu-0 --reason 'memory test passed (ticket 123)'\n"
+               "  dra-sanitizer evidence --config /etc/dra-sanitizer/config.yaml --device gpu-0 --html gpu-0.html\n"
                "  dra-sanitizer simulate --devices 8 --cycles 3",
     )
     parser.add_argument("--version", action="version", version=f"{_PROG} {__version__}")
@@ -175,6 +202,21 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Print the persisted barrier state of every device of this node.")
     agent_args(status)
     status.set_defaults(func=_cmd_status)
+    evidence = sub.add_parser(
+        "evidence", help="a node's or one device's barrier history: a table, or an HTML report",
+        description="Read the agent's evidence file (JSON lines, one record per barrier cycle) and print a table: "
+                    "time, device, UUID, trigger, result, coverage, bytes, fill/verify bandwidth, seconds, reason. "
+                    "--html also writes one self-contained HTML report (timeline per device; no script, no network). "
+                    "A line that is not an evidence record is an error (exit 2) naming the line.")
+    agent_args(evidence)
+    evidence.add_argument("--file", metavar="PATH", help="the evidence file (default: evidence_file of --config)")
+    evidence.add_argument("--device", help="only this device (DRA device name or UUID)")
+    evidence.add_argument("--html", metavar="FILE",
+                          help="also write the HTML report here ('-': only the report, on stdout)")
+    evidence.add_argument("--last", type=int, metavar="N", help="table: only the last N records (the HTML has all)")
+    evidence.add_argument("--skip-bad-lines", action="store_true",
+                          help="list lines that are not evidence records instead of failing on the first")
+    evidence.set_defaults(func=_cmd_evidence)
     sim = sub.add_parser("simulate", help="the real barrier on the simulated backend with random faults",
                          description="Run the real barrier against a simulated node with injected faults and "
                                      "print a JSON summary; exit 1 if any device was released dirty.")

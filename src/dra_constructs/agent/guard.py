@@ -43,7 +43,8 @@ from typing import Any
 
 from dra_constructs.agent.clock import Clock
 from dra_constructs.agent.kube import ApiError, KubeOps, retrying
-from dra_constructs.agent.taints import taint_rule, taint_rule_name
+from dra_constructs.agent.lifecycle import Lifecycle
+from dra_constructs.agent.taints import device_labels, taint_rule, taint_rule_name
 from dra_constructs.target import Target
 
 __all__ = ["Guard", "GuardError"]
@@ -86,6 +87,9 @@ class Guard:
         #: is held (not proven clean: allocated, mid-barrier, quarantined, unknown).
         self.overlaps: Callable[[str], list[str]] = lambda _device: []
         self.held: Callable[[str], bool] = lambda _device: False
+        #: An Event per state change of a device (:mod:`.lifecycle`); the runtime seeds it from the
+        #: state files. Noted for the device a call names, never for the overlaps it also taints.
+        self.lifecycle = Lifecycle(self.event)
         if kube is not None and target.device_taint_rule_api_version is not None:
             taint_rule(target, node, "probe", key=key, effect=effect, value="in-use")  # validates the effect
 
@@ -106,7 +110,17 @@ class Guard:
         return f"none: Kubernetes {self.target} has no DeviceTaintRule; compute mode only"
 
     def taint(self, device: str, value: str, clock: Clock, reason: str | None = None) -> bool:
-        """Ensure the device's rule exists with taint value ``value``; False if no taint API."""
+        """Ensure the device's rule exists with taint value ``value``; False if no taint API.
+
+        The device is in state ``value`` whether or not the taint could be placed (the barrier
+        goes on without it): the lifecycle Event is posted either way, after the attempt.
+        """
+        try:
+            return self._taint(device, value, clock, reason)
+        finally:
+            self.lifecycle.note(device, value, clock, reason)
+
+    def _taint(self, device: str, value: str, clock: Clock, reason: str | None) -> bool:
         if not self.has_taints:
             return False
         with self._rules_lock:
@@ -123,7 +137,15 @@ class Guard:
         return self._do(lambda: self._kube.apply_taint_rule(body) if self._kube else None, clock, device)
 
     def untaint(self, device: str, clock: Clock) -> bool:
-        """Delete the device's rule (gone already is fine); False if no taint API."""
+        """Delete the device's rule (gone already is fine); False if no taint API.
+
+        Only a removal that did not raise announces the device ``available`` (DeviceReleased).
+        """
+        ok = self._untaint(device, clock)
+        self.lifecycle.note(device, "available", clock)
+        return ok
+
+    def _untaint(self, device: str, clock: Clock) -> bool:
         if not self.has_taints:
             return False
         with self._rules_lock:  # callers record "held" (the state file) before they taint
@@ -186,7 +208,8 @@ class Guard:
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"dra-sanitizer-{device}-", "namespace": self._event_namespace},
+            "metadata": {"generateName": f"dra-sanitizer-{device}-", "namespace": self._event_namespace,
+                         "labels": device_labels(self.node, device)},
             "involvedObject": self._involved_node(),
             "reason": reason,
             "message": f"{device}: {message}"[:1024],

@@ -64,6 +64,13 @@ class Metrics:
             "pods ran; adopted: its pods already ran there, nobody killed, reported).",
             ["outcome"], registry=self.registry)
 
+        self.lifecycle_events = Counter(
+            "dra_sanitizer_lifecycle_events",
+            "Device state transition Events (DeviceInUse, DeviceSanitizing, DeviceReleased) by reason and "
+            "outcome: posted, failed (not posted: the API refused it after the retries, or none is configured), "
+            "rate-limited (a flapping device).",
+            ["reason", "outcome"], registry=self.registry)
+
     def observe(self, record: EvidenceRecord) -> None:
         """Account one evidence record."""
         for process in record.foreign_processes:

@@ -25,6 +25,7 @@ from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceWriter
 from dra_constructs.agent.guard import Guard
 from dra_constructs.agent.kube import ApiError, KubeClient, KubeOps, retrying
+from dra_constructs.agent.lifecycle import Lifecycle, seed_from_phases
 from dra_constructs.agent.limits import worker_slots
 from dra_constructs.agent.metrics import Metrics
 from dra_constructs.agent.migaccess import MigAccess, check_mig_config
@@ -137,6 +138,8 @@ def build_runtime(
         _LOG.warning("the driver's scrub-on-free is DISABLED on this node (RMDisableScrubOnFree): freed GPU "
                      "memory is not zeroed by the driver; the barrier's fill is the only scrub")
     store = StateStore(config.state_dir, fsync=fsync)
+    guard.lifecycle = Lifecycle(guard.event, seed_from_phases(store.all()),
+                                count=lambda reason, outcome: metrics.lifecycle_events.labels(reason, outcome).inc())
     deps = BarrierDeps(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
         store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),

@@ -22,11 +22,25 @@ from dra_constructs.agent.devices import DRIVER
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
 
-__all__ = ["ANNOTATION_PREFIX", "MANAGED_BY", "taint_rule", "taint_rule_name"]
+__all__ = ["ANNOTATION_PREFIX", "MANAGED_BY", "device_labels", "taint_rule", "taint_rule_name"]
 
 MANAGED_BY = "dra-sanitizer"
 ANNOTATION_PREFIX = "sanitizer.dra-constructs.io"
 _NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_LABEL_VALUE_OK = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def device_labels(node: str, device: str) -> dict[str, str]:
+    """Labels that let ``kubectl -l`` select a node's or a device's rules and Events.
+
+    ``.../node`` and ``.../device`` are set only where the name is a valid label value (63
+    characters at most); the annotations always carry both.
+    """
+    labels = {"app.kubernetes.io/managed-by": MANAGED_BY}
+    for key, value in (("node", node), ("device", device)):
+        if value and len(value) <= 63 and _LABEL_VALUE_OK.match(value):
+            labels[f"{ANNOTATION_PREFIX}/{key}"] = value
+    return labels
 
 
 def taint_rule_name(node: str, device: str) -> str:
@@ -61,7 +75,7 @@ def taint_rule(
         "kind": "DeviceTaintRule",
         "metadata": {
             "name": taint_rule_name(node, device),
-            "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
+            "labels": device_labels(node, device),
             "annotations": annotations,
         },
         "spec": {
