@@ -46,7 +46,8 @@ def test_healthy_release_records_every_gate_and_the_attestation(sim: SimEnv, tmp
     assert any("row-remap unavailable" in w for w in record.warnings)
     att = record.attestation
     assert att is not None and att.driver_version == "570.124.06" and att.cuda_driver_version == 12080
-    assert att.mig_mode is True and att.persistence_mode is True and att.scrub_on_free_disabled is True  # sim: scrub-on-free off
+    assert att.mig_mode is True and att.persistence_mode is True
+    assert att.scrub_on_free_disabled is True  # the simulated node runs with scrub-on-free off
     assert att.conf_compute == {"environment": 0, "cc_feature": 0, "dev_tools_mode": 0}
     line = json.loads((tmp_path / "evidence.jsonl").read_text().splitlines()[-1])
     assert line["attestation"]["driver_version"] == "570.124.06" and len(line["health"]) == 5
