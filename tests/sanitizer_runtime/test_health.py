@@ -62,6 +62,8 @@ def test_uncorrectable_ecc_error_during_the_claim_quarantines(sim: SimEnv) -> No
     assert record.reason is not None and record.reason.startswith("health gate ecc-uncorrected: 1 volatile")
     assert "(count 3 -> 4)" in record.reason
     assert _gates(record)["ecc-uncorrected"] == "fail" and record.attestation is not None
+    metrics = sim.rt.metrics.render()
+    assert b'dra_sanitizer_health_gates_total{gate="ecc-uncorrected",status="fail"} 1.0' in metrics
     assert sim.kube.tainted(sim.device.name)["spec"]["taint"]["value"] == "quarantined"
     assert record.bytes_verified > 0  # the memory was proven zero: the hardware is what failed
 
