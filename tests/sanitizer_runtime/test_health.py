@@ -174,3 +174,26 @@ def test_mig_slice_reads_its_parent_gpu() -> None:
     assert reads == {"ecc_volatile_uncorrected": Reading(1)}
     report = check(node.health, second, {"ecc_volatile_uncorrected": 0}, require_ecc=True)
     assert report.failures and report.failures[0].startswith("ecc-uncorrected")
+
+
+class _Reads:
+    """A HealthSource answering fixed readings (the NVML answers of one GPU)."""
+
+    def __init__(self, **reads: Reading) -> None:
+        self.reads = reads
+
+    def read(self, device: DeviceInfo, names: tuple[str, ...]) -> dict[str, Reading]:
+        return {name: self.reads.get(name, Reading(0)) for name in names}
+
+
+def test_whole_gpu_in_mig_mode_gets_no_page_retirement_fallback() -> None:
+    """A DynamicMIG whole GPU (not a MIG handle) with MIG on: remap not served is MIG's, not pre-Ampere."""
+    source = _Reads(ecc_mode=Reading(1), remapped_rows=Reading(error="Not Supported", unsupported=True),
+                    retired_pages_pending=Reading(1), mig_mode=Reading(1))
+    whole = DeviceInfo("gpu-0", "GPU-w", 0, 1 << 30, whole_gpu=True, dynamic=True)
+    report = check(source, whole, None, require_ecc=True)
+    statuses = {g.gate: g.status for g in report.gates}
+    assert statuses["row-remap"] == "unavailable" and "retired-pages" not in statuses and not report.failures
+    source.reads["mig_mode"] = Reading(0)  # MIG off: NOT_SUPPORTED means pre-Ampere, page retirement is read
+    report = check(source, whole, None, require_ecc=True)
+    assert report.failures == ["retired-pages: page retirement pending (a reboot or GPU reset applies it)"]

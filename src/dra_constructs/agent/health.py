@@ -161,8 +161,10 @@ def attest(source: HealthSource | None, device: DeviceInfo, scrub_on_free_disabl
 
 def check(source: HealthSource, device: DeviceInfo, since: dict[str, int] | None, require_ecc: bool) -> HealthReport:
     """Every gate on ``device``'s GPU; counters compared with ``since`` (None: counted from zero)."""
-    reads = source.read(device, HEALTH_READS)
+    reads = source.read(device, (*HEALTH_READS, "mig_mode"))
     report = HealthReport([], [], [], {})
+    mig_mode = reads["mig_mode"]
+    mig = device.is_mig or bool(mig_mode.ok and mig_mode.value)  # a DynamicMIG whole GPU with MIG on too
     gates = report.gates
 
     def add(gate: str, status: Literal["pass", "fail", "unavailable"], detail: str = "", value: Any = None) -> None:
@@ -196,7 +198,7 @@ def check(source: HealthSource, device: DeviceInfo, since: dict[str, int] | None
     elif not broken("ecc-uncorrected", count):
         _counter(add, report, "ecc-uncorrected", "ecc_volatile_uncorrected", int(count.value), since,
                  "volatile uncorrectable ECC error(s) since the claim began")
-    _remap(add, broken, reads, device.is_mig)
+    _remap(add, broken, reads, mig)
     action = reads["recovery_action"]
     if not broken("recovery-action", action):
         name = RECOVERY_ACTIONS.get(int(action.value), f"unknown action {action.value}")
