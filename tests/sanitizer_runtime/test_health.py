@@ -148,6 +148,16 @@ def test_attestation_in_quarantined_records_too(sim: SimEnv) -> None:
     assert record.attestation is not None and record.attestation.driver_version == "570.124.06"
 
 
+def test_operator_release_note_carries_the_attestation(sim: SimEnv, tmp_path: Path) -> None:
+    sim.node.health.gpu(sim.device.gpu_uuid).recovery_action = 1
+    assert sim.rt.barrier.run(sim.device, "startup-unknown").result == "quarantined"
+    sim.node.health.gpu(sim.device.gpu_uuid).recovery_action = 0  # the operator reset the GPU
+    assert sim.rt.barrier.operator_release(sim.device, "GPU reset", "ops").result == "released"
+    lines = [json.loads(x) for x in (tmp_path / "evidence.jsonl").read_text().splitlines()]
+    assert [x["kind"] for x in lines] == ["barrier", "operator-release", "barrier"]
+    assert all(x["attestation"]["driver_version"] == "570.124.06" for x in lines)
+
+
 def test_gates_off_runs_none(tmp_path: Path) -> None:
     env = SimEnv(tmp_path, health_gates=False)
     env.node.health.gpu(env.device.gpu_uuid).recovery_action = 1

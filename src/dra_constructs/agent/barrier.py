@@ -546,6 +546,7 @@ class Barrier:
             kind="operator-release", node=self.deps.config.node_name, device=device.name, uuid=device.uuid,
             cycle=state.cycle, trigger="operator", started_at=clock.wall(), result="operator-release",
             reason=f"{reason} (was: {state.phase.value}: {state.reason})", operator=operator,
+            attestation=attest(self.deps.health, device, self.deps.scrub_on_free_disabled),
         )
         self.deps.evidence.write(note)
         _LOG.warning("operator %s releases %s: %s", operator, device.name, reason)
