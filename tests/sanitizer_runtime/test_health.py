@@ -207,3 +207,58 @@ def test_whole_gpu_in_mig_mode_gets_no_page_retirement_fallback() -> None:
     source.reads["mig_mode"] = Reading(0)  # MIG off: NOT_SUPPORTED means pre-Ampere, page retirement is read
     report = check(source, whole, None, require_ecc=True)
     assert report.failures == ["retired-pages: page retirement pending (a reboot or GPU reset applies it)"]
+
+
+def test_randomized_faults_never_release_a_faulty_gpu(tmp_path: Path) -> None:
+    """Rounds of claims on 2 GPUs x 3 slices with faults injected during the claims: a device is released
+    exactly when its GPU had no new ECC error or XID since the claim's allocation and asks for no recovery
+    action; after a GPU reset (counters cleared) an operator release of each quarantined slice passes."""
+    env = SimEnv(tmp_path, simulated=SimulatedBackendSettings(gpus=2, mig_slices_per_gpu=3, memory_bytes=2048))
+    rng = random.Random(23)
+    devices = env.rt.devices
+    for device in devices:
+        assert env.rt.barrier.run(device, "startup-unknown").result == "released"
+    gpus = sorted({d.gpu_uuid for d in devices})
+    quarantined = released = 0
+    for round_ in range(25):
+        tenants = {}
+        for device in devices:
+            pod = f"00000000-0000-4000-8000-{round_:06d}{device.minor:02d}{devices.index(device):04d}"
+            tenants[device.name] = Tenant(f"team-a/c-{round_}-{device.name}", "team-a", f"u-{round_}-{device.name}",
+                                          pods=(pod,))
+            env.rt.barrier.mark_allocated(device, tenants[device.name])
+            env.node.start_tenant(device.name, [("obey", 1.0)], rng, pod=pod)
+
+        def counts(uuid: str) -> tuple[int, int]:
+            gpu = env.node.health.gpu(uuid)
+            return gpu.ecc_volatile_uncorrected, len(gpu.xids)
+
+        at_allocation = {d.name: counts(d.gpu_uuid) for d in devices}
+        for _ in range(rng.randint(0, 2)):
+            gpu = env.node.health.gpu(rng.choice(gpus))
+            if rng.random() < 0.5:
+                gpu.ecc_volatile_uncorrected += 1
+            else:
+                gpu.xids.append(rng.choice([48, 63, 79, 94]))
+        if rng.random() < 0.15:
+            env.node.health.gpu(rng.choice(gpus)).recovery_action = rng.choice([1, 2, 3, 4])
+        for device in rng.sample(devices, len(devices)):
+            record = env.rt.barrier.run(device, "deallocated", tenants[device.name])
+            gpu = env.node.health.gpu(device.gpu_uuid)
+            faulty = counts(device.gpu_uuid) != at_allocation[device.name] or gpu.recovery_action != 0
+            assert (record.result == "quarantined") is faulty, (round_, device.name, record.reason)
+            if faulty:
+                assert (record.reason or "").startswith("health gate ")
+                quarantined += 1
+            else:
+                released += 1
+        for uuid in gpus:  # the operator resets a GPU with quarantined slices, then releases them
+            slices = [d for d in devices if d.gpu_uuid == uuid
+                      and env.rt.barrier.deps.store.load(d.name).phase is Phase.QUARANTINED]
+            if not slices:
+                continue
+            gpu = env.node.health.gpu(uuid)
+            gpu.ecc_volatile_uncorrected, gpu.xids, gpu.recovery_action = 0, [], 0
+            for device in slices:
+                assert env.rt.barrier.operator_release(device, "GPU reset", "ops").result == "released"
+    assert quarantined > 10 and released > 50  # both sides of the oracle were exercised
