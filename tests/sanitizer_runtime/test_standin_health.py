@@ -93,6 +93,18 @@ def test_recovery_action_not_served_before_r570_is_recorded(standin: MakeNode, t
     assert gate.status == "unavailable" and "Not Supported" in gate.detail
 
 
+@pytest.mark.parametrize(("generation", "result"), [("535", "released"), ("570", "quarantined")])
+def test_recovery_field_invalid_argument(standin: MakeNode, tmp_path: Path,  # noqa: F811
+                                         generation: str, result: str) -> None:
+    """INVALID_ARGUMENT for the field: an id the pre-R570 NVML does not know (unavailable); on R570+ an error."""
+    node, rt, device = _allocated(standin, tmp_path, generation=generation)
+    node.set_health(0, recovery_field_status=2)
+    record = rt.barrier.run(device, "deallocated", CLAIM)
+    assert record.result == result, record.reason
+    gate = next(g for g in record.health or [] if g.gate == "recovery-action")
+    assert gate.status == ("unavailable" if result == "released" else "fail") and "Invalid Argument" in gate.detail
+
+
 def test_mig_gpu_with_live_instances_records_remap_unavailable(standin: MakeNode, tmp_path: Path) -> None:  # noqa: F811
     gpu = a100_mig("GPU-m", 0, [GI(1, [CI("MIG-m1")], placement_start=0)])
     node, rt, device = _allocated(standin, tmp_path, gpu)

@@ -15,8 +15,8 @@ Gates (issue 23 item 2), each a quarantine reason when it fails:
   a MIG slice reads its parent GPU, so an error anywhere on the GPU fails every slice's release.
 - ``row-remap``: ``nvmlDeviceGetRemappedRows`` pending or failure fails. nvml.h: "On
   MIG-enabled GPUs with active instances, querying the number of remapped rows is not
-  supported": recorded "unavailable" (the recovery-action gate still covers a pending remap
-  on drivers that serve it). Pre-Ampere (NOT_SUPPORTED without MIG):
+  supported": recorded "unavailable" (the ECC count and, R570+, the recovery action still
+  run on the parent). Pre-Ampere (NOT_SUPPORTED without MIG):
   ``nvmlDeviceGetRetiredPagesPendingStatus`` instead (``retired-pages``).
 - ``recovery-action``: ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` must be NONE; any other value
   names the action (GPU_RESET, NODE_REBOOT, DRAIN_P2P, DRAIN_AND_RESET, ...). First in the

@@ -875,7 +875,13 @@ int nvmlDeviceGetFieldValues(nvmlDevice_t h, int n, nvmlFieldValue_t *values) {
     for (int i = 0; i < n; i++) {
         values[i].timestamp = 0;
         values[i].latencyUsec = 0;
-        if (values[i].fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION && si_cfg.cuda_version >= SI_CUDA_RECOVERY_ACTION) {
+        /* recovery_field_status: the per-field status a driver gives (which one an NVML that predates
+         * the field answers, NOT_SUPPORTED or INVALID_ARGUMENT, is not in any header: both are modelled). */
+        long long status = health(h->gpu, "recovery_field_status", -1);
+        if (values[i].fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION && status > 0) {
+            values[i].nvmlReturn = (int)status;
+        } else if (values[i].fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION &&
+                   si_cfg.cuda_version >= SI_CUDA_RECOVERY_ACTION) {
             values[i].valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
             values[i].nvmlReturn = NVML_SUCCESS;
             values[i].value.ull = 0;

@@ -54,6 +54,11 @@ class NvmlHealth:
         except self._nv.NVMLError as error:
             return Reading(error=f"{getattr(fn, '__name__', 'nvml')}: {error}", unsupported=self._unsupported(error))
 
+    def _cuda_version(self) -> int:
+        """``nvmlSystemGetCudaDriverVersion`` (e.g. 12080); 0 if NVML cannot say."""
+        version = self._reading(self._nv.nvmlSystemGetCudaDriverVersion)
+        return int(version.value) if version.ok else 0
+
     def _gpu(self, device: DeviceInfo) -> Any:
         return self._nv.nvmlDeviceGetHandleByUUID(device.gpu_uuid)
 
@@ -115,10 +120,13 @@ class NvmlHealth:
             value = nv.nvmlDeviceGetFieldValues(gpu, [_RECOVERY_FIELD])[0]
         except nv.NVMLError as error:
             return Reading(error=f"nvmlDeviceGetFieldValues: {error}", unsupported=self._unsupported(error))
-        if int(value.nvmlReturn) != 0:  # the per-field status: NOT_SUPPORTED on drivers before R570
+        if int(value.nvmlReturn) != 0:  # the per-field status
             status = nv.NVMLError(int(value.nvmlReturn))
+            # An NVML older than the field (before the CUDA 12.8 one, R570) does not know its id: NOT_SUPPORTED,
+            # or INVALID_ARGUMENT for an id past its NVML_FI_MAX. There both mean "not served"; elsewhere an error.
+            unknown_id = isinstance(status, nv.NVMLError_InvalidArgument) and self._cuda_version() < 12080
             return Reading(error=f"NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: {status}",
-                           unsupported=self._unsupported(status))
+                           unsupported=self._unsupported(status) or unknown_id)
         return Reading(int(value.value.uiVal))
 
     # --- HealthSource ------------------------------------------------------------------------
