@@ -923,7 +923,7 @@ typedef struct { nvmlDevice_t device; unsigned long long eventType, eventData; u
 typedef struct { int magic; unsigned long long mask[SI_MAX_GPUS]; long delivered[SI_MAX_GPUS]; } event_set_t;
 typedef event_set_t *nvmlEventSet_t;
 #define MAGIC_EVENTS 0x4e564553
-#define SI_MAX_EVENT_SETS 256
+#define SI_MAX_EVENT_SETS 4096  /* one per runtime a test process builds; never freed by the agent */
 static event_set_t event_sets[SI_MAX_EVENT_SETS];
 
 /* The XID codes of GPU g so far; returns how many (at most cap stored in out). */

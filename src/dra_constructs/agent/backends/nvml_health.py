@@ -37,9 +37,10 @@ class NvmlHealth:
         self._nv: Any = devices._nvml
         self._lock = threading.Lock()
         self._xids: dict[str, list[int]] = {}
-        self._xid_error: dict[str, str] = {}
+        self._xid_error: dict[str, Reading] = {}  # GPUs whose registration failed: the read to answer
         self._events: Any = None
         self._events_error: str | None = None
+        self._events_unsupported = False
         self._register_events()
 
     # --- plumbing ----------------------------------------------------------------------------
@@ -68,6 +69,7 @@ class NvmlHealth:
             self._events = nv.nvmlEventSetCreate()
         except nv.NVMLError as error:
             self._events_error = f"nvmlEventSetCreate: {error}"
+            self._events_unsupported = self._unsupported(error)
             return
         for index in range(nv.nvmlDeviceGetCount()):
             try:
@@ -79,7 +81,8 @@ class NvmlHealth:
                 nv.nvmlDeviceRegisterEvents(gpu, _XID_CRITICAL, self._events)
                 self._xids[uuid] = []
             except nv.NVMLError as error:
-                self._xid_error[uuid] = f"nvmlDeviceRegisterEvents: {error}"
+                self._xid_error[uuid] = Reading(error=f"nvmlDeviceRegisterEvents: {error}",
+                                                unsupported=self._unsupported(error))
 
     def _drain(self) -> str | None:
         """Move every queued XID event into its GPU's list; an error string if waiting failed."""
@@ -102,13 +105,12 @@ class NvmlHealth:
     def _xid_count(self, device: DeviceInfo) -> Reading:
         with self._lock:
             if self._events is None:
-                return Reading(error=self._events_error, unsupported=True)
+                return Reading(error=self._events_error, unsupported=self._events_unsupported)
             problem = self._drain()
             if problem is not None:
                 return Reading(error=problem)
             if device.gpu_uuid in self._xid_error:
-                error = self._xid_error[device.gpu_uuid]
-                return Reading(error=error, unsupported="Not Supported" in error)
+                return self._xid_error[device.gpu_uuid]
             events = self._xids.get(device.gpu_uuid)
             if events is None:
                 return Reading(error=f"GPU {device.gpu_uuid} was not registered for XID events")
