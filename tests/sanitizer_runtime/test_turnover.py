@@ -124,6 +124,7 @@ def test_a_new_tenant_already_running_is_reported_not_killed_and_its_release_run
     agent.wait()
     record = _records(tmp_path)[-1]
     assert record["kind"] == "missed-turnover" and record["result"] == "adopted"
+    assert record["attestation"]["driver_version"] == "570.124.06"  # every record attests the driver regime
     assert record["pids_sigterm"] == record["pids_sigkill"] == []
     assert [p["pid"] for p in record["foreign_processes"]] == b_pids
     assert record["foreign_processes"][0]["owner"] == f"pod team-a/infer-b-0 (uid {PB})"

@@ -37,6 +37,7 @@ from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceRecord, EvidenceWriter
 from dra_constructs.agent.gpulock import GpuLock, GpuLocks
 from dra_constructs.agent.guard import Guard, GuardError
+from dra_constructs.agent.health import HealthSource, attest, baseline, check
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.metrics import Metrics
 from dra_constructs.agent.migaccess import MIG_UNMANAGEABLE, MigAccess
@@ -116,6 +117,8 @@ class BarrierDeps:
     pod_name: Callable[[str], str | None] = lambda _uid: None
     #: DynamicMIG: whether this process can create/destroy MIG instances (None: assumed it can).
     mig_access: MigAccess | None = None
+    #: Health gates and driver-state attestation (:mod:`.health`); None: the backend serves neither.
+    health: HealthSource | None = None
 
 
 class _Cycle:
@@ -139,6 +142,7 @@ class _Cycle:
             trigger=trigger, claim=state.claim, tenant_namespace=state.tenant_namespace,
             started_at=self.clock.wall(), scrub_on_free_disabled=deps.scrub_on_free_disabled,
             taint=deps.guard.describe(device.name), boundary=state.boundary, policy=state.policy,
+            attestation=attest(deps.health, device, deps.scrub_on_free_disabled),
         )
         self._phase: str | None = None
         self._phase_start = 0.0
@@ -387,6 +391,8 @@ class Barrier:
             if not state.claim_uids:
                 state.boundary = tenant.boundary
                 state.policy = tenant.policy.model_dump(by_alias=True, mode="json") if tenant.policy else None
+            if state.phase is not Phase.ALLOCATED:  # the counters the release's health gates compare with
+                state.health_baseline = baseline(self.deps.health, device) or state.health_baseline
             state.uuid, state.phase = device.uuid, Phase.ALLOCATED
             _add_holder(state, tenant)
             state.updated = self.deps.clock_for(device.name).wall()
@@ -540,6 +546,7 @@ class Barrier:
             kind="operator-release", node=self.deps.config.node_name, device=device.name, uuid=device.uuid,
             cycle=state.cycle, trigger="operator", started_at=clock.wall(), result="operator-release",
             reason=f"{reason} (was: {state.phase.value}: {state.reason})", operator=operator,
+            attestation=attest(self.deps.health, device, self.deps.scrub_on_free_disabled),
         )
         self.deps.evidence.write(note)
         _LOG.warning("operator %s releases %s: %s", operator, device.name, reason)
@@ -554,6 +561,7 @@ class Barrier:
                 raise BarrierFailure("the driver's scrub-on-free is disabled (RMDisableScrubOnFree) and "
                                      "require_scrub_on_free is set")
             c.enter(Phase.GUARD)
+            self._health_baseline(c)
             c.target = self._instance(c)
             self._guard(c)
             c.enter(Phase.DRAIN)
@@ -597,6 +605,7 @@ class Barrier:
             session.close()
             session = None
             self._verify_no_contexts(c, allowed=set(), what="after the verify")
+            self._health(c)
             c.state.verified_cycle = c.state.cycle
             # The proof travels with the releasing state: a release finished after a crash carries it.
             c.state.verify = VerifyFigures(**{k: getattr(c.record, k) for k in VerifyFigures.model_fields})
@@ -613,6 +622,30 @@ class Barrier:
         finally:
             if session is not None:
                 session.close()
+
+    # --- health gates (agent/health.py) ------------------------------------------------------
+
+    def _health_baseline(self, c: _Cycle) -> None:
+        """No counters from the allocation or the last release: count from the barrier's start."""
+        if self.deps.health is None or not self.deps.config.health_gates or c.state.health_baseline is not None:
+            return
+        c.state.health_baseline = baseline(self.deps.health, c.device)
+        c.record.warnings.append("health baseline taken at the barrier's start (the allocation was not seen): "
+                                 "errors during the claim before it are not counted")
+
+    def _health(self, c: _Cycle) -> None:
+        """Verified clean: every health gate must pass too, or the device is quarantined with the gates' reasons."""
+        if not self.deps.config.health_gates:
+            return
+        if self.deps.health is None:
+            c.record.warnings.append("health gates not run: this backend serves no health reads")
+            return
+        report = check(self.deps.health, c.target or c.device, c.state.health_baseline, self.deps.config.require_ecc)
+        c.record.health = report.gates
+        c.record.warnings.extend(report.warnings)
+        if report.failures:
+            raise BarrierFailure(f"health gate {'; '.join(report.failures)}")
+        c.state.health_baseline = report.counters or c.state.health_baseline  # the next claim's baseline
 
     # --- partitions: DynamicMIG and cold reset ----------------------------------------------
 

@@ -176,6 +176,12 @@ class AgentConfig(BaseModel):
         default=False,
         description="Quarantine every device while the driver's scrub-on-free is disabled (else: report).",
     )
+    health_gates: bool = Field(
+        default=True, description="Check ECC, row remapping, the recovery action and XIDs before a release "
+                                  "(agent/health.py); a failing gate quarantines.")
+    require_ecc: bool = Field(
+        default=True, description="ECC disabled on a GPU that has it fails the ecc-mode gate (quarantine); "
+                                  "off: recorded as unavailable.")
     state_dir: str = Field(default="/var/lib/dra-sanitizer", description="Crash-safe per-device state.")
     proc_root: str = Field(
         default="/proc",

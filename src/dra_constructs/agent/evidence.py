@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dra_constructs.agent.health import Attestation, HealthGate
+
 __all__ = ["EvidenceRecord", "EvidenceWriter"]
 
 _LOG = logging.getLogger("dra_sanitizer.evidence")
@@ -80,6 +82,10 @@ class EvidenceRecord(BaseModel):
         default=None, description="[old UUID, new UUID]: the compute instances destroyed as a guard were recreated.")
     taint: str | None = Field(default=None, description="The guard in place, or why there is none.")
     scrub_on_free_disabled: bool | None = None
+    attestation: Attestation | None = Field(
+        default=None, description="The driver regime: scrub-on-free, persistence, CC and MIG mode, versions.")
+    health: list[HealthGate] | None = Field(
+        default=None, description="The health gates checked before the release (agent/health.py); None: not run.")
     result: Literal["released", "quarantined", "interrupted", "operator-release", "deferred", "adopted"] = (
         "interrupted")
     reason: str | None = None

@@ -63,6 +63,11 @@ class Metrics:
             "Devices another claim took with no barrier in between, by outcome (barrier: sanitized before its "
             "pods ran; adopted: its pods already ran there, nobody killed, reported).",
             ["outcome"], registry=self.registry)
+        self.health_gates = Counter(
+            "dra_sanitizer_health_gates",
+            "Health gate results before a release (agent/health.py), by gate and status (pass, fail: "
+            "quarantined, unavailable: not served by this GPU or driver).",
+            ["gate", "status"], registry=self.registry)
 
         self.lifecycle_events = Counter(
             "dra_sanitizer_lifecycle_events",
@@ -78,6 +83,8 @@ class Metrics:
         if record.kind == "missed-turnover":
             return
         self.cycles.labels(record.result).inc()
+        for gate in record.health or []:
+            self.health_gates.labels(gate.gate, gate.status).inc()
         for phase, seconds in record.phase_seconds.items():
             self.phase_seconds.labels(phase).observe(seconds)
         if record.result == "released":

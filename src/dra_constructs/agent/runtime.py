@@ -24,6 +24,7 @@ from dra_constructs.agent.config import AgentConfig
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceWriter
 from dra_constructs.agent.guard import Guard
+from dra_constructs.agent.health import HealthSource
 from dra_constructs.agent.kube import ApiError, KubeClient, KubeOps, retrying
 from dra_constructs.agent.lifecycle import Lifecycle, seed_from_phases
 from dra_constructs.agent.limits import worker_slots
@@ -84,10 +85,12 @@ def build_runtime(
     partitions: PartitionBackend | None = None
     owners: Callable[[int], Owner]
     ci_guard: ComputeInstanceGuard | None = None
+    health: HealthSource | None = None
     if config.backend == "simulated":
         node = node or SimulatedNode(config.simulated)
         nvml, scrubber, signaller, clock_for = node.nvml, node.scrubber, node.signaller, node.clock
         partitions = node.partitions
+        health = node.health
         owners = ProcOwners(read=node.cgroup_text)  # the simulated processes' cgroup files, same format
     else:
         from dra_constructs.agent.backends.cuda import CudaScrubber
@@ -103,6 +106,7 @@ def build_runtime(
         from dra_constructs.agent.backends.partitions import NvmlPartitions
 
         partitions = NvmlPartitions(nvml)
+        health = _nvml_health(nvml)
         from dra_constructs.agent.backends.ci_guard import NvmlComputeInstances
 
         ci_guard = NvmlComputeInstances(partitions)
@@ -144,7 +148,7 @@ def build_runtime(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
         store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
-        partitions=partitions, ci_guard=ci_guard, owners=owners,
+        partitions=partitions, ci_guard=ci_guard, owners=owners, health=health,
         reset_unavailable=reset_unavailable if config.backend == "nvml" else None,
     )
     try:
@@ -162,6 +166,20 @@ def build_runtime(
     devices = [*enumeration.devices, *_cut_off_resets(store, deps.inventory)]
     _wire_overlaps(guard, deps.inventory, store)
     return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration)
+
+
+def _nvml_health(nvml: NvmlBackend) -> HealthSource | None:
+    """The health reads over the agent's NVML; None (gates recorded as not run) if it cannot be set up."""
+    from dra_constructs.agent.backends.nvml import NvmlDevices
+    from dra_constructs.agent.backends.nvml_health import NvmlHealth
+
+    if not isinstance(nvml, NvmlDevices):
+        return None
+    try:
+        return NvmlHealth(nvml)
+    except Exception as error:  # reported; every record then says the gates did not run
+        _LOG.error("health reads unavailable (every record says the gates did not run): %s", error)
+        return None
 
 
 def _mig_access(config: AgentConfig, guard: Guard, metrics: Metrics) -> MigAccess:

@@ -149,6 +149,9 @@ class DeviceState(BaseModel):
     #: A turnover the agent missed (another claim took the device with no barrier in between and
     #: its pods already ran there): the claim(s) that held it before; reported by the next barrier.
     missed_turnover: str | None = None
+    #: Health counters (volatile uncorrected ECC, critical XIDs) at allocation, or at the last clean
+    #: release / the barrier's start when the allocation was not seen: the release gates compare with them.
+    health_baseline: dict[str, int] | None = None
 
 
 class StateStore:

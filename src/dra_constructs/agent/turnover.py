@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from dra_constructs.agent.backends.base import BackendError, ComputeMode
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceRecord
+from dra_constructs.agent.health import attest
 from dra_constructs.agent.kube import Holders, Tenant
 from dra_constructs.agent.state import DeviceState, Phase
 
@@ -101,6 +102,7 @@ def resolve(barrier: Barrier, device: DeviceInfo, before: Tenant, live: Holders)
         cycle=deps.store.load(device.name, device.uuid).cycle, trigger="missed-turnover", claim=live.claim,
         started_at=clock.wall(), result="adopted", reason=reason, missed_turnover=before.claim,
         pods=sorted(live.pods), foreign_processes=processes, taint=deps.guard.describe(device.name),
+        attestation=attest(deps.health, device, deps.scrub_on_free_disabled),
     )
     if guarded and target is not None:
         try:

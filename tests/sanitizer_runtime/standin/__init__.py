@@ -242,6 +242,22 @@ class Node:
                 present[int(parts[2])].append(parts[9])
         return present
 
+    def set_health(self, gpu: int = 0, **values: int) -> None:
+        """The GPU's health as the stand-in NVML answers it from now on (nvml.c "health"), e.g.
+        ``ecc_volatile_uncorrected=1``, ``remap_pending=1``, ``recovery_action=2``, ``ecc_enabled=0``;
+        merged with what was set before (absent keys: a healthy data-center GPU)."""
+        path = self.state_dir / f"health-gpu{gpu}"
+        current = dict(line.split("=", 1) for line in path.read_text().splitlines()) if path.exists() else {}
+        current.update({k: str(int(v)) for k, v in values.items()})
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{k}={v}\n" for k, v in current.items()), encoding="utf-8")
+
+    def xid(self, gpu: int, code: int) -> None:
+        """A critical XID event on the GPU (delivered to event sets registered before it)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with (self.state_dir / f"xid-gpu{gpu}").open("a", encoding="utf-8") as handle:
+            handle.write(f"{code}\n")
+
     def compute_mode(self, uuid: str) -> int:
         """NVML compute mode of a GPU / MIG device as the stand-in keeps it (0 = DEFAULT)."""
         path = self.state_dir / f"mode-{uuid}"

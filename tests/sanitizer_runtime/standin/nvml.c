@@ -10,6 +10,7 @@
 #include "standin.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -125,6 +126,7 @@ const char *nvmlErrorString(int result) {
     case 6: return "Not Found";
     case 7: return "Insufficient Size";
     case 9: return "Driver Not Loaded";
+    case 10: return "Timeout";
     case 15: return "GPU is lost";
     case 17: return "Operating System Error";
     case 19: return "In use by another client";
@@ -777,4 +779,217 @@ int nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci) {
     I->cis[ci->ci].uuid[0] = 0;
     if (!live_cis(I)) I->ncis = 0;
     return si_layout_save() == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+/* --- health: ECC, row remapping, page retirement, recovery action, XID events, driver state ----------
+ *
+ * Signatures and return codes: go-nvml pkg/nvml/nvml.h at 2f9e261. The GPU's health lives in
+ * <state_dir>/health-gpu<g> ("key=value" lines, read at every call, so a test changes it while a claim
+ * holds the device: standin.Node.set_health) and its critical XIDs in <state_dir>/xid-gpu<g> (one code a
+ * line, appended by standin.Node.xid). Absent keys: a healthy data-center GPU (ECC on, nothing pending,
+ * persistence mode on). Reads on a MIG device handle answer for its GPU (the counters are GPU-wide). */
+
+#define NVML_ERROR_TIMEOUT 10
+#define NVML_VALUE_TYPE_UNSIGNED_INT 1
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230  /* nvml.h line 2808; first in the CUDA 12.8 header (go-nvml f420a32) */
+#define SI_CUDA_RECOVERY_ACTION 12080
+#define XID_CRITICAL 0x8ULL  /* nvmlEventTypeXidCriticalError, nvml.h line 3186 */
+
+static long long health(int g, const char *key, long long dflt) {
+    char path[600], line[200];
+    snprintf(path, sizeof path, "%s/health-gpu%d", si_cfg.state_dir, g);
+    FILE *f = fopen(path, "r");
+    if (!f) return dflt;
+    size_t n = strlen(key);
+    long long value = dflt;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, n) == 0 && line[n] == '=') value = strtoll(line + n + 1, NULL, 0);
+    fclose(f);
+    return value;
+}
+
+/* nvml.h line 6907: NOT_SUPPORTED "if the device does not support this feature" (no ECC: GeForce). */
+int nvmlDeviceGetEccMode(nvmlDevice_t h, int *current, int *pending) {
+    CHECK(h, "nvmlDeviceGetEccMode");
+    if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!health(h->gpu, "ecc_supported", 1)) return NVML_ERROR_NOT_SUPPORTED;
+    *current = (int)health(h->gpu, "ecc_enabled", 1);
+    *pending = (int)health(h->gpu, "ecc_pending", *current);
+    return NVML_SUCCESS;
+}
+
+/* nvml.h line 7007: "Requires ECC Mode to be enabled"; errorType 0 corrected / 1 uncorrected
+ * (nvmlMemoryErrorType_t), counterType 0 volatile / 1 aggregate (nvmlEccCounterType_t). */
+int nvmlDeviceGetTotalEccErrors(nvmlDevice_t h, int error_type, int counter_type, unsigned long long *count) {
+    CHECK(h, "nvmlDeviceGetTotalEccErrors");
+    if (!count || error_type < 0 || error_type > 1 || counter_type < 0 || counter_type > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!health(h->gpu, "ecc_supported", 1) || !health(h->gpu, "ecc_enabled", 1)) return NVML_ERROR_NOT_SUPPORTED;
+    static const char *keys[2][2] = {{"ecc_volatile_corrected", "ecc_aggregate_corrected"},
+                                     {"ecc_volatile_uncorrected", "ecc_aggregate_uncorrected"}};
+    long long v = health(h->gpu, keys[error_type][counter_type], 0);
+    if (counter_type == 1) v += health(h->gpu, keys[error_type][0], 0);  /* aggregate includes volatile */
+    *count = (unsigned long long)v;
+    return NVML_SUCCESS;
+}
+
+/* nvml.h line 8455: "For Ampere or newer"; line 8438: "On MIG-enabled GPUs with active instances,
+ * querying the number of remapped rows is not supported" (NOT_SUPPORTED "If MIG is enabled"). */
+int nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned *corr, unsigned *unc, unsigned *pending, unsigned *failure) {
+    CHECK(h, "nvmlDeviceGetRemappedRows");
+    if (!corr || !unc || !pending || !failure) return NVML_ERROR_INVALID_ARGUMENT;
+    const si_gpu *G = &si_cfg.gpus[h->gpu];
+    if (G->arch < 80) return NVML_ERROR_NOT_SUPPORTED;
+    if (G->mig)
+        for (int i = 0; i < G->ngis; i++)
+            if (G->gis[i].present) return NVML_ERROR_NOT_SUPPORTED;
+    *corr = (unsigned)health(h->gpu, "remap_corrected", 0);
+    *unc = (unsigned)health(h->gpu, "remap_uncorrected", 0);
+    *pending = (unsigned)health(h->gpu, "remap_pending", 0);
+    *failure = (unsigned)health(h->gpu, "remap_failure", 0);
+    return NVML_SUCCESS;
+}
+
+/* nvml.h line 8428: "For Kepler or newer"; isPending is an nvmlEnableState_t. */
+int nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t h, int *is_pending) {
+    CHECK(h, "nvmlDeviceGetRetiredPagesPendingStatus");
+    if (!is_pending) return NVML_ERROR_INVALID_ARGUMENT;
+    *is_pending = health(h->gpu, "retired_pending", 0) ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
+typedef union { double d; int si; unsigned ui; unsigned long ul; unsigned long long ull; long long sll; } nvmlValue_t;
+typedef struct {
+    unsigned fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType;
+    int nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+/* nvml.h line 10251: SUCCESS "if any values were populated"; each value's own status in nvmlReturn.
+ * The recovery-action field is NOT_SUPPORTED by an NVML older than the CUDA 12.8 one (R570). */
+int nvmlDeviceGetFieldValues(nvmlDevice_t h, int n, nvmlFieldValue_t *values) {
+    CHECK(h, "nvmlDeviceGetFieldValues");
+    if (!values || n <= 0) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < n; i++) {
+        values[i].timestamp = 0;
+        values[i].latencyUsec = 0;
+        /* recovery_field_status: the per-field status a driver gives (which one an NVML that predates
+         * the field answers, NOT_SUPPORTED or INVALID_ARGUMENT, is not in any header: both are modelled). */
+        long long status = health(h->gpu, "recovery_field_status", -1);
+        if (values[i].fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION && status > 0) {
+            values[i].nvmlReturn = (int)status;
+        } else if (values[i].fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION &&
+                   si_cfg.cuda_version >= SI_CUDA_RECOVERY_ACTION) {
+            values[i].valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            values[i].nvmlReturn = NVML_SUCCESS;
+            values[i].value.ull = 0;
+            values[i].value.ui = (unsigned)health(h->gpu, "recovery_action", 0);
+        } else {
+            values[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return NVML_SUCCESS;
+}
+
+/* nvml.h line 5454. */
+int nvmlDeviceGetPersistenceMode(nvmlDevice_t h, int *mode) {
+    CHECK(h, "nvmlDeviceGetPersistenceMode");
+    if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+    *mode = health(h->gpu, "persistence", 1) ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
+typedef struct { unsigned environment, ccFeature, devToolsMode; } nvmlConfComputeSystemState_t;
+
+/* nvml.h line 7906 ("For Ampere or newer"): NVML_CC_SYSTEM_ENVIRONMENT_* / _FEATURE_* / _DEVTOOLS_MODE_*
+ * (lines 3698-3712). Node-wide: read from GPU 0's health file (cc_environment, cc_feature, cc_devtools). */
+int nvmlSystemGetConfComputeState(nvmlConfComputeSystemState_t *state) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!state) return NVML_ERROR_INVALID_ARGUMENT;
+    if (si_cfg.ngpus == 0 || si_cfg.gpus[0].arch < 80) return NVML_ERROR_NOT_SUPPORTED;
+    state->environment = (unsigned)health(0, "cc_environment", 0);
+    state->ccFeature = (unsigned)health(0, "cc_feature", 0);
+    state->devToolsMode = (unsigned)health(0, "cc_devtools", 0);
+    return NVML_SUCCESS;
+}
+
+/* XID events (nvml.h lines 9903, 9939, 10000). A set remembers, per GPU, how many lines of xid-gpu<g>
+ * it has delivered; registering starts at the current end (events before it are not seen). The wait
+ * never blocks: with nothing new it answers NVML_ERROR_TIMEOUT at once (the agent polls with 0 ms). */
+typedef struct { nvmlDevice_t device; unsigned long long eventType, eventData; unsigned gpuInstanceId, computeInstanceId; }
+    nvmlEventData_t;
+typedef struct { int magic; unsigned long long mask[SI_MAX_GPUS]; long delivered[SI_MAX_GPUS]; } event_set_t;
+typedef event_set_t *nvmlEventSet_t;
+#define MAGIC_EVENTS 0x4e564553
+#define SI_MAX_EVENT_SETS 4096  /* one per runtime a test process builds; never freed by the agent */
+static event_set_t event_sets[SI_MAX_EVENT_SETS];
+
+/* The XID codes of GPU g so far; returns how many (at most cap stored in out). */
+static long xids(int g, unsigned long long *out, long cap) {
+    char path[600], line[64];
+    snprintf(path, sizeof path, "%s/xid-gpu%d", si_cfg.state_dir, g);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    long n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (out && n < cap) out[n] = strtoull(line, NULL, 0);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+int nvmlEventSetCreate(nvmlEventSet_t *set) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < SI_MAX_EVENT_SETS; i++)
+        if (event_sets[i].magic != MAGIC_EVENTS) {
+            memset(&event_sets[i], 0, sizeof event_sets[i]);
+            event_sets[i].magic = MAGIC_EVENTS;
+            *set = &event_sets[i];
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_INSUFFICIENT_RESOURCES;
+}
+
+int nvmlDeviceGetSupportedEventTypes(nvmlDevice_t h, unsigned long long *types) {
+    CHECK(h, "nvmlDeviceGetSupportedEventTypes");
+    if (!types) return NVML_ERROR_INVALID_ARGUMENT;
+    *types = XID_CRITICAL;
+    return NVML_SUCCESS;
+}
+
+int nvmlDeviceRegisterEvents(nvmlDevice_t h, unsigned long long types, nvmlEventSet_t set) {
+    CHECK(h, "nvmlDeviceRegisterEvents");
+    if (!set || set->magic != MAGIC_EVENTS || h->gi >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (types & ~XID_CRITICAL) return NVML_ERROR_NOT_SUPPORTED;  /* only XIDs are modelled */
+    if (!set->mask[h->gpu]) set->delivered[h->gpu] = xids(h->gpu, NULL, 0);
+    set->mask[h->gpu] |= types;
+    return NVML_SUCCESS;
+}
+
+int nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned timeoutms) {
+    (void)timeoutms;
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!set || set->magic != MAGIC_EVENTS || !data) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int g = 0; g < si_cfg.ngpus; g++) {
+        if (!(set->mask[g] & XID_CRITICAL)) continue;
+        unsigned long long codes[256];
+        long n = xids(g, codes, 256);
+        if (n > set->delivered[g] && set->delivered[g] < 256) {
+            *data = (nvmlEventData_t){&gpu_h[g], XID_CRITICAL, codes[set->delivered[g]], 0xFFFFFFFFu, 0xFFFFFFFFu};
+            set->delivered[g]++;
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_TIMEOUT;
+}
+
+int nvmlEventSetFree(nvmlEventSet_t set) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!set || set->magic != MAGIC_EVENTS) return NVML_ERROR_INVALID_ARGUMENT;
+    set->magic = 0;
+    return NVML_SUCCESS;
 }

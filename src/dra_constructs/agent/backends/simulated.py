@@ -48,6 +48,7 @@ from dra_constructs.agent.backends.base import (
     MemoryInfo,
     VerifyResult,
 )
+from dra_constructs.agent.backends.simhealth import SimHealth
 from dra_constructs.agent.clock import VirtualClock
 from dra_constructs.agent.config import SimulatedBackendSettings
 from dra_constructs.agent.devices import DeviceInfo, gpu_device_name, mig_device_name
@@ -292,6 +293,8 @@ class SimulatedNode:
         self.signaller = _SimSignaller(self)
         self.scrubber = _SimScrubber(self)
         self.partitions = _SimPartitions(self)
+        #: ECC, row remapping, recovery action, XIDs and driver state per GPU (tests inject faults there).
+        self.health = SimHealth()
 
     def _add_dynamic_gpu(self, minor: int, gpu_uuid: str) -> None:
         size = self.settings.memory_bytes
