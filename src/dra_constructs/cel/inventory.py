@@ -143,7 +143,7 @@ def load_resource_slices(paths: str | Path | Iterable[str | Path]) -> list[dict[
 
 
 def _capacity_value(value: Any) -> str:
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):  # dict first: the ABC check is slow
         value = value.get("value", value.get("quantity"))
     return "" if value is None else str(value)
 
@@ -166,7 +166,7 @@ def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
                 continue
             basic = device.get("basic")
             body: Mapping[str, Any] = basic if isinstance(basic, Mapping) else device
-            attributes = {str(k): dict(v) if isinstance(v, Mapping) else {"invalid": v}
+            attributes = {str(k): dict(v) if type(v) is dict or isinstance(v, Mapping) else {"invalid": v}
                           for k, v in (body.get("attributes") or {}).items()}
             capacity = {str(k): _capacity_value(v) for k, v in (body.get("capacity") or {}).items()}
             multi = body.get("allowMultipleAllocations", device.get("allowMultipleAllocations"))
@@ -182,7 +182,7 @@ def _consumptions(value: Any) -> tuple[tuple[str, Mapping[str, str]], ...]:
         return ()
     found = []
     for entry in value:
-        if isinstance(entry, Mapping) and isinstance(entry.get("counters"), Mapping):
+        if (type(entry) is dict or isinstance(entry, Mapping)) and isinstance(entry.get("counters"), Mapping):
             counters = {str(k): _capacity_value(v) for k, v in entry["counters"].items()}
             found.append((str(entry.get("counterSet") or ""), counters))
     return tuple(found)

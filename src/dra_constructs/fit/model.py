@@ -16,6 +16,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from dra_constructs._safe_load import no_gc
 from dra_constructs.cel.inventory import Device, devices_from_slices
 from dra_constructs.cel.quantity import QuantityError, parse_quantity
 from dra_constructs.errors import DraConstructsError
@@ -245,6 +246,12 @@ class Inventory:
         names; a node known only by name carries the label ``kubernetes.io/hostname``. Without
         any, one node ``*`` stands for "any node" (only ``allNodes`` slices reach it).
         """
+        with no_gc():  # a fleet's inventory is millions of objects: no collector passes over them while built
+            return cls._from_slices(slices, nodes, taint_rules)
+
+    @classmethod
+    def _from_slices(cls, slices: Iterable[Mapping[str, Any]], nodes: Iterable[Node],
+                     taint_rules: Sequence[Mapping[str, Any]]) -> Inventory:
         rules = _taint_rules_by_device(taint_rules)
         raw_pools: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
         order: list[tuple[str, str]] = []
@@ -328,15 +335,29 @@ class Inventory:
         return pool
 
 
+_consumptions: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[str, tuple[tuple[str, Fraction], ...]]] = {}
+
+
+def _consumption(counter_set: str, counters: Mapping[str, str],
+                 where: str) -> tuple[str, tuple[tuple[str, Fraction], ...]]:
+    """One ``consumesCounters`` entry with exact amounts; a fleet repeats each one on every node
+    (and shares the tuple: less memory), so each is converted once."""
+    key = (counter_set, tuple(counters.items()))
+    found = _consumptions.get(key)
+    if found is None:
+        found = (counter_set, tuple((k, quantity(v, where, f"consumesCounters[{counter_set}].{k}"))
+                                    for k, v in counters.items()))
+        if len(_consumptions) > 1 << 16:
+            _consumptions.clear()
+        _consumptions[key] = found
+    return found
+
+
 def _fit_device(device: Device, raw: Mapping[str, Any], pool: Pool, slice_: SliceInfo,
                 rules: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> FitDevice:
     body = _as_dict(raw.get("basic")) or raw
     where = f"{slice_.name}: device {device.name}"
-    consumes = tuple(
-        (counter_set, tuple((k, quantity(v, where, f"consumesCounters[{counter_set}].{k}"))
-                            for k, v in counters.items()))
-        for counter_set, counters in device.consumes_counters
-    )
+    consumes = tuple(_consumption(counter_set, counters, where) for counter_set, counters in device.consumes_counters)
     taints = list(device.taints)
     for selector, taint in rules:
         if all(selector.get(k) in (None, value) for k, value in
