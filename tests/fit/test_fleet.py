@@ -259,3 +259,26 @@ def test_which_slices_and_devices_of_a_shared_pool_reach_a_node_is_part_of_the_k
     assert fast.nodes == slow.nodes
     assert {n for n, r in fast.nodes.items() if r.allocatable} == {"n2", "n3", "n4", "n5"}
     assert [d.device for d in fast.nodes["n4"].devices] == ["a0", "c1"]
+
+
+def test_a_commands_pods_share_the_node_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dra_constructs.fit import FleetCache
+    from dra_constructs.fit.fleet import FleetKeys
+
+    inventory, allocated = mixed_fleet()
+    computed: list[str] = []
+    original = FleetKeys._key
+
+    def counting(self: FleetKeys, node: Node) -> Any:
+        computed.append(node.name)
+        return original(self, node)
+
+    monkeypatch.setattr(FleetKeys, "_key", counting)
+    fleet = FleetCache()
+    for case in ("fits", "does not fit", "tolerates", "matchAttribute"):
+        shared = fit(CASES[case], inventory, target=TARGET, allocated=allocated, fleet=fleet, count=True)
+        alone = fit(CASES[case], inventory, target=TARGET, allocated=allocated, dedupe=False, count=True)
+        assert shared.nodes == alone.nodes and shared.counts == alone.counts, case
+    nodes = len(inventory.nodes)
+    # the profile-reading Pods share one set of keys; matchAttribute also compares parentUUID: its own
+    assert len(computed) == 2 * nodes

@@ -18,7 +18,7 @@ from dra_constructs.fit.allocator import (
     DeviceResult,
     NodeResult,
 )
-from dra_constructs.fit.fleet import FleetKeys, NodeNames, carry
+from dra_constructs.fit.fleet import FleetCache, FleetKeys, NodeNames, carry
 from dra_constructs.fit.inputs import FitInputs, collect, default_device_classes, feature_gates
 from dra_constructs.fit.model import (
     Claim,
@@ -44,6 +44,7 @@ __all__ = [
     "DeviceResult",
     "FitInputs",
     "FitReport",
+    "FleetCache",
     "Inventory",
     "Node",
     "NodeResult",
@@ -98,6 +99,7 @@ def fit(
     stop_at_first: bool = False,
     progress: Callable[[int, int], None] | None = None,
     dedupe: bool = True,
+    fleet: FleetCache | None = None,
 ) -> FitReport:
     """Allocate ``claims`` together on each node (or those in ``nodes``).
 
@@ -106,13 +108,14 @@ def fit(
     stop at the first node that can take them (the construct-time check). ``progress``: called
     with (nodes done, nodes in all) as the nodes are solved (the command line's indicator).
     ``dedupe``: solve each kind of node once and carry the answer to the nodes equivalent to it
-    (``fit/fleet.py``; the answers are the per-node ones, ``False`` solves every node).
+    (``fit/fleet.py``; the answers are the per-node ones, ``False`` solves every node); ``fleet``:
+    node keys shared with other calls on the same inventory (a command's Pods).
     """
     allocator = Allocator(inventory, classes if classes is not None else default_device_classes(),
                           gates if gates is not None else target.default_feature_gates, target, allocated)
     report = FitReport(counts={} if count else None)
     wanted = set(nodes) if nodes is not None else None
-    keys = FleetKeys(allocator, claims) if dedupe else None
+    keys = None if not dedupe else fleet.keys(allocator, claims) if fleet is not None else FleetKeys(allocator, claims)
     solved_kinds: dict[Any, tuple[NodeNames, NodeResult, int]] = {}
     for done, node in enumerate(inventory.nodes):
         if wanted is not None and node.name not in wanted:

@@ -17,7 +17,7 @@ from typing import Any
 
 from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.fit import FitReport, collect, default_device_classes, feature_gates, fit
+from dra_constructs.fit import FitReport, FleetCache, collect, default_device_classes, feature_gates, fit
 from dra_constructs.fit.allocator import DeviceResult
 from dra_constructs.fit.capacity import format_quantity
 from dra_constructs.fit.inputs import check_selectors, pod_groups
@@ -97,10 +97,11 @@ def run(args: argparse.Namespace) -> int:
         classes = {**default_device_classes(), **inputs.classes}
         groups = pod_groups(loaded, inputs)
         reports = []
+        fleet = FleetCache()  # node keys computed once for all Pods
         for number, group in enumerate(groups, 1):
             progress.step("fitting" if len(groups) == 1 else f"fitting {number}/{len(groups)}")
             reports.append((group, fit(list(group.claims), inventory, target=target, classes=classes, gates=gates,
-                                       allocated=inputs.allocated, nodes=args.node, count=args.count,
+                                       allocated=inputs.allocated, nodes=args.node, count=args.count, fleet=fleet,
                                        progress=lambda done, total: progress.update(done, total, "nodes"))))
     allocatable = all(report.allocatable for _, report in reports)
     if args.format == "json":

@@ -32,7 +32,7 @@ from dra_constructs.fit.allocator import Allocator, NodeResult
 from dra_constructs.fit.model import Claim, FitDevice, Node, Pool, SliceInfo
 from dra_constructs.fit.pools import node_pools
 
-__all__ = ["FleetKeys", "NodeNames", "carry"]
+__all__ = ["FleetCache", "FleetKeys", "NodeNames", "carry"]
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,18 @@ class FleetKeys:
         self._devices: dict[int, tuple[FitDevice, int]] = {}
         self._interned: dict[Any, int] = {}
         self._decide: dict[str, dict[str, bool]] = {}  # per driver: attribute name -> value keyed
+        self._nodes: dict[str, tuple[Node, tuple[Any, NodeNames]]] = {}
 
     def key(self, node: Node) -> tuple[Any, NodeNames] | None:
         """The node's key and names; ``None`` when the claims cannot be keyed (solve every node)."""
         if self.reads is None:
             return None
+        found = self._nodes.get(node.name)
+        if found is None or found[0] is not node:
+            found = self._nodes[node.name] = (node, self._key(node))
+        return found[1]
+
+    def _key(self, node: Node) -> tuple[Any, NodeNames]:
         parts: list[Any] = []
         pool_names: list[tuple[str, str]] = []
         slice_names: list[str] = []
@@ -129,6 +136,28 @@ class FleetKeys:
                 frozen = repr(value)
             found.append(name if not read and _valid(name, frozen, value) else (name, frozen))
         return tuple(found)
+
+
+class FleetCache:
+    """Node keys shared by the ``fit`` calls of one command (one per Pod): computed once for all
+    calls on the same inventory, allocated state, target and gates whose claims read the same
+    attributes (the key depends on nothing else of the claims)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[Any, FleetKeys] = {}
+
+    def keys(self, allocator: Allocator, claims: Sequence[Claim]) -> FleetKeys:
+        fresh = FleetKeys(allocator, claims)
+        allocated = allocator.allocated
+        ident = (id(allocator.inventory), fresh.reads is None, fresh.partitionable, fresh.split, fresh.sort,
+                 None if fresh.read is None else frozenset(fresh.read), frozenset(allocated.devices),
+                 frozenset((k, tuple(sorted(v.items()))) for k, v in allocated.capacity.items()))
+        found = self._keys.get(ident)
+        if found is None or found.allocator.inventory is not allocator.inventory:
+            self._keys[ident] = fresh
+            return fresh
+        found.allocator = allocator  # the same inventory and state, this call's allocator
+        return found
 
 
 def _claim_reads(allocator: Allocator, claims: Sequence[Claim]) -> list[tuple[Read, ...]] | None:
