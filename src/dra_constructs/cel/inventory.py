@@ -148,6 +148,27 @@ def _capacity_value(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+_values: dict[Any, dict[str, Any]] = {}
+
+
+def _shared_value(value: Any) -> dict[str, Any]:
+    """An attribute's typed value as a dict of its own, one dict for equal values: a fleet repeats
+    ``productName``, ``driverVersion``, ``profile`` on every device (a copy each was ~1 KB a device).
+    Nothing mutates them (``Device`` is frozen, the runtime converts into new maps)."""
+    if not (type(value) is dict or isinstance(value, Mapping)):
+        return {"invalid": value}
+    try:
+        key = tuple(value.items())
+        found = _values.get(key)
+    except TypeError:  # an unhashable (malformed) value: a copy of its own
+        return dict(value)
+    if found is None:
+        if len(_values) > 1 << 17:
+            _values.clear()
+        found = _values[key] = dict(value)
+    return found
+
+
 def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
     """The devices of ResourceSlices in any served shape (v1beta1 ``basic``, v1beta2, v1)."""
     devices: list[Device] = []
@@ -166,8 +187,7 @@ def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
                 continue
             basic = device.get("basic")
             body: Mapping[str, Any] = basic if isinstance(basic, Mapping) else device
-            attributes = {str(k): dict(v) if type(v) is dict or isinstance(v, Mapping) else {"invalid": v}
-                          for k, v in (body.get("attributes") or {}).items()}
+            attributes = {str(k): _shared_value(v) for k, v in (body.get("attributes") or {}).items()}
             capacity = {str(k): _capacity_value(v) for k, v in (body.get("capacity") or {}).items()}
             multi = body.get("allowMultipleAllocations", device.get("allowMultipleAllocations"))
             devices.append(Device(driver, pool, str(device.get("name") or ""), attributes, capacity,

@@ -66,6 +66,7 @@ class FleetKeys:
         self._interned: dict[Any, int] = {}
         self._decide: dict[str, dict[str, bool]] = {}  # per driver: attribute name -> value keyed
         self._nodes: dict[str, tuple[Node, tuple[Any, NodeNames]]] = {}
+        self._values: dict[int, tuple[Any, Any, bool]] = {}  # id(value) -> value, frozen, valid
 
     def key(self, node: Node) -> tuple[Any, NodeNames] | None:
         """The node's key and names; ``None`` when the claims cannot be keyed (solve every node)."""
@@ -121,21 +122,29 @@ class FleetKeys:
         """
         found: list[Any] = []
         decide = self._decide.setdefault(raw.driver, {})
+        values = self._values
         for name, value in raw.attributes.items():
             read = decide.get(name)
             if read is None:
                 domain, _, ident = name.rpartition("/")
                 read = decide[name] = self.read is None or (domain or raw.driver, ident) in self.read
-            if not read and type(value) is dict and len(value) == 1 and ("string" in value or "bool" in value):
-                found.append(name)  # str() and bool() convert anything
-                continue
-            try:
-                frozen: Any = tuple(value.items())
-                hash(frozen)
-            except (AttributeError, TypeError):
-                frozen = repr(value)
-            found.append(name if not read and _valid(name, frozen, value) else (name, frozen))
+            entry = values.get(id(value))  # equal values are one dict (``devices_from_slices``)
+            if entry is None or entry[0] is not value:
+                entry = values[id(value)] = (value, *_frozen(name, value))
+            found.append((name, entry[1]) if read or not entry[2] else name)
         return tuple(found)
+
+
+def _frozen(name: str, value: Any) -> tuple[Any, bool]:
+    """A hashable form of an attribute's value, and whether the runtime converts it."""
+    try:
+        frozen: Any = tuple(value.items())
+        hash(frozen)
+    except (AttributeError, TypeError):
+        return repr(value), False
+    if type(value) is dict and len(value) == 1 and ("string" in value or "bool" in value):
+        return frozen, True  # str() and bool() convert anything
+    return frozen, _valid(name, frozen, value)
 
 
 class FleetCache:
