@@ -171,3 +171,15 @@ def test_progress_on_a_terminal_unless_quiet(tmp_path: Path, slices: Path, monke
     else:
         assert "\rdra-constructs: reading manifests" in terminal.text and "dra-constructs: fitting" in terminal.text
         assert terminal.text.endswith("\r")  # cleared before the report
+
+
+def test_max_input_bytes_bounds_each_input_and_none_lifts_it(tmp_path: Path, slices: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    claims = write(tmp_path, "claims.yaml", [template("a", "3g.40gb")])
+    small = str(claims.stat().st_size + 16)  # the claims fit, the slices do not
+    code, _, err = run(capsys, "fit", "--slices", str(slices), "--kubernetes-version", "1.36",
+                       "--max-input-bytes", small, str(claims))
+    assert code == 2 and "--max-input-bytes" in err
+    code, _, _ = run(capsys, "fit", "--slices", str(slices), "--kubernetes-version", "1.36",
+                     "--max-input-bytes", "none", str(claims))
+    assert code == 0

@@ -143,9 +143,30 @@ def load_resource_slices(paths: str | Path | Iterable[str | Path]) -> list[dict[
 
 
 def _capacity_value(value: Any) -> str:
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):  # dict first: the ABC check is slow
         value = value.get("value", value.get("quantity"))
     return "" if value is None else str(value)
+
+
+_values: dict[Any, dict[str, Any]] = {}
+
+
+def _shared_value(value: Any) -> dict[str, Any]:
+    """An attribute's typed value as a dict of its own, one dict for equal values: a fleet repeats
+    ``productName``, ``driverVersion``, ``profile`` on every device (a copy each was ~1 KB a device).
+    Nothing mutates them (``Device`` is frozen, the runtime converts into new maps)."""
+    if not (type(value) is dict or isinstance(value, Mapping)):
+        return {"invalid": value}
+    try:
+        key = tuple(value.items())
+        found = _values.get(key)
+    except TypeError:  # an unhashable (malformed) value: a copy of its own
+        return dict(value)
+    if found is None:
+        if len(_values) > 1 << 17:
+            _values.clear()
+        found = _values[key] = dict(value)
+    return found
 
 
 def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
@@ -166,8 +187,7 @@ def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
                 continue
             basic = device.get("basic")
             body: Mapping[str, Any] = basic if isinstance(basic, Mapping) else device
-            attributes = {str(k): dict(v) if isinstance(v, Mapping) else {"invalid": v}
-                          for k, v in (body.get("attributes") or {}).items()}
+            attributes = {str(k): _shared_value(v) for k, v in (body.get("attributes") or {}).items()}
             capacity = {str(k): _capacity_value(v) for k, v in (body.get("capacity") or {}).items()}
             multi = body.get("allowMultipleAllocations", device.get("allowMultipleAllocations"))
             devices.append(Device(driver, pool, str(device.get("name") or ""), attributes, capacity,
@@ -182,7 +202,7 @@ def _consumptions(value: Any) -> tuple[tuple[str, Mapping[str, str]], ...]:
         return ()
     found = []
     for entry in value:
-        if isinstance(entry, Mapping) and isinstance(entry.get("counters"), Mapping):
+        if (type(entry) is dict or isinstance(entry, Mapping)) and isinstance(entry.get("counters"), Mapping):
             counters = {str(k): _capacity_value(v) for k, v in entry["counters"].items()}
             found.append((str(entry.get("counterSet") or ""), counters))
     return tuple(found)

@@ -30,6 +30,7 @@ __all__ = [
     "match_devices",
     "matches_per_pool",
     "selector_matcher",
+    "selector_reads",
     "split_conjuncts",
 ]
 
@@ -82,6 +83,11 @@ def selector_matcher(expression: str, target: Target | str | None = "1.32") -> C
     """One compiled selector as a function of a device (raises :class:`CelRuntimeError` at run time)."""
     compiled = _compiled(expression, parse_target(target), "selector")
     return lambda device: _eval(compiled, device)
+
+
+def selector_reads(expression: str, target: Target | str | None = "1.32") -> tuple[Read, ...]:
+    """What a selector reads of a device (its footprint: equal readings give equal results)."""
+    return footprint(_compiled(expression, parse_target(target), "selector").checked)
 
 
 def evaluate(expression: str, device: Device, target: Target | str | None = "1.32") -> bool:

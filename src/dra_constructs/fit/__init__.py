@@ -18,6 +18,7 @@ from dra_constructs.fit.allocator import (
     DeviceResult,
     NodeResult,
 )
+from dra_constructs.fit.fleet import FleetCache, FleetKeys, NodeNames, carry
 from dra_constructs.fit.inputs import FitInputs, collect, default_device_classes, feature_gates
 from dra_constructs.fit.model import (
     Claim,
@@ -43,6 +44,7 @@ __all__ = [
     "DeviceResult",
     "FitInputs",
     "FitReport",
+    "FleetCache",
     "Inventory",
     "Node",
     "NodeResult",
@@ -96,6 +98,8 @@ def fit(
     count: bool = False,
     stop_at_first: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    dedupe: bool = True,
+    fleet: FleetCache | None = None,
 ) -> FitReport:
     """Allocate ``claims`` together on each node (or those in ``nodes``).
 
@@ -103,20 +107,34 @@ def fit(
     other as the scheduler would (each Pod's first solution stays allocated). ``stop_at_first``:
     stop at the first node that can take them (the construct-time check). ``progress``: called
     with (nodes done, nodes in all) as the nodes are solved (the command line's indicator).
+    ``dedupe``: solve each kind of node once and carry the answer to the nodes equivalent to it
+    (``fit/fleet.py``; the answers are the per-node ones, ``False`` solves every node); ``fleet``:
+    node keys shared with other calls on the same inventory (a command's Pods).
     """
     allocator = Allocator(inventory, classes if classes is not None else default_device_classes(),
                           gates if gates is not None else target.default_feature_gates, target, allocated)
     report = FitReport(counts={} if count else None)
     wanted = set(nodes) if nodes is not None else None
+    keys = None if not dedupe else fleet.keys(allocator, claims) if fleet is not None else FleetKeys(allocator, claims)
+    solved_kinds: dict[Any, tuple[NodeNames, NodeResult, int]] = {}
     for done, node in enumerate(inventory.nodes):
         if wanted is not None and node.name not in wanted:
             continue
         if progress is not None:
             progress(done, len(inventory.nodes))
-        result = allocator.allocate(claims, node)
+        result, placed = None, 0
+        keyed = keys.key(node) if keys is not None else None
+        solved = solved_kinds.get(keyed[0]) if keyed is not None else None
+        if keyed is not None and solved is not None:
+            result, placed = carry(solved[1], solved[0], keyed[1]), solved[2]
+        if result is None:
+            result = allocator.allocate(claims, node)
+            placed = _count(allocator, claims, node, result) if count else 0
+            if keyed is not None and solved is None:
+                solved_kinds[keyed[0]] = (keyed[1], result, placed)
         report.nodes[node.name] = result
         if count and report.counts is not None:
-            report.counts[node.name] = _count(allocator, claims, node, result)
+            report.counts[node.name] = placed
         if stop_at_first and result.allocatable:
             break
     return report

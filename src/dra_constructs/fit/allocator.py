@@ -35,7 +35,7 @@ from dra_constructs.fit.capacity import (
     violates_policy,
 )
 from dra_constructs.fit.model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
-from dra_constructs.fit.pools import counter_set_slice, invalid_reason, node_pools
+from dra_constructs.fit.pools import PoolIndex, counter_set_slice, invalid_reason, node_pools
 from dra_constructs.target import Target
 
 __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocatedState", "Allocator", "DeviceResult", "NodeResult"]
@@ -204,11 +204,18 @@ class Allocator:
         self._matches: dict[str, dict[int, bool | str]] = {}
         self._matchers: dict[str, Any] = {}
         self._available: dict[int, dict[str, dict[str, Fraction]]] = {}
+        self._index: PoolIndex | None = None
 
     def gate(self, name: str) -> bool:
         return bool(self.gates.get(name, False))
 
     # --- per node ------------------------------------------------------------------------
+
+    def candidate_pools(self, node: Node) -> list[Pool]:
+        """The inventory's pools that may have slices for ``node`` (``fit/pools.py::PoolIndex``)."""
+        if self._index is None or not self._index.fresh(self.inventory.pools):
+            self._index = PoolIndex(self.inventory.pools)
+        return self._index.candidates(node)
 
     def allocate(self, claims: Sequence[Claim], node: Node) -> NodeResult:
         """The first solution on ``node`` (``Allocate``), or the reason there is none."""
@@ -298,7 +305,7 @@ class _NodeSearch:
         """``GatherPools`` (``fit/pools.py`` has the invalid-pool and counter-set-slice rules)."""
         partitionable = self.a.gate("DRAPartitionableDevices")
         split = self.a.target.counter_sets_in_own_slice
-        for pool, slices in node_pools(self.a.inventory.pools, self.node, partitionable, split,
+        for pool, slices in node_pools(self.a.candidate_pools(self.node), self.node, partitionable, split,
                                        self.a.target.allocator_sorts_pools):
             self.pools.append(pool)
             reason = invalid_reason(pool, slices, partitionable, split)

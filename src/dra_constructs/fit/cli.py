@@ -17,13 +17,13 @@ from typing import Any
 
 from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.fit import FitReport, collect, default_device_classes, feature_gates, fit
+from dra_constructs.fit import FitReport, FleetCache, collect, default_device_classes, feature_gates, fit
 from dra_constructs.fit.allocator import DeviceResult
 from dra_constructs.fit.capacity import format_quantity
 from dra_constructs.fit.inputs import check_selectors, pod_groups
 from dra_constructs.fit.limits import check_slice_limits
 from dra_constructs.fit.model import Inventory
-from dra_constructs.guardrails.loader import STDIN, load_paths
+from dra_constructs.guardrails.loader import MAX_AUDIT_INPUT_BYTES, STDIN, load_paths, size_arg
 from dra_constructs.target import DEFAULT_KUBERNETES_VERSION, Target
 
 __all__ = ["register", "run"]
@@ -51,6 +51,10 @@ def register(subparsers: Any) -> None:
                         help="override DRA feature gates, kube-scheduler syntax")
     parser.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--max-input-bytes", type=size_arg, default=MAX_AUDIT_INPUT_BYTES, metavar="SIZE",
+                        help="refuse manifests, slices or allocated claims adding up to more than SIZE each "
+                             "(bytes, or with a KiB/MiB/GiB suffix; none: no total limit); default 256MiB (a "
+                             "5,000-node fleet's kubectl -o json is ~4 GiB; each document keeps its own limits)")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress indicator on stderr (it shows only when stderr is a terminal)")
     parser.add_argument("--count", action="store_true",
@@ -68,11 +72,12 @@ def run(args: argparse.Namespace) -> int:
     stdin = io.StringIO(sys.stdin.read()) if STDIN in paths else None
     with Progress(enabled=not args.quiet) as progress:
         progress.step("reading manifests")
-        loaded = load_paths(args.manifests, stdin=stdin)
+        limit = args.max_input_bytes
+        loaded = load_paths(args.manifests, stdin=stdin, max_bytes=limit)
         manifests = [m.obj for m in loaded]
         progress.step("reading slices")
-        slices = [m.obj for m in load_paths(args.slices, stdin=stdin, progress=progress)]
-        allocated = [m.obj for m in load_paths(args.allocated, stdin=stdin)] if args.allocated else []
+        slices = [m.obj for m in load_paths(args.slices, stdin=stdin, progress=progress, max_bytes=limit)]
+        allocated = [m.obj for m in load_paths(args.allocated, stdin=stdin, max_bytes=limit)] if args.allocated else []
         inputs = collect(manifests, slices, allocated)
         if not inputs.claims:
             raise DraConstructsError(", ".join(args.manifests), "kind", None,
@@ -92,10 +97,11 @@ def run(args: argparse.Namespace) -> int:
         classes = {**default_device_classes(), **inputs.classes}
         groups = pod_groups(loaded, inputs)
         reports = []
+        fleet = FleetCache()  # node keys computed once for all Pods
         for number, group in enumerate(groups, 1):
             progress.step("fitting" if len(groups) == 1 else f"fitting {number}/{len(groups)}")
             reports.append((group, fit(list(group.claims), inventory, target=target, classes=classes, gates=gates,
-                                       allocated=inputs.allocated, nodes=args.node, count=args.count,
+                                       allocated=inputs.allocated, nodes=args.node, count=args.count, fleet=fleet,
                                        progress=lambda done, total: progress.update(done, total, "nodes"))))
     allocatable = all(report.allocatable for _, report in reports)
     if args.format == "json":

@@ -19,6 +19,7 @@ from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.engine import audit
 from dra_constructs.guardrails.loader import MAX_AUDIT_INPUT_BYTES, load_paths
+from dra_constructs.guardrails.loader import size_arg as _size_arg
 from dra_constructs.guardrails.locate import with_field_lines
 from dra_constructs.guardrails.model import Rule, Severity
 from dra_constructs.guardrails.report import to_json, to_text
@@ -90,21 +91,6 @@ def _count_arg(option: str) -> Any:
             raise argparse.ArgumentTypeError(f"{option} takes a whole number >= 0, not {value!r}")
         return int(value)
     return parse
-
-
-_UNITS = {"": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
-
-
-def _size_arg(value: str) -> int | None:
-    if value.lower() == "none":
-        return None
-    number = value.rstrip("kKmMgGiIbB")
-    unit = value[len(number):].lower()
-    if not number.isdigit() or unit not in _UNITS or int(number) == 0:
-        raise argparse.ArgumentTypeError(f"a size in bytes > 0, optionally with KiB, MiB or GiB (e.g. 512MiB), "
-                                         f"not {value!r}")
-    return int(number) * _UNITS[unit]
 
 
 def _rule_ids(values: list[str], option: str) -> list[str]:

@@ -10,6 +10,7 @@ alias expansion, duplicate keys: docs/input-limits.md) and wrong-typed fields th
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import re
@@ -28,7 +29,7 @@ from dra_constructs.guardrails.shape import shape_problem
 from dra_constructs.guardrails.skipped import SkippedInput, load_or_skip
 
 __all__ = ["MANIFEST_SUFFIXES", "MAX_AUDIT_INPUT_BYTES", "STDIN", "STDIN_NAME", "json_item_lines", "load_paths",
-           "load_text"]
+           "load_text", "size_arg"]
 
 #: Bytes ``audit`` (and :func:`load_paths`) reads in all by default: a 200,000-object cluster
 #: export is ~100 MB; ``- </dev/zero`` still stops. ``--max-input-bytes`` sets another (or none).
@@ -274,3 +275,19 @@ def _load_paths(paths: Sequence[str], stdin: IO[str] | None, texts: dict[str, st
     for position, manifest in enumerate(manifests):
         manifest.position = position
     return manifests
+
+
+_UNITS = {"": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def size_arg(value: str) -> int | None:
+    """``--max-input-bytes`` (``audit``, ``fit``): bytes, or with a KiB/MiB/GiB suffix; ``none``: no limit."""
+    if value.lower() == "none":
+        return None
+    number = value.rstrip("kKmMgGiIbB")
+    unit = value[len(number):].lower()
+    if not number.isdigit() or unit not in _UNITS or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"a size in bytes > 0, optionally with KiB, MiB or GiB (e.g. 512MiB), "
+                                         f"not {value!r}")
+    return int(number) * _UNITS[unit]

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""``fit`` across a fleet: N nodes x 8 DynamicMIG A100 80GB GPUs, 100 claim templates (issue 25 item 3).
+
+The fleet is what ``kubectl get resourceslices -o json`` prints for N copies of the catalog's
+DynamicMIG node for 1.36 (a counter-set slice + one slice per GPU, 26 devices a GPU: the full GPU
+and its 25 MIG placements), each copy with its own node, pool and slice names and GPU UUIDs: 208
+devices a node. It is written to a file (compact JSON, one ``List``) and measured in a fresh
+process per fleet size, step by step, CPU time (``time.process_time``: the shared machine's load
+inflates wall time) and wall time, with the peak RSS (``resource.getrusage``) after each step:
+
+- ``read``: the file to objects, through the command line's reader (``load_paths``: orjson, the
+  duplicate-key and depth checks, the line index of the items); beyond ``--file-up-to`` nodes the
+  fleet is built in the measuring process instead (``orjson.loads`` per node, no file, no checks);
+- ``parse``: ``Inventory.from_slices`` (pools, devices, counters);
+- ``fit``: ``fit(...)`` of the 100 templates (one Pod: they do not fit together, every node must
+  prove it) with the fleet deduplication (``fit/fleet.py``);
+- ``fit_per_node`` (``--per-node``, the smaller fleets): the same with ``dedupe=False``, the
+  answers compared node by node.
+
+    python benchmarks/fit_fleet.py [--nodes 500 5000] [--per-node-up-to 500] [--templates 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+PROFILES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb")
+SELECTOR = "device.attributes['gpu.nvidia.com'].profile == '{}'"
+
+
+def node_texts(nodes: int) -> Any:
+    """Per node, its slices as compact JSON (a list): the catalog's node with its own names and UUIDs."""
+    from dra_constructs.catalog import catalog_resource_slices
+
+    base = json.dumps(catalog_resource_slices(["A100_80GB"], gpus_per_node=8, mig_mode="dynamic",
+                                              split_counter_sets=True), separators=(",", ":"))
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        text = base.replace("catalog-a100-80gb", name)
+        yield re.sub(r"GPU-[0-9a-f-]{36}",
+                     lambda m, name=name: f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, name + m.group())}", text)
+
+
+def write_fleet(nodes: int, path: Path) -> int:
+    """``nodes`` nodes as ``kubectl get resourceslices -o json`` prints them (a ``List``, 4-space indent)."""
+    with path.open("w") as out:
+        out.write('{\n    "apiVersion": "v1",\n    "items": [')
+        for n, text in enumerate(node_texts(nodes)):
+            items = json.dumps(json.loads(text), indent=4)[1:-2]  # the items, without the list's brackets
+            out.write(("," if n else "") + items.replace("\n", "\n    "))
+        out.write('\n    ],\n    "kind": "List"\n}\n')
+    return path.stat().st_size
+
+
+def templates(count: int) -> list[dict[str, Any]]:
+    return [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": f"t{i}", "namespace": "bench"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "mig", "exactly": {
+            "deviceClassName": "mig.nvidia.com", "count": 1,
+            "selectors": [{"cel": {"expression": SELECTOR.format(PROFILES[i % len(PROFILES)])}}]}}]}}},
+    } for i in range(count)]
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(path: str, count: int, per_node: bool) -> dict[str, Any]:
+    """One fleet in this process: each step's CPU and wall seconds and the peak RSS after it."""
+    from dra_constructs.fit import Inventory, collect, fit
+    from dra_constructs.guardrails.loader import load_paths
+    from dra_constructs.target import Target
+
+    target = Target.parse("1.36")
+    claims = collect(templates(count), []).claims
+    steps: dict[str, Any] = {"rss_start_mb": rss_mb()}
+
+    def step(name: str, func: Any) -> Any:
+        cpu, wall = time.process_time(), time.perf_counter()
+        result = func()
+        steps[name] = {"cpu_s": round(time.process_time() - cpu, 2), "wall_s": round(time.perf_counter() - wall, 2),
+                       "rss_peak_mb": round(rss_mb())}
+        return result
+
+    if path.startswith("memory:"):  # the fleet built here (orjson per node): no file, no loader checks
+        import orjson
+
+        texts = list(node_texts(int(path.removeprefix("memory:"))))
+        slices = step("read", lambda: [obj for text in texts for obj in orjson.loads(text)])
+        del texts
+    else:
+        slices = step("read", lambda: [m.obj for m in load_paths([path], max_bytes=None)])
+    inventory = step("parse", functools.partial(Inventory.from_slices, slices))
+    slices.clear()
+    report = step("fit", lambda: fit(claims, inventory, target=target))
+    steps["nodes"] = len(inventory.nodes)
+    steps["devices"] = len(inventory)
+    steps["allocatable_nodes"] = sum(r.allocatable for r in report.nodes.values())
+    steps["reason_first_node"] = next(iter(report.nodes.values())).reason
+    if per_node:
+        slow = step("fit_per_node", lambda: fit(claims, inventory, target=target, dedupe=False))
+        steps["same_answers"] = slow.nodes == report.nodes
+        steps["per_node_over_dedupe_cpu"] = round(steps["fit_per_node"]["cpu_s"] / max(steps["fit"]["cpu_s"], 1e-9), 1)
+    return steps
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000])
+    parser.add_argument("--per-node-up-to", type=int, default=500, help="also solve node by node up to this size")
+    parser.add_argument("--templates", type=int, default=100)
+    parser.add_argument("--file-up-to", type=int, default=500,
+                        help="read the fleet from a kubectl-style JSON file up to this size (beyond: built in memory)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--per-node", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.templates, args.per_node)))
+        return 0
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for nodes in args.nodes:
+            path = Path(tmp) / f"fleet-{nodes}.json"
+            start = time.perf_counter()
+            size = write_fleet(nodes, path) if nodes <= args.file_up_to else 0
+            source = str(path) if size else f"memory:{nodes}"
+            command = [sys.executable, __file__, "--child", source, "--templates", str(args.templates)]
+            if nodes <= args.per_node_up_to:
+                command.append("--per-node")
+            out = subprocess.run(command, capture_output=True, text=True, check=False)
+            if out.returncode != 0:
+                results.append({"fleet_nodes": nodes, "failed": out.stderr[-2000:]})
+            else:
+                results.append({"fleet_nodes": nodes, "source": "file" if size else "memory",
+                                "json_mb": round(size / 2**20, 1),
+                                "generate_s": round(time.perf_counter() - start, 1), **json.loads(out.stdout)})
+            path.unlink(missing_ok=True)
+            print(json.dumps(results[-1]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
