@@ -147,20 +147,32 @@ def _smallest_allowed(asked: Fraction, policy: RequestPolicy) -> Fraction | None
     return asked
 
 
-def _consumption_problems(device: FitDevice, spec: SubRequest, result: DeviceResult) -> list[str]:
-    """A shared device's recorded consumption against what ``spec`` asks and the device's policies."""
-    where = f"{result.claim}/{result.request} on {result.id}"
+def _asked_capacities(device: FitDevice, spec: SubRequest, *, twice_is_wrong: bool
+                      ) -> tuple[dict[str, Fraction], dict[str, Fraction], str | None]:
+    """The device's capacities and the amounts ``spec`` asks of each, by the device's name for them.
+
+    A capacity published both as x and <driver>/x counts once, as <driver>/x; a request's x and
+    <driver>/x name the same capacity. The third value names a requested capacity the device
+    lacks (or, with ``twice_is_wrong``, one asked for twice).
+    """
     domain = device.device.driver + "/"
-    # a capacity published both as x and <driver>/x counts once, as <driver>/x; a request's x
-    # and <driver>/x name the same capacity
     counted = {n: v for n, v in device.capacity.items() if domain + n not in device.capacity}
     asked: dict[str, Fraction] = {}
     for name, amount in spec.capacity:
         spellings = [name, domain + name] if "/" not in name else [name, name.removeprefix(domain)]
         key = next((s for s in spellings if s in counted), None)
-        if key is None or key in asked:
-            return [f"{where}: asks for capacity {name} the device lacks, or twice"]
+        if key is None or (twice_is_wrong and key in asked):
+            return counted, asked, name
         asked[key] = amount
+    return counted, asked, None
+
+
+def _consumption_problems(device: FitDevice, spec: SubRequest, result: DeviceResult) -> list[str]:
+    """A shared device's recorded consumption against what ``spec`` asks and the device's policies."""
+    where = f"{result.claim}/{result.request} on {result.id}"
+    counted, asked, problem = _asked_capacities(device, spec, twice_is_wrong=True)
+    if problem is not None:
+        return [f"{where}: asks for capacity {problem} the device lacks, or twice"]
     got = dict(result.consumed)
     if set(got) != set(counted):
         return [f"{where}: consumes {sorted(got)}, the device has {sorted(counted)}"]
@@ -182,15 +194,9 @@ def _exclusive_policy_problems(device: FitDevice, spec: SubRequest, result: Devi
     """An unshared device must still serve the request within each capacity's ``requestPolicy``
     (the scheduler checks the policy on every device while DRAConsumableCapacity is on)."""
     where = f"{result.claim}/{result.request} on {result.id}"
-    domain = device.device.driver + "/"
-    counted = {n: v for n, v in device.capacity.items() if domain + n not in device.capacity}
-    asked: dict[str, Fraction] = {}
-    for name, amount in spec.capacity:
-        spellings = [name, domain + name] if "/" not in name else [name, name.removeprefix(domain)]
-        key = next((s for s in spellings if s in counted), None)
-        if key is None:
-            return [f"{where}: asks for capacity {name} the device lacks"]
-        asked[key] = amount
+    counted, asked, problem = _asked_capacities(device, spec, twice_is_wrong=False)
+    if problem is not None:
+        return [f"{where}: asks for capacity {problem} the device lacks"]
     problems = []
     for name, total in counted.items():
         policy = device.request_policies.get(name)
