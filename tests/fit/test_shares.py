@@ -9,10 +9,13 @@ allocateddevices.go``): with DRAConsumableCapacity a ``shareID`` result is a sha
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from dra_constructs.cli import main
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit import MAX_COUNT, Inventory, fit
 from dra_constructs.fit.allocator import SHARED_UNSHAREABLE
@@ -185,3 +188,24 @@ def test_counting_pods_records_shares() -> None:
     shareable = fit([want()], Inventory.from_slices(slices(gpu("gpu-0", memory=None))),
                     target=Target.parse("1.37"), gates=ON, count=True)
     assert shareable.counts == {"n": MAX_COUNT}  # before: 1, the share taken as dedicated
+
+
+def test_cli_reads_shares_from_allocated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``fit --allocated`` with two shares of 3 on a capacity of 8: 3 exits 1 (does not fit), 2 exits 0;
+    a bad ``consumedCapacity`` exits 2 naming the claim, the field and the value."""
+    (tmp_path / "slices.yaml").write_text(yaml.safe_dump_all(slices(gpu("gpu-0"))))
+    (tmp_path / "allocated.yaml").write_text(yaml.safe_dump_all(TWO_SHARES))
+    for memory, code in (("3", 1), ("2", 0)):
+        (tmp_path / "claim.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "new"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": memory}}}}]}}}))
+        argv = ["fit", "--slices", str(tmp_path / "slices.yaml"), "--allocated", str(tmp_path / "allocated.yaml"),
+                "--kubernetes-version", "1.37", str(tmp_path / "claim.yaml")]
+        assert main(argv) == code, memory
+    bad = [allocated_claim("a", result("gpu-0", "uid-a", {"memory": "3x"}))]
+    (tmp_path / "allocated.yaml").write_text(yaml.safe_dump_all(bad))
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "ResourceClaim/team/a" in err and "results[0].consumedCapacity.memory='3x'" in err
