@@ -355,6 +355,14 @@ class Target:
         return self.minor >= 35
 
     @property
+    def allocator_charges_committed_share_counters(self) -> bool:
+        """Counters of a device held only by committed shares (``shareID`` results of other claims)
+        are subtracted once from the pool's counter sets: from 1.36.2 (``internal.IsDeviceAllocated``
+        in ``checkAvailableCounters``, ``k8s.io/dynamic-resource-allocation`` v0.36.2, kubernetes
+        d2c2de72); earlier releases (1.35.x, 1.36.0-1) count dedicated results only and overdraw."""
+        return self.minor >= 37 or (self.minor == 36 and (self.patch is None or self.patch >= 2))
+
+    @property
     def counter_sets_in_own_slice(self) -> bool:
         """From 1.35 a slice with ``sharedCounters`` holds no devices (the NVIDIA driver splits them)."""
         return self.minor >= 35

@@ -152,10 +152,12 @@ def _count(allocator: Allocator, claims: Sequence[Claim], node: Node, first: Nod
             for device in result.devices:
                 if device.admin_access:
                     continue
-                if device.consumed:
-                    used = state.capacity.setdefault(device.id, {})
-                    for name, amount in device.consumed:
-                        used[name] = used.get(name, 0) + amount
+                if device.share:  # as the scheduler records the Pod's share (shareID, consumedCapacity)
+                    state.shares.setdefault(device.id, set()).add(f"fit-{placed}-{device.claim}-{device.request}")
+                    if device.consumed:
+                        used = state.capacity.setdefault(device.id, {})
+                        for name, amount in device.consumed:
+                            used[name] = used.get(name, 0) + amount
                 else:
                     state.devices.add(device.id)
             allocator.allocated = state

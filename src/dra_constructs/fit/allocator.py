@@ -42,19 +42,43 @@ __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocatedState", "Allocator", "Device
 
 #: ``resourceapi.AllocationResultsMaxSize``: devices per claim.
 ALLOCATION_RESULTS_MAX_SIZE = 32
+#: Why a device is refused when existing shares hold capacity of a device without allowMultipleAllocations.
+SHARED_UNSHAREABLE = ("capacity held by existing shares (shareID in --allocated) of a device that is not "
+                      "allowMultipleAllocations")
 #: Calls of the search step per node before it gives up (the scheduler's filter times out too).
 DEFAULT_STEP_BUDGET = 50_000
 
 
 @dataclass
 class AllocatedState:
-    """Devices already allocated in the cluster (admin-access results do not count)."""
+    """Devices already allocated in the cluster (admin-access results do not count).
+
+    The scheduler's ``AllocatedState`` (``k8s.io/dynamic-resource-allocation/structured/schedulerapi/
+    types.go``), filled as ``foreachAllocatedDevice`` (``pkg/scheduler/framework/plugins/
+    dynamicresources/allocateddevices.go``) fills it: ``devices`` are the dedicated results
+    (``AllocatedDevices``); ``shares`` maps a device to the ``shareID`` of each result that has one
+    (``AllocatedSharedDeviceIDs``) and ``capacity`` sums their ``consumedCapacity``
+    (``AggregatedCapacity``). A shared result counts as shared only with DRAConsumableCapacity on
+    (:meth:`resolved`); with the gate off the scheduler takes it as dedicated.
+    """
 
     devices: set[str] = field(default_factory=set)
     capacity: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    shares: dict[str, set[str]] = field(default_factory=dict)
 
     def copy(self) -> AllocatedState:
-        return AllocatedState(set(self.devices), {k: dict(v) for k, v in self.capacity.items()})
+        return AllocatedState(set(self.devices), {k: dict(v) for k, v in self.capacity.items()},
+                              {k: set(v) for k, v in self.shares.items()})
+
+    def resolved(self, consumable_capacity: bool) -> AllocatedState:
+        """The state the allocator sees: with DRAConsumableCapacity off every share is a dedicated result."""
+        if consumable_capacity or not (self.shares or self.capacity):
+            return self
+        return AllocatedState(self.devices | set(self.shares) | set(self.capacity))
+
+    def shared(self, device_id: str) -> bool:
+        """Whether committed shares hold the device (``internal.IsDeviceAllocated``, shared half)."""
+        return device_id in self.shares or device_id in self.capacity
 
 
 @dataclass(frozen=True)
@@ -68,6 +92,8 @@ class DeviceResult:
     device: str
     admin_access: bool = False
     consumed: tuple[tuple[str, Fraction], ...] = ()
+    #: A share of an ``allowMultipleAllocations`` device (the scheduler gives it a ``shareID``).
+    share: bool = False
 
     @property
     def id(self) -> str:
@@ -197,7 +223,7 @@ class Allocator:
         self.classes = classes
         self.gates = gates
         self.target = target
-        self.allocated = allocated or AllocatedState()
+        self.allocated = (allocated or AllocatedState()).resolved(self.gate("DRAConsumableCapacity"))
         self.step_budget = step_budget
         #: Mirror the upstream allocator where it departs from the plain rules (see ``_try``).
         self.upstream_quirks = upstream_quirks
@@ -252,9 +278,14 @@ class Allocator:
         if cached is not None:
             return cached
         available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+        charges_shares = self.target.allocator_charges_committed_share_counters
         for slice_ in pool.slices:
             for device in slice_.devices:
-                if device.id not in self.allocated.devices:
+                # Committed shares charge a device's counters once, from 1.36.2 (upstream
+                # ``internal.IsDeviceAllocated`` in ``checkAvailableCounters``); before, only
+                # dedicated results did (``AllocatedDevices.Has``) and the counters were overdrawn.
+                if device.id not in self.allocated.devices and not (
+                        charges_shares and self.allocated.shared(device.id)):
                     continue
                 for counter_set, counters in device.consumes:
                     target = available.get(counter_set)
@@ -495,7 +526,13 @@ class _NodeSearch:
                 raise _Stop(f"claim {self.claims[claim].name}: request {alt.request_name} on device {fit.id}: "
                             f"CEL runtime error: {error}")
             if not self._capacity_fits(position, alt.spec):
-                why["capacity"] += 1
+                if not fit.allow_multiple and self.a.allocated.shared(fit.id):
+                    # A share (shareID) of a device that does not allow multiple allocations: the
+                    # scheduler does not count it as in use, but its consumedCapacity still counts
+                    # against the device's capacity (``CmpRequestOverCapacity`` reads AggregatedCapacity).
+                    why[SHARED_UNSHAREABLE] += 1
+                else:
+                    why["capacity"] += 1
                 continue
             blocked = self._try(claim, alt, position)
             if blocked:
@@ -628,7 +665,7 @@ class _NodeSearch:
             self.allocating.setdefault(position, set()).add(claim)
         self.results[claim].append(DeviceResult(
             self.claims[claim].name, alt.request_name, fit.device.driver, fit.device.pool, fit.device.name,
-            alt.admin, consumed))
+            alt.admin, consumed, multi))
         return None
 
     def _allocate(self, claim: int, alt: _Alt, position: int, must: bool) -> bool:

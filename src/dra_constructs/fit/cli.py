@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
                              "Nodes and DeviceTaintRules (repeatable)")
     parser.add_argument("--allocated", action="append", default=[], metavar="FILE",
                         help="allocated ResourceClaims (kubectl get resourceclaims -A -o yaml): their devices "
-                             "are in use")
+                             "are in use; results with shareID are shares whose consumedCapacity is subtracted")
     parser.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION, metavar="V",
                         help=f"target version: CEL environment and default feature gates "
                              f"(default {DEFAULT_KUBERNETES_VERSION})")

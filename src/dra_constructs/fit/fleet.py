@@ -104,8 +104,9 @@ class FleetKeys:
         raw = device.device
         allocated = self.allocator.allocated
         in_use: Any = ()
-        if allocated.devices or allocated.capacity:
-            in_use = (device.id in allocated.devices, tuple(allocated.capacity.get(device.id, {}).items()))
+        if allocated.devices or allocated.capacity or allocated.shares:
+            in_use = (device.id in allocated.devices, tuple(allocated.capacity.get(device.id, {}).items()),
+                      device.id in allocated.shares)
         key = (raw.name, raw.driver, raw.allow_multiple_allocations, self._attributes(raw),
                tuple(raw.capacity.items()), tuple(device.capacity.items()),
                tuple(device.request_policies.items()), device.consumes, repr(device.taints) if device.taints else (),
@@ -160,7 +161,8 @@ class FleetCache:
         allocated = allocator.allocated
         ident = (id(allocator.inventory), fresh.reads is None, fresh.partitionable, fresh.split, fresh.sort,
                  None if fresh.read is None else frozenset(fresh.read), frozenset(allocated.devices),
-                 frozenset((k, tuple(sorted(v.items()))) for k, v in allocated.capacity.items()))
+                 frozenset((k, tuple(sorted(v.items()))) for k, v in allocated.capacity.items()),
+                 frozenset(allocated.shares))
         found = self._keys.get(ident)
         if found is None or found.allocator.inventory is not allocator.inventory:
             self._keys[ident] = fresh

@@ -106,24 +106,50 @@ def _class(obj: Mapping[str, Any]) -> DeviceClass:
 
 
 def _allocated(obj: Mapping[str, Any], state: AllocatedState) -> None:
+    """Record one ResourceClaim's ``status.allocation`` as ``foreachAllocatedDevice`` does.
+
+    Upstream ``pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go``: admin-access
+    results are skipped; a result with a ``shareID`` is a share (its ``consumedCapacity`` adds to the
+    device's, several shares sum); any other result, ``consumedCapacity`` or not, is dedicated.
+    """
     where = _where(obj)
     allocation = ((obj.get("status") or {}).get("allocation") or {}) if isinstance(obj.get("status"), dict) else {}
-    for result in ((allocation.get("devices") or {}).get("results") or []) if isinstance(allocation, dict) else []:
+    results = ((allocation.get("devices") or {}).get("results") or []) if isinstance(allocation, dict) else []
+    for index, result in enumerate(results):
+        at = f"status.allocation.devices.results[{index}]"
         if not isinstance(result, dict) or result.get("adminAccess"):
             continue  # admin access does not take the device (the scheduler skips such results)
         try:
             device_id = f"{result['driver']}/{result['pool']}/{result['device']}"
         except KeyError as missing:
-            raise DraConstructsError(where, "status.allocation.devices.results", result,
-                                     f"an allocation result needs {missing}",
+            raise DraConstructsError(where, at, result, f"an allocation result needs {missing}",
                                      "pass ResourceClaims as the API returns them") from None
-        consumed = result.get("consumedCapacity")
-        if isinstance(consumed, dict):
-            used = state.capacity.setdefault(device_id, {})
-            for name, value in consumed.items():
-                used[str(name)] = used.get(str(name), 0) + quantity(str(value), where, f"consumedCapacity.{name}")
-        elif not result.get("shareID"):
+        share_id = result.get("shareID")
+        if share_id is None:
             state.devices.add(device_id)
+            continue
+        if not isinstance(share_id, str) or not share_id:
+            raise DraConstructsError(where, f"{at}.shareID", share_id, "a shareID is a non-empty UID string",
+                                     "pass ResourceClaims as kubectl prints them (shareID: <uid>)")
+        state.shares.setdefault(device_id, set()).add(share_id)
+        consumed = result.get("consumedCapacity")
+        if consumed is None:
+            continue
+        if not isinstance(consumed, dict):
+            raise DraConstructsError(where, f"{at}.consumedCapacity", consumed,
+                                     "consumedCapacity maps capacity names to quantities",
+                                     "write consumedCapacity: {memory: 10Gi}")
+        used = state.capacity.setdefault(device_id, {})
+        for name, value in consumed.items():
+            field_name = f"{at}.consumedCapacity.{name}"
+            if not isinstance(value, (str, int)) or isinstance(value, bool):
+                raise DraConstructsError(where, field_name, value, "not a Kubernetes quantity",
+                                         'write a quantity such as "1", "14" or "80Gi"')
+            amount = quantity(str(value), where, field_name)
+            if amount < 0:
+                raise DraConstructsError(where, field_name, value, "a consumed capacity cannot be negative",
+                                         "pass the amount the allocation recorded (0 or more)")
+            used[str(name)] = used.get(str(name), 0) + amount
 
 
 def collect(manifests: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]],

@@ -39,8 +39,8 @@ def validate_allocation(
     gates: Mapping[str, bool] | None = None,
 ) -> list[str]:
     """Every broken rule of ``results`` (empty: valid)."""
-    allocated = allocated or AllocatedState()
     gates = gates if gates is not None else target.default_feature_gates
+    allocated = (allocated or AllocatedState()).resolved(bool(gates.get("DRAConsumableCapacity", False)))
     problems: list[str] = []
     by_id: dict[str, FitDevice] = {d.id: d for d in inventory.devices}
     users: Counter[str] = Counter()
@@ -112,7 +112,7 @@ def validate_allocation(
                 problems.append(f"claim {claim.name}: {constraint.attribute} values repeat: {values}")
             elif not constraint.distinct and len(set(values)) > 1:
                 problems.append(f"claim {claim.name}: {constraint.attribute} values differ: {values}")
-    problems += _counter_problems(inventory, results, allocated)
+    problems += _counter_problems(inventory, results, allocated, target.allocator_charges_committed_share_counters)
     if gates.get("DRAConsumableCapacity", False):
         problems += _capacity_totals(by_id, results, allocated)
     return problems
@@ -227,8 +227,11 @@ def _capacity_totals(by_id: Mapping[str, FitDevice], results: Sequence[DeviceRes
             if name in by_id[device].capacity and value > by_id[device].capacity[name]]
 
 
-def _counter_problems(inventory: Inventory, results: Sequence[DeviceResult], allocated: AllocatedState) -> list[str]:
+def _counter_problems(inventory: Inventory, results: Sequence[DeviceResult], allocated: AllocatedState,
+                      charges_shares: bool) -> list[str]:
     taken = {r.id for r in results} | allocated.devices
+    if charges_shares:  # committed shares charge their device's counters once (Target)
+        taken |= set(allocated.shares) | set(allocated.capacity)
     used: dict[tuple[str, str], dict[str, Fraction]] = defaultdict(dict)
     for device in inventory.devices:
         if device.id not in taken:
