@@ -35,8 +35,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-PROFILES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb")
-SELECTOR = "device.attributes['gpu.nvidia.com'].profile == '{}'"
+from fit_bench import templates  # the same 100 MIG claim templates as the single-fleet benchmark
 
 
 def node_texts(nodes: int) -> Any:
@@ -61,16 +60,6 @@ def write_fleet(nodes: int, path: Path) -> int:
             out.write(("," if n else "") + items.replace("\n", "\n    "))
         out.write('\n    ],\n    "kind": "List"\n}\n')
     return path.stat().st_size
-
-
-def templates(count: int) -> list[dict[str, Any]]:
-    return [{
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": f"t{i}", "namespace": "bench"},
-        "spec": {"spec": {"devices": {"requests": [{"name": "mig", "exactly": {
-            "deviceClassName": "mig.nvidia.com", "count": 1,
-            "selectors": [{"cel": {"expression": SELECTOR.format(PROFILES[i % len(PROFILES)])}}]}}]}}},
-    } for i in range(count)]
 
 
 def rss_mb() -> float:
