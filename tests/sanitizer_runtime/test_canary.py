@@ -144,3 +144,6 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str], scru
     assert json.loads(capsys.readouterr().out)["device"] == device
     assert main(["selftest", "--config", config, "--device", "gpu-9"]) == 2
     assert [r["result"] for r in _records(tmp_path)] == [verdict, verdict]
+    capsys.readouterr()
+    assert main(["evidence", "--config", config, "--html", str(tmp_path / "r.html")]) == 0  # readable beside cycles
+    assert capsys.readouterr().out.count(f" {verdict} ") == 2 and "selftest" in (tmp_path / "r.html").read_text()
