@@ -178,6 +178,7 @@ def run_selftest(deps: BarrierDeps, device: DeviceInfo, trigger: str,
     """One canary on ``device``; the ``selftest`` evidence record (written). Raises
     :class:`DraConstructsError` if the device is not clean and unclaimed."""
     clock = deps.clock_for(device.name)
+    started_at = clock.wall()
     with deps.store.lock(device.name):
         refused = why_not(deps, device, claimed)
         if refused is not None:
@@ -211,7 +212,7 @@ def run_selftest(deps: BarrierDeps, device: DeviceInfo, trigger: str,
         deps.guard.untaint(device.name, clock)
     record = EvidenceRecord(
         kind="selftest", node=deps.config.node_name, device=device.name, uuid=device.uuid, cycle=state.cycle,
-        trigger=trigger, started_at=clock.wall(), result=figures.verdict, reason=detail, selftest=figures,
+        trigger=trigger, started_at=started_at, result=figures.verdict, reason=detail, selftest=figures,
         scrub_on_free_disabled=deps.scrub_on_free_disabled,
         attestation=attest(deps.health, device, deps.scrub_on_free_disabled),
     )
