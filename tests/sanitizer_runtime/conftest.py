@@ -17,6 +17,7 @@ from .fakeapi import FakeApi
 
 
 def sim_config(tmp_path: Path, version: str = "1.34", **fields: Any) -> AgentConfig:
+    fields.setdefault("selftest_at_start", False)  # the canary's own tests turn it on (test_canary.py)
     settings = fields.pop("simulated", SimulatedBackendSettings(gpus=1, mig_slices_per_gpu=2, memory_bytes=2048))
     return AgentConfig(
         node_name="node-a", backend="simulated", grace_period_s=30, drain_timeout_s=60,

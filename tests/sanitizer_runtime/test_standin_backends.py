@@ -57,6 +57,7 @@ def standin(tmp_path: Path, standin_lib: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def agent_config(tmp_path: Path, **fields: Any) -> AgentConfig:
+    fields.setdefault("selftest_at_start", False)  # the canary's own tests: test_standin_canary.py
     return AgentConfig(
         node_name="node-a", backend="nvml", grace_period_s=0.3, drain_timeout_s=8, poll_interval_s=0.05,
         fill_timeout_s=60, state_dir=str(tmp_path / "state"), evidence_file=str(tmp_path / "evidence.jsonl"),

@@ -46,7 +46,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from dra_constructs.agent import turnover
+from dra_constructs.agent import canary, turnover
 from dra_constructs.agent.backends.base import BackendError
 from dra_constructs.agent.clock import Clock, RealClock
 from dra_constructs.agent.devices import DeviceInfo
@@ -185,6 +185,7 @@ class Agent:
                 futures.append(future)
         for future in futures:
             future.result()
+        canary.at_start(self.rt.barrier, list(self._devices.values()), lambda name: name in self._allocated)
         self._resolved(local)
         self.rt.metrics.api_unknown.set(0)
         self._started.set()

@@ -2,10 +2,12 @@
 
 ``run`` (the agent), ``once --device ID`` (one barrier cycle by hand), ``release --device ID
 --reason TEXT`` (operator release of a quarantined device: logged, then a full barrier),
-``status`` (the persisted state of every device), ``evidence [--device ID] [--html FILE]``
+``selftest [--device ID]`` (the residue canary, :mod:`.canary`), ``status`` (the persisted state
+of every device), ``evidence [--device ID] [--html FILE]``
 (the evidence file as a table / an HTML report) and ``simulate`` (the real barrier on the
 simulated backend under random faults). Exit codes: 0 success, 1 a failed check (a device
-quarantined by ``once``/``release``, a dirty release in ``simulate``), 2 bad input.
+quarantined by ``once``/``release``, residue or an inconclusive ``selftest``, a dirty release in
+``simulate``), 2 bad input.
 """
 
 from __future__ import annotations
@@ -94,6 +96,22 @@ def _cmd_release(args: argparse.Namespace) -> int:
     return 0 if record.result == "released" else 1
 
 
+def _cmd_selftest(args: argparse.Namespace) -> int:
+    from dra_constructs.agent import canary
+    from dra_constructs.agent.runtime import build_runtime
+
+    rt = build_runtime(_config(args))
+    if args.device:
+        device = rt.device(args.device)
+        records = [canary.run_selftest(rt.barrier.deps, device, "selftest")]
+        canary.finish(rt.barrier, device)
+    else:
+        records = canary.on_demand(rt.barrier, rt.devices)
+    for record in records:
+        _print(record)
+    return 0 if all(r.result == "clean" for r in records) else 1
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     from dra_constructs.agent.state import StateStore, dump_states
 
@@ -161,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=_PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="The GPU node agent: when a device leaves a tenant it is guarded, drained, zero-filled "
                     "and verified before it is handed out again (or quarantined with the reason).",
-        epilog="exit codes: 0 success, 1 a failed check (a device quarantined by once/release, a dirty "
-               "release in simulate), 2 bad input.\n"
+        epilog="exit codes: 0 success, 1 a failed check (a device quarantined by once/release, residue or an "
+               "inconclusive selftest, a dirty release in simulate), 2 bad input.\n"
                "examples:\n"
                "  dra-sanitizer status --config /etc/dra-sanitizer/config.yaml\n"
                "  dra-sanitizer release --device gpu-0 --reason 'memory test passed (ticket 123)'\n"
@@ -198,6 +216,16 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--operator", help="who releases it (default: the current user)")
     release.add_argument("--force", action="store_true", help="also for a device that is not quarantined")
     release.set_defaults(func=_cmd_release)
+    selftest = sub.add_parser(
+        "selftest", help="residue canary: does a tenant's memory survive its exit on this node?",
+        description="Write a random pattern in one CUDA context, let that process exit as a tenant does, and count "
+                    "in a fresh context the pattern words that survived (then zero-fill and verify). One device "
+                    "per GPU model and driver version, or --device; only a clean, unclaimed device. A selftest "
+                    "evidence record per run; exit 0 clean, 1 residue or inconclusive, 2 bad input (an unknown or "
+                    "claimed device).")
+    agent_args(selftest)
+    selftest.add_argument("--device", help="DRA device name (gpu-0, gpu-0-mig-...) or UUID")
+    selftest.set_defaults(func=_cmd_selftest)
     status = sub.add_parser("status", help="print the persisted state of every device",
                             description="Print the persisted barrier state of every device of this node.")
     agent_args(status)

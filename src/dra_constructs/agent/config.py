@@ -172,6 +172,9 @@ class AgentConfig(BaseModel):
     taint_effect: Literal["NoSchedule", "NoExecute"] = Field(
         default="NoSchedule", description="Effect of the guard/quarantine taint."
     )
+    selftest_at_start: bool = Field(
+        default=True, description="Run the residue canary (agent/canary.py) at start, once per GPU model and "
+                                  "driver version, on a clean unclaimed device.")
     require_scrub_on_free: bool = Field(
         default=False,
         description="Quarantine every device while the driver's scrub-on-free is disabled (else: report).",

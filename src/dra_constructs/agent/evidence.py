@@ -17,9 +17,24 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dra_constructs.agent.health import Attestation, HealthGate
 
-__all__ = ["EvidenceRecord", "EvidenceWriter"]
+__all__ = ["EvidenceRecord", "EvidenceWriter", "Selftest"]
 
 _LOG = logging.getLogger("dra_sanitizer.evidence")
+
+
+class Selftest(BaseModel):
+    """What the residue canary (:mod:`.canary`) wrote in one context and read in a fresh one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    driver_version: str
+    bytes_written: int = 0
+    bytes_read: int = 0
+    residue_words: int = Field(default=0, description="Words of the pattern the fresh context read back.")
+    other_nonzero_words: int = Field(default=0, description="Non-zero words that are not the pattern.")
+    verdict: Literal["clean", "residue", "inconclusive"] = "inconclusive"
+    seconds: float = 0.0
 
 
 class EvidenceRecord(BaseModel):
@@ -27,7 +42,7 @@ class EvidenceRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["barrier", "operator-release", "missed-turnover"] = "barrier"
+    kind: Literal["barrier", "operator-release", "missed-turnover", "selftest"] = "barrier"
     node: str
     device: str
     uuid: str
@@ -86,8 +101,9 @@ class EvidenceRecord(BaseModel):
         default=None, description="The driver regime: scrub-on-free, persistence, CC and MIG mode, versions.")
     health: list[HealthGate] | None = Field(
         default=None, description="The health gates checked before the release (agent/health.py); None: not run.")
-    result: Literal["released", "quarantined", "interrupted", "operator-release", "deferred", "adopted"] = (
-        "interrupted")
+    result: Literal["released", "quarantined", "interrupted", "operator-release", "deferred", "adopted",
+                    "clean", "residue", "inconclusive"] = "interrupted"
+    selftest: Selftest | None = Field(default=None, description="The residue canary's figures (kind selftest).")
     reason: str | None = None
     operator: str | None = None
     warnings: list[str] = Field(default_factory=list)

@@ -69,6 +69,13 @@ class Metrics:
             "quarantined, unavailable: not served by this GPU or driver).",
             ["gate", "status"], registry=self.registry)
 
+        self.selftest_runs = Counter(
+            "dra_sanitizer_selftest_runs", "Residue canary runs (agent/canary.py) by verdict: clean, residue, "
+            "inconclusive.", ["verdict"], registry=self.registry)
+        self.selftest_residue = Gauge(
+            "dra_sanitizer_selftest_residue", "Last residue canary per GPU model and driver: 1 residue survived a "
+            "tenant's exit (fill-and-verify is the only scrub), 0 clean, -1 inconclusive.", ["model", "driver"],
+            registry=self.registry)
         self.lifecycle_events = Counter(
             "dra_sanitizer_lifecycle_events",
             "Device state transition Events (DeviceInUse, DeviceSanitizing, DeviceReleased) by reason and "

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dra_constructs.agent import canary
 from dra_constructs.agent.backends.base import (
     BackendError,
     ComputeInstanceGuard,
@@ -163,6 +164,7 @@ def build_runtime(
     if config.dynamic_mig:
         deps.mig_access = _mig_access(config, guard, metrics)
     deps.inventory.update({d.name: d for d in enumeration.devices})
+    canary.apply_stored(deps, enumeration.devices)  # a residue verdict of an earlier start still holds
     devices = [*enumeration.devices, *_cut_off_resets(store, deps.inventory)]
     _wire_overlaps(guard, deps.inventory, store)
     return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration)

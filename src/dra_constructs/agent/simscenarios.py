@@ -62,7 +62,8 @@ class _Round:
         self.config = AgentConfig(
             node_name="sim-node", backend="simulated", grace_period_s=30, drain_timeout_s=60,
             state_dir=str(tmp / "state"), evidence_file=str(tmp / "evidence.jsonl"),
-            simulated=self.node.settings, kube=KubeSettings(mode="disabled", kubernetes_version=version))
+            simulated=self.node.settings, kube=KubeSettings(mode="disabled", kubernetes_version=version),
+            selftest_at_start=False)  # turnovers only; the canary's scenarios are tests/.../test_canary.py
         self.protected: set[int] = set()  # pids the claim being released does not own, now
         self.violations = 0
         real = self.node.signaller.signal

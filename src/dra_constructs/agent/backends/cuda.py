@@ -4,7 +4,8 @@ Every scrub runs in a worker child process started with ``CUDA_VISIBLE_DEVICES=<
 ``GPU-...`` or ``MIG-...`` UUID) set before ``cuInit``, so the worker holds exactly one context
 on exactly that device or MIG slice, and the context dies with the worker (a crashed or
 killed agent leaves nothing behind that the next drain would not find). The parent talks to
-the worker over JSON lines on stdin/stdout: ``fill``, ``verify``, ``close``; the worker's
+the worker over JSON lines on stdin/stdout: ``fill``, ``verify``, ``close`` (and the residue
+canary's ``pattern <hex>`` / ``residue <hex>``, :mod:`..canary`); the worker's
 stderr goes to a file whose tail is quoted when the worker dies without an answer.
 
 In the worker (:class:`CudaContext`): primary context on device 0, greedy ``cuMemAlloc`` of
@@ -367,6 +368,16 @@ def worker_main(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> 
                     seconds=time.perf_counter() - start, memset_seconds=memset_s)
             elif command == "verify":
                 say(event="verified", **ctx.verify_zero())
+            elif command.startswith("pattern "):  # canary: fill with a pattern, then exit like a tenant
+                ctx.allocate_all()
+                value = int(command.split()[1], 16)
+                seconds = ctx.memset(value & 0xFFFFFFFF)
+                say(event="patterned", bytes_written=ctx.bytes_filled - _ALIGN, seconds=seconds)
+                os._exit(0)  # no cuMemFree, no context release: the driver frees it at process exit
+            elif command.startswith("residue "):  # canary: what of the pattern a fresh context sees
+                ctx.allocate_all()
+                other, found, words, seconds = ctx.count(0, int(command.split()[1], 16))
+                say(event="residue", bytes_read=words * 8, pattern_words=found, other_words=other, seconds=seconds)
             elif command == "close":
                 ctx.release()
                 say(event="closed")
@@ -467,6 +478,23 @@ class _WorkerSession:
         m = self._read("verify")
         return VerifyResult(int(m["bytes_verified"]), int(m["nonzero_words"]), float(m["seconds"]),
                             control_planted=int(m["control_planted"]), control_found=int(m["control_found"]))
+
+    def write_pattern(self, pattern: int) -> int:
+        """Canary: allocate nearly all free memory, set it to ``pattern`` (both 32-bit halves
+        equal), then the worker exits without freeing (as a tenant does); bytes written."""
+        self._send(f"pattern {pattern:016x}")
+        written = int(self._read("pattern")["bytes_written"])
+        try:
+            self._proc.wait(timeout=self._timeout)
+        except subprocess.TimeoutExpired as error:
+            raise BackendError("pattern", f"CUDA worker did not exit within {self._timeout:.0f}s") from error
+        return written
+
+    def read_residue(self, pattern: int) -> tuple[int, int, int]:
+        """Canary: (bytes read, words equal to ``pattern``, other non-zero words) in a fresh context."""
+        self._send(f"residue {pattern:016x}")
+        m = self._read("residue")
+        return int(m["bytes_read"]), int(m["pattern_words"]), int(m["other_words"])
 
     def _release_slot(self) -> None:
         slot, self._slot = self._slot, None

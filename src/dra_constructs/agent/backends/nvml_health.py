@@ -167,6 +167,9 @@ class NvmlHealth:
             return Reading(_text(version.value)) if version.ok else version
         if name == "cuda_driver_version":
             return self._reading(nv.nvmlSystemGetCudaDriverVersion)
+        if name == "model":  # the residue canary's key (GPU model, driver version)
+            model = self._reading(nv.nvmlDeviceGetName, gpu)
+            return Reading(_text(model.value)) if model.ok else model
         if name == "persistence_mode":
             return self._reading(nv.nvmlDeviceGetPersistenceMode, gpu)
         if name == "mig_mode":

@@ -44,6 +44,7 @@ class SimHealth:
     def __init__(self, driver_version: str = "570.124.06", cuda_driver_version: int = 12080,
                  conf_compute: dict[str, int] | None = None) -> None:
         self.driver_version = driver_version
+        self.model = "Simulated GPU"  # nvmlDeviceGetName
         self.cuda_driver_version = cuda_driver_version
         self.conf_compute = conf_compute or {"environment": 0, "cc_feature": 0, "dev_tools_mode": 0}
         self._gpus: dict[str, SimGpuHealth] = {}
@@ -79,6 +80,8 @@ class SimHealth:
             return Reading(len(gpu.xids))
         if name == "driver_version":
             return Reading(self.driver_version)
+        if name == "model":
+            return Reading(self.model)
         if name == "cuda_driver_version":
             return Reading(self.cuda_driver_version)
         if name == "persistence_mode":

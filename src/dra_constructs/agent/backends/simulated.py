@@ -620,6 +620,38 @@ class _SimSession:
         return VerifyResult(bytes_verified=verified, nonzero_words=nonzero,
                             seconds=dev.clock.monotonic() - start)
 
+    def _take_all(self) -> list[int]:
+        free = self._dev.free_granules()
+        self._dev.take(self._proc, free)
+        self._filled.extend(free)
+        return free
+
+    def write_pattern(self, pattern: int) -> int:
+        """Canary: every free granule set to ``pattern``, then the worker exits as a tenant does
+        (its granules freed, zeroed only with ``scrub_on_free``); bytes written."""
+        dev = self._dev
+        word = pattern.to_bytes(8, "little")
+        with dev.lock:
+            taken = self._take_all()
+            for g in taken:
+                dev.memory[g * dev.gran:(g + 1) * dev.gran] = word * (dev.gran // 8)
+        self.close()
+        return len(taken) * dev.gran
+
+    def read_residue(self, pattern: int) -> tuple[int, int, int]:
+        """Canary: (bytes read, words equal to ``pattern``, other non-zero words) in this fresh context."""
+        dev = self._dev
+        word = pattern.to_bytes(8, "little")
+        found = other = 0
+        with dev.lock:
+            taken = self._take_all()
+            for g in taken:
+                chunk = bytes(dev.memory[g * dev.gran:(g + 1) * dev.gran])
+                for i in range(0, dev.gran, 8):
+                    found += chunk[i:i + 8] == word
+                    other += chunk[i:i + 8] != word and any(chunk[i:i + 8])
+        return len(taken) * dev.gran, found, other
+
     def close(self) -> None:
         if self._closed:
             return
