@@ -21,8 +21,8 @@ from dra_constructs.agent.kube import Tenant as ClaimTenant
 from dra_constructs.agent.runtime import Runtime
 from dra_constructs.agent.state import Phase
 
-from .standin import GPU, MiB, Node, cgroup
-from .test_standin_backends import POD, MakeNode, runtime, standin  # noqa: F401 - fixture
+from .standin import CI, GI, GPU, MiB, Node, cgroup
+from .test_standin_backends import POD, MakeNode, a100_mig, runtime, standin  # noqa: F401 - fixture
 
 OTHER = "7d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6"
 _HOLDER = """
@@ -133,3 +133,29 @@ def test_nvidiactl_and_uvm_alone_do_not_block(allocated: Callable[[], Allocated]
     record = rt.barrier.run(device, "deallocated", claim)
     assert record.result == "released", record.reason
     assert host.alive() and record.pids_sigterm == [] and record.foreign_processes == []
+
+
+def test_a_mig_slice_counts_holders_of_its_capability_nodes_only(
+        standin: MakeNode, tmp_path: Path, holders: list[Holder]) -> None:  # noqa: F811
+    """gi1's ``access`` file maps it to nvidia-cap12: that blocks the slice; the parent's /dev/nvidia0 does not."""
+    gi = GI(1, [CI("MIG-q0")], placement_start=0, total=64 * MiB)
+    node = standin([a100_mig("GPU-m", 0, [gi])])
+    for name, minor in (("gi1/access", 12), ("gi1/ci0/access", 13)):
+        access = node.proc_root / "driver/nvidia/capabilities/gpu0/mig" / name
+        access.parent.mkdir(parents=True, exist_ok=True)
+        access.write_text(f"DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+    rt = runtime(tmp_path)
+    device = rt.device("gpu-0-mig-1g10gb-19-0")
+    assert device.gpu_instance_id == 1 and device.compute_instance_ids == (0,)  # from NVML's enumeration
+    parent = Holder(node, "/dev/nvidiactl", "/dev/nvidia0", pod=None)  # a tenant of another slice
+    holders.append(parent)
+    record = rt.barrier.run(device, "startup-unknown")
+    assert record.result == "released", record.reason
+    scan = record.device_handle_scan
+    assert scan is not None and "/dev/nvidia-caps/nvidia-cap12" in scan["nodes"] and scan["problem"] is None
+    cap = Holder(node, "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap13", pod=None)
+    holders.append(cap)
+    record = rt.barrier.run(device, "startup-unknown")
+    assert record.result == "quarantined" and (record.reason or "").startswith("foreign contexts")
+    assert [p["pid"] for p in record.foreign_processes] == [cap.pid]
+    assert record.foreign_processes[0]["device_nodes"] == ["/dev/nvidia-caps/nvidia-cap13"]
