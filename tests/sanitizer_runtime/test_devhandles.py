@@ -42,11 +42,14 @@ def test_a_gpu_node_holder_counts_and_nvidiactl_uvm_alone_do_not(tmp_path: Path)
     proc(tmp_path, 102, "/dev/nvidiactl", "/dev/nvidia1")  # another GPU
     proc(tmp_path, 103, "/dev/nvidia0", comm="nvidia-persiste")  # NVML-only monitor: exempt, listed
     proc(tmp_path, 104, "/dev/nvidia0")  # the agent itself
+    proc(tmp_path, 105, "/dev/nvidia0", comm="python3")  # the agent's fill worker of another device
+    (tmp_path / "105" / "stat").write_text("105 (py thon) S 104 105 1 0 -1\n")
+    (tmp_path / "100" / "stat").write_text("100 (python3) S 1 100 1 0 -1\n")
     (tmp_path / "self").mkdir()
     scan = DeviceHandles(tmp_path, self_pid=104).scan(GPU0)
     assert scan.nodes == ("/dev/nvidia0",)
     assert [(h.pid, h.paths) for h in scan.holders] == [(100, ("/dev/nvidia0",))]
-    assert [h.pid for h in scan.exempt] == [103] and scan.scanned == 4 and scan.problem is None
+    assert sorted(h.pid for h in scan.exempt) == [103, 105] and scan.scanned == 5 and scan.problem is None
 
 
 def test_mps_daemons_are_named_by_argv0(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ processes) once per poll and reports each process whose fds point at a node of *
 ``/dev/nvidiactl`` and ``/dev/nvidia-uvm*`` are held by every CUDA process of every GPU: context
 only, never counted. Processes whose ``comm`` is in ``exempt`` (NVML-only monitors such as
 ``nvidia-persistenced``, DCGM, the device and kubelet plugins: they hold every GPU's node and no
-context) are listed apart and do not count; ``comm`` is the process's own choice, so the exemption
-drops only this extra evidence: a process with a context is still in NVML's lists and blocks.
+context) and the agent's own children (its CUDA fill workers of other devices, ``stat`` ppid) are
+listed apart and do not count; ``comm`` is the process's own choice, so the exemption drops only
+this extra evidence: a process with a context is still in NVML's lists and blocks.
 
 Decision on unreadable fd directories (EACCES/EPERM, e.g. a process the agent may not ptrace-read):
 the PID is recorded as ``unknown`` (count and first PIDs) with a warning, and does *not* block. A
@@ -146,7 +147,8 @@ class DeviceHandles:
             if held:
                 comm = self._comm(pid)
                 holder = HandleHolder(pid, comm, held, self._mps(pid) if comm == MPS_COMM else None)
-                (result.exempt if comm in self._exempt else result.holders).append(holder)
+                exempt = comm in self._exempt or self._ppid(pid) == self._self  # the agent's own fill workers
+                (result.exempt if exempt else result.holders).append(holder)
         result.seconds = time.monotonic() - start
         return result
 
@@ -168,6 +170,14 @@ class DeviceHandles:
             if target in wanted:
                 held.add(target)
         return tuple(sorted(held))
+
+    def _ppid(self, pid: int) -> int | None:
+        """The parent PID from ``stat`` (field 4, after the ``(comm)`` that may hold spaces); None if unreadable."""
+        try:
+            text = (self._root / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
+            return int(text.rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
+            return None
 
     def _comm(self, pid: int) -> str:
         try:
