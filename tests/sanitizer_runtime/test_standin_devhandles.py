@@ -106,6 +106,7 @@ def test_a_foreign_holder_of_the_gpu_node_blocks_the_release_and_is_reported(
     (entry,) = record.foreign_processes
     assert entry["pid"] == other.pid and entry["owner"] == f"pod team-b/debug-0 (uid {OTHER})"
     assert entry["nvml_listed"] is False and entry["device_nodes"] == ["/dev/nvidia0"]
+    assert f"pid {other.pid} (pod team-b/debug-0 (uid {OTHER})) holding /dev/nvidia0" in (record.reason or "")
     assert record.device_handle_scan is not None and record.device_handle_scan["nodes"] == ["/dev/nvidia0"]
     assert rt.barrier.recover(device) is None  # NVML lists nobody, but the node is held: stays guarded
     other.stop()

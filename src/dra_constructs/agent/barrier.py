@@ -1167,14 +1167,15 @@ class Barrier:
 
     @staticmethod
     def _foreign_text(c: _Cycle) -> str:
-        return ", ".join(f"pid {p['pid']} ({p['owner']})" for p in c.record.foreign_processes)
+        return ", ".join(f"pid {p['pid']} ({p['owner']})" + ("" if p.get("nvml_listed", True) else
+                         f" holding {', '.join(p['device_nodes'])}") for p in c.record.foreign_processes)
 
     def _foreign_failure(self, c: _Cycle) -> None:
         """Foreign contexts outlive the released claims' processes: Event, then keep the guard (quarantine)."""
         who = self._foreign_text(c)
         message = (f"{len(c.record.foreign_processes)} process(es) the released claim(s) "
-                   f"{c.state.claim or '(none)'} did not own hold a context: {who}; never signalled, the device "
-                   f"stays guarded and is sanitized once they are gone")
+                   f"{c.state.claim or '(none)'} did not own hold a context or the device's nodes: {who}; never "
+                   f"signalled, the device stays guarded and is sanitized once they are gone")
         self.deps.guard.event(c.device.name, "ForeignContexts", message, c.clock)
         raise BarrierFailure(f"{FOREIGN_CONTEXTS}: {who}; never signalled (not the released claim's)")
 
