@@ -96,7 +96,7 @@ def test_privileged_exactly_where_the_agent_manages_mig_instances(
         assert sanitizer.access.privileged_because
     else:
         assert security["allowPrivilegeEscalation"] is False
-        assert security["capabilities"] == {"drop": ["ALL"], "add": ["KILL", "SYS_ADMIN"]}
+        assert security["capabilities"] == {"drop": ["ALL"], "add": ["KILL", "SYS_ADMIN", "SYS_PTRACE"]}
         assert "NVIDIA_MIG_CONFIG_DEVICES" not in env
         assert not set(PRIVILEGED_SUPPRESSIONS) & skipped
     assert ("NVIDIA_MIG_MONITOR_DEVICES" in env) is (mig_mode != "off")

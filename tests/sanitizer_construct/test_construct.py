@@ -85,7 +85,7 @@ def test_pod_runs_with_host_pid_and_only_the_capabilities_it_needs() -> None:
     security = agent_container(docs)["securityContext"]
     assert security["readOnlyRootFilesystem"] is True
     assert security["privileged"] is False and security["allowPrivilegeEscalation"] is False
-    assert security["capabilities"] == {"drop": ["ALL"], "add": ["KILL", "SYS_ADMIN"]}
+    assert security["capabilities"] == {"drop": ["ALL"], "add": ["KILL", "SYS_ADMIN", "SYS_PTRACE"]}
     assert security["seccompProfile"] == {"type": "RuntimeDefault"}
 
 

@@ -211,7 +211,8 @@ def test_reset_destroys_and_recreates_the_same_layout_at_the_same_placement() ->
     nv, parts = _parts()
     device = DeviceInfo("gpu-0-mig-2g20gb-14-2", "MIG-old", 0, 20 << 30, parent_uuid="GPU-x", mig_profile="2g.20gb")
     nv.gis.append(FakeGi(7, 14, 2, 2, cis=[(0, 0, 1), (0, 1, 1)]))  # two 1-slice CIs
-    assert parts.instance(device) is not None
+    found = parts.instance(device)
+    assert found is not None and found.gpu_instance_id == 7  # the MIG capability files of devhandles.py
     parts.destroy(device)
     assert nv.calls == ["destroy CI 0@0", "destroy CI 0@1", "destroy GI 7"] and parts.instance(device) is None
     new = parts.create(device)

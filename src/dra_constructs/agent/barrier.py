@@ -33,6 +33,7 @@ from dra_constructs.agent.backends.base import (
 )
 from dra_constructs.agent.clock import Clock
 from dra_constructs.agent.config import CUDA_ALLOCATION_GRANULE, AgentConfig, PartitionReset, QuarantinePolicy
+from dra_constructs.agent.devhandles import HandleHolder, HandleScan
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceRecord, EvidenceWriter
 from dra_constructs.agent.gpulock import GpuLock, GpuLocks
@@ -119,6 +120,8 @@ class BarrierDeps:
     mig_access: MigAccess | None = None
     #: Health gates and driver-state attestation (:mod:`.health`); None: the backend serves neither.
     health: HealthSource | None = None
+    #: Processes holding the device's nodes beyond NVML's lists (:mod:`.devhandles`); None: NVML only.
+    device_handles: Callable[[DeviceInfo], HandleScan] | None = None
 
 
 class _Cycle:
@@ -148,6 +151,9 @@ class _Cycle:
         self._phase_start = 0.0
         #: NVML refused a compute mode on this MIG device (before CUDA 13.3): it is DEFAULT, unguardable so.
         self.mode_unsupported = False
+        #: Processes seen holding the device's nodes (:mod:`.devhandles`), by pid, and NVML's pids.
+        self.holders: dict[int, HandleHolder] = {}
+        self.nvml_pids: set[int] = set()
 
     def enter(self, phase: Phase, point: str | None = None) -> None:
         """Persist ``phase`` (before its effects), time the previous one, then the crash point."""
@@ -347,7 +353,7 @@ class Barrier:
             return False
 
     def _no_contexts(self, device: DeviceInfo) -> bool:
-        """True if NVML lists no process on the device (an error: False, keep waiting).
+        """True if NVML lists no process on the device and none holds its nodes (an error: False, keep waiting).
 
         DynamicMIG: the processes of the instance at the placement now (none there: no context).
         """
@@ -358,6 +364,8 @@ class Barrier:
             pids = self.deps.nvml.processes(target)
         except BackendError:
             return False
+        if self.deps.device_handles is not None:
+            pids = [*pids, *(h.pid for h in self.deps.device_handles(target).holders)]
         return not [p for p in pids if p not in self.deps.own_pids]
 
     def prohibit(self, device: DeviceInfo, why: str) -> bool:
@@ -1090,7 +1098,7 @@ class Barrier:
             now = c.clock.monotonic()
             pids = self._processes(c)
             if pids is not None:
-                pids = [p for p in pids if p not in self.deps.own_pids]
+                pids = [p for p in self._with_holders(c, pids) if p not in self.deps.own_pids]
                 mine = [p for p in pids if self._owned(c, p, owned)]
                 others = [p for p in pids if p not in mine]
                 self._foreign(c, others, owned)
@@ -1126,6 +1134,16 @@ class Barrier:
                                      f"pids {still}")
             c.clock.sleep(cfg.poll_interval_s)
 
+    def _with_holders(self, c: _Cycle, pids: list[int]) -> list[int]:
+        """NVML's pids plus every process holding the device's nodes (one ``/proc/*/fd`` scan)."""
+        c.nvml_pids.update(pids)
+        if self.deps.device_handles is None or c.target is None:
+            return pids
+        scan = self.deps.device_handles(c.target)
+        c.record.device_handle_scan = scan.summary()
+        c.holders.update({h.pid: h for h in scan.holders})
+        return pids + [h.pid for h in scan.holders if h.pid not in pids]
+
     def _owned(self, c: _Cycle, pid: int, owned: frozenset[str]) -> bool:
         """True if ``pid`` runs in a pod of the released claims (the only processes ever signalled)."""
         owner = self.deps.owners(pid)
@@ -1140,20 +1158,24 @@ class Barrier:
             owner = self.deps.owners(pid)
             if owner.kind == "pod" and owner.pod_uid in owned:
                 continue  # it became ours between the two reads: the next poll signals it
+            holder = c.holders.get(pid)
             c.record.foreign_processes.append({
                 "pid": pid, "owner_kind": owner.kind, "pod_uid": owner.pod_uid, "container": owner.container,
-                "owner": owner.describe(self.deps.pod_name)})
+                "owner": owner.describe(self.deps.pod_name), "nvml_listed": pid in c.nvml_pids,
+                "device_nodes": list(holder.paths) if holder else [], "comm": holder.comm if holder else None,
+                "mps": holder.mps if holder else None})
 
     @staticmethod
     def _foreign_text(c: _Cycle) -> str:
-        return ", ".join(f"pid {p['pid']} ({p['owner']})" for p in c.record.foreign_processes)
+        return ", ".join(f"pid {p['pid']} ({p['owner']})" + ("" if p.get("nvml_listed", True) else
+                         f" holding {', '.join(p['device_nodes'])}") for p in c.record.foreign_processes)
 
     def _foreign_failure(self, c: _Cycle) -> None:
         """Foreign contexts outlive the released claims' processes: Event, then keep the guard (quarantine)."""
         who = self._foreign_text(c)
         message = (f"{len(c.record.foreign_processes)} process(es) the released claim(s) "
-                   f"{c.state.claim or '(none)'} did not own hold a context: {who}; never signalled, the device "
-                   f"stays guarded and is sanitized once they are gone")
+                   f"{c.state.claim or '(none)'} did not own hold a context or the device's nodes: {who}; never "
+                   f"signalled, the device stays guarded and is sanitized once they are gone")
         self.deps.guard.event(c.device.name, "ForeignContexts", message, c.clock)
         raise BarrierFailure(f"{FOREIGN_CONTEXTS}: {who}; never signalled (not the released claim's)")
 
@@ -1171,7 +1193,7 @@ class Barrier:
         if not fresh:
             return pids
         again = self._processes(c)
-        still = set(again) if again is not None else set()
+        still = set(self._with_holders(c, again)) if again is not None else set()
         return [p for p in pids if p not in fresh or p in still]
 
     def _verify_no_contexts(self, c: _Cycle, allowed: set[int], what: str) -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dra_constructs._io import ReadBudget, read_input
 from dra_constructs._safe_load import json_document, yaml_documents
+from dra_constructs.agent.devhandles import DEFAULT_EXEMPT
 from dra_constructs.errors import DraConstructsError
 
 __all__ = [
@@ -191,6 +192,13 @@ class AgentConfig(BaseModel):
         description="Where /proc/<pid>/cgroup names each GPU process's pod (hostPID): only processes of the "
                     "released claim's pods are signalled (tests point it at files of the same format).",
     )
+    device_handles: bool = Field(
+        default=True, description="The drain also counts processes holding the device's nodes open (/dev/nvidia<N>, "
+                                  "MIG capability nodes), found in <proc_root>/*/fd (agent/devhandles.py).")
+    device_handles_exempt: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_EXEMPT),
+        description="/proc/<pid>/comm of NVML-only monitors that hold every GPU's node without a context; listed "
+                    "in the evidence, not counted (a context they hold is still in NVML's lists).")
     evidence_file: str = Field(
         default="/var/log/dra-sanitizer/evidence.jsonl", description="One JSON record per barrier cycle."
     )

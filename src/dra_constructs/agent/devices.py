@@ -116,6 +116,10 @@ class DeviceInfo:
     #: DynamicMIG: the whole GPU ``gpu-N`` the driver publishes beside the placements (Hopper and
     #: newer); ``placement`` then spans every memory slice (the full-size GPU-instance profile).
     whole_gpu: bool = False
+    #: MIG: the GPU instance id and its compute instances' ids (the capability nodes of
+    #: :mod:`.devhandles`); None / empty: not known (then only NVML's lists count).
+    gpu_instance_id: int | None = None
+    compute_instance_ids: tuple[int, ...] = ()
 
     @property
     def is_mig(self) -> bool:

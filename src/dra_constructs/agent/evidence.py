@@ -57,8 +57,13 @@ class EvidenceRecord(BaseModel):
         default_factory=list, description="UIDs of the released claims' pods: the only processes signalled.")
     foreign_processes: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="Processes with a context on the device that the released claims did not own ({pid, owner, "
-                    "pod_uid}): never signalled; the device is not released while one lives.")
+        description="Processes with a context on the device (NVML) or an fd on its nodes that the released claims "
+                    "did not own ({pid, owner, pod_uid, nvml_listed, device_nodes, comm, mps}): never signalled; the "
+                    "device is not released while one lives.")
+    device_handle_scan: dict[str, Any] | None = Field(
+        default=None,
+        description="The drain's last /proc/*/fd scan (agent/devhandles.py): the device's nodes matched, PIDs "
+                    "scanned, seconds, exempt monitors, unreadable fd dirs (unknown, not blocking), a mapping problem.")
     missed_turnover: str | None = Field(
         default=None, description="Claims that held the device before a turnover the agent did not see.")
     contexts_after_drain: int | None = None

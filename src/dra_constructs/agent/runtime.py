@@ -22,6 +22,7 @@ from dra_constructs.agent.backends.simulated import SimulatedNode
 from dra_constructs.agent.barrier import Barrier, BarrierDeps
 from dra_constructs.agent.clock import Clock, RealClock
 from dra_constructs.agent.config import AgentConfig
+from dra_constructs.agent.devhandles import DeviceHandles, HandleScan
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceWriter
 from dra_constructs.agent.guard import Guard
@@ -87,6 +88,7 @@ def build_runtime(
     owners: Callable[[int], Owner]
     ci_guard: ComputeInstanceGuard | None = None
     health: HealthSource | None = None
+    handles: Callable[[DeviceInfo], HandleScan] | None = None
     if config.backend == "simulated":
         node = node or SimulatedNode(config.simulated)
         nvml, scrubber, signaller, clock_for = node.nvml, node.scrubber, node.signaller, node.clock
@@ -119,6 +121,8 @@ def build_runtime(
         scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"), max_workers=slots)
         signaller = OsSignaller()
         owners = ProcOwners(config.proc_root)
+        if config.device_handles:
+            handles = DeviceHandles(config.proc_root, exempt=config.device_handles_exempt).scan
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
     kube: KubeClient | None = None
@@ -149,7 +153,7 @@ def build_runtime(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
         store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
-        partitions=partitions, ci_guard=ci_guard, owners=owners, health=health,
+        partitions=partitions, ci_guard=ci_guard, owners=owners, health=health, device_handles=handles,
         reset_unavailable=reset_unavailable if config.backend == "nvml" else None,
     )
     try:

@@ -192,6 +192,7 @@ class NvmlDevices:
                 mig_device_name(minor, profile, profile_id, int(info.placement.start)), cis[0][2], minor,
                 int(memory.total), parent_uuid=gpu_uuid, mig_profile=profile,
                 compute_instance_uuids=tuple(ci[2] for ci in cis),
+                gpu_instance_id=gi_id, compute_instance_ids=tuple(ci[0] for ci in cis),
             )
             out.append((device, [ci[1] for ci in cis]))
         return out, errors

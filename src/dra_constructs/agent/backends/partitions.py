@@ -122,7 +122,8 @@ class NvmlPartitions:
         # Every CI of the instance as it is now: the drain and the checks list the processes of each
         # (a recreated instance has new CI UUIDs; the old ones no longer resolve).
         return replace(device, uuid=cis[0][1], memory_bytes=int(memory.total), parent_uuid=device.gpu_uuid,
-                       compute_instance_uuids=tuple(ci[1] for ci in cis))
+                       compute_instance_uuids=tuple(ci[1] for ci in cis), gpu_instance_id=gi_id,
+                       compute_instance_ids=tuple(ci[0] for ci in cis))
 
     def destroy(self, device: DeviceInfo) -> None:
         nv = self._nv

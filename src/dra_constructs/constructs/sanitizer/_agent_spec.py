@@ -158,8 +158,8 @@ class Capability:
 def agent_capabilities(config: AgentConfig) -> list[Capability]:
     """The capabilities the agent needs; everything else is dropped (``ALL``).
 
-    ``config`` is the hook for configuration-dependent capabilities; today every configuration
-    needs the same two.
+    ``config`` is the hook for configuration-dependent capabilities: every configuration needs
+    ``KILL`` and ``SYS_ADMIN``; ``device_handles`` (the default) adds ``SYS_PTRACE``.
     """
     caps = [Capability(
         "KILL",
@@ -175,6 +175,13 @@ def agent_capabilities(config: AgentConfig) -> list[Capability]:
         "DEFAULT at release) is a privileged RM control: the driver's os_is_administrator() is "
         "capable(CAP_SYS_ADMIN) (open-gpu-kernel-modules kernel-open/nvidia/os-interface.c, NV_IS_SUSER)",
     ))
+    if config.device_handles:
+        caps.append(Capability(
+            "SYS_PTRACE",
+            "the drain reads /proc/<pid>/fd of every host process (agent/devhandles.py: who holds the device's "
+            "nodes beyond NVML's lists); the kernel gates it on ptrace_may_access(PTRACE_MODE_READ_FSCREDS), "
+            "which needs CAP_SYS_PTRACE for processes of other UIDs (fs/proc/base.c proc_fd_access_allowed)",
+        ))
     return caps
 
 

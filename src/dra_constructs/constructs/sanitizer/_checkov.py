@@ -26,8 +26,8 @@ SUPPRESSIONS: dict[str, str] = {
     "CKV_K8S_40": "runs as uid 0 (see CKV_K8S_23); a high UID would lose the added capabilities",
     "CKV_K8S_38": "the agent calls the API server (watch claims and pods, device taints) with its "
                   "least-privilege service account",
-    "CKV_K8S_25": "all capabilities dropped except KILL (drain signals to tenant processes) and SYS_ADMIN "
-                  "(NVML compute mode)",
+    "CKV_K8S_25": "all capabilities dropped except KILL (drain signals to tenant processes), SYS_ADMIN "
+                  "(NVML compute mode) and SYS_PTRACE (reading /proc/<pid>/fd: who holds the GPU's nodes)",
     "CKV_K8S_39": "SYS_ADMIN: nvmlDeviceSetComputeMode (guard, fill, release, quarantine) is gated by the "
                   "NVIDIA driver on capable(CAP_SYS_ADMIN)",
 }

@@ -13,7 +13,7 @@ It emits everything the agent needs and nothing more:
   (``runtimeClassName``, ``NVIDIA_VISIBLE_DEVICES=all``) gives it every GPU and MIG device of
   the node, however many there are. It is privileged exactly where the agent creates or
   destroys MIG instances (MIG on, or ``partition_reset: mig-instance``); otherwise every
-  capability is dropped but ``KILL`` and ``SYS_ADMIN``.
+  capability is dropped but ``KILL``, ``SYS_ADMIN`` and (``device_handles``) ``SYS_PTRACE``.
 
 cdk8s-plus-28 builds the Namespace, ServiceAccount, RBAC and ConfigMap; the DaemonSet is a
 ``cdk8s.ApiObject`` because cdk8s-plus-28's 1.28 schema has no ``hostPID``.
