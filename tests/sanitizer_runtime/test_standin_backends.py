@@ -452,3 +452,32 @@ def test_fill_bandwidth_is_the_memset_alone(standin: MakeNode, tmp_path: Path) -
         session.close()
     assert fill.memset_seconds is not None and 0 < fill.memset_seconds <= fill.seconds
     assert verify.bytes_verified == fill.bytes_zeroed and verify.control_found == verify.control_planted == 2
+
+
+def test_a_pid_whose_pidfd_saw_it_end_is_never_signalled_again_until_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pruned (exited) or SIGKILLed PID is not reopened by number: the number may be another process's now."""
+    import subprocess
+    import sys
+
+    from dra_constructs.agent.backends.base import OsSignaller
+
+    signaller = OsSignaller()
+    if not signaller._pidfd:
+        pytest.skip("no pidfds on this kernel/Python")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert signaller.pin(child.pid)
+    child.kill()
+    child.wait()  # reaped: its pidfd now reports it gone
+    opened: list[int] = []
+    real_open = os.pidfd_open
+    monkeypatch.setattr(os, "pidfd_open", lambda pid, *a: opened.append(pid) or real_open(pid, *a))
+    assert signaller.signal(child.pid, signal.SIGTERM) is False
+    assert opened == []  # refused without opening a pidfd for whatever holds that number now
+    again = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert signaller.signal(again.pid, signal.SIGKILL)  # a different, live PID is signalled
+        again.wait(10)
+        assert signaller.signal(again.pid, signal.SIGKILL) is False  # after SIGKILL: only through a new pin
+    finally:
+        if again.poll() is None:
+            again.kill()

@@ -202,14 +202,15 @@ def run_selftest(deps: BarrierDeps, device: DeviceInfo, trigger: str,
             figures.bytes_read, figures.residue_words, figures.other_nonzero_words = read, found, other
             figures.verdict, detail = _verdict(figures.bytes_written, read, found, other, cleanup)
             cleaned = _proven_zero(cleanup)
-        except BackendError as error:
-            figures.verdict, detail = "inconclusive", f"{error}"
+        except Exception as error:  # any failure is inconclusive: the device stays in guard
+            figures.verdict, detail = "inconclusive", f"{type(error).__name__}: {error}"
         figures.seconds = round(time.monotonic() - start, 6)
         if cleaned:  # the fresh context zero-filled and verified what it read: as clean as it came
             state.phase = Phase.CLEAN
             deps.store.save(state)
-    if cleaned:
-        deps.guard.untaint(device.name, clock)
+            # Under the device's lock: a claim allocated meanwhile (mark_allocated takes the lock)
+            # must not lose the in-use taint it then places.
+            deps.guard.untaint(device.name, clock)
     record = EvidenceRecord(
         kind="selftest", node=deps.config.node_name, device=device.name, uuid=device.uuid, cycle=state.cycle,
         trigger=trigger, started_at=started_at, result=figures.verdict, reason=detail, selftest=figures,
@@ -307,6 +308,9 @@ def at_start(barrier: Barrier, devices: Iterable[DeviceInfo], claimed: Callable[
         except DraConstructsError as error:  # taken between the check and the lock
             _LOG.warning("residue canary for %s, driver %s skipped: %s", model, driver, error)
             continue
+        except Exception:  # never abort the agent's start; the device stays guarded
+            _LOG.exception("residue canary for %s, driver %s failed on %s: the whole barrier runs on it",
+                           model, driver, chosen.name)
         finish(barrier, chosen)
     return records
 

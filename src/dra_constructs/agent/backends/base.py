@@ -211,6 +211,10 @@ class OsSignaller:
         self._pidfd = (hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")) \
             if use_pidfd is None else use_pidfd
         self._fds: dict[int, int] = {}
+        #: PIDs whose pidfd showed them gone (pruned) or that got SIGKILL: a later signal would open
+        #: a new pidfd for whatever process has that number now, so it is refused until ``pin``
+        #: (the barrier's re-list and owner re-read) names the PID again.
+        self._ended: set[int] = set()
         self._lock = threading.Lock()
 
     def _fd(self, pid: int) -> int | None:
@@ -237,6 +241,8 @@ class OsSignaller:
                 signal.pidfd_send_signal(fd, 0)
             except ProcessLookupError:
                 self._forget(pid)
+                with self._lock:
+                    self._ended.add(pid)
             except OSError:
                 pass
 
@@ -255,11 +261,16 @@ class OsSignaller:
             self._fd(pid)
         except OSError:  # ProcessLookupError: gone; others: signal() reports them
             return False
+        with self._lock:
+            self._ended.discard(pid)
         return True
 
     def signal(self, pid: int, signum: int) -> bool:
         if self._pidfd:
             self._prune()
+            with self._lock:
+                if pid in self._ended:
+                    return False  # its pidfd saw it end; the number may be another process's now
         try:
             if self._pidfd:
                 fd = self._fd(pid)
@@ -278,6 +289,8 @@ class OsSignaller:
             raise BackendError(f"kill({pid}, {signum})", f"{type(error).__name__}: {error}") from error
         if signum == signal.SIGKILL:
             self._forget(pid)
+            with self._lock:
+                self._ended.add(pid)
         return True
 
 
