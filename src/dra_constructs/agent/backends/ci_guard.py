@@ -18,12 +18,10 @@ import ctypes
 from typing import Any
 
 from dra_constructs.agent.backends.base import BackendError, CiLayout
-from dra_constructs.agent.backends.partitions import NvmlPartitions
+from dra_constructs.agent.backends.partitions import NvmlPartitions, compute_instances
 from dra_constructs.agent.devices import DeviceInfo
 
 __all__ = ["NvmlComputeInstances"]
-
-_MAX_CIS = 8
 
 
 class NvmlComputeInstances:
@@ -41,21 +39,7 @@ class NvmlComputeInstances:
 
     def _cis(self, gi: Any) -> list[tuple[int, Any]]:
         """(CI profile id, handle) of every compute instance of ``gi``."""
-        nv = self._nv
-        found: list[tuple[int, Any]] = []
-        for ci_profile in range(nv.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
-            array = (nv.c_nvmlComputeInstance_t * _MAX_CIS)()
-            count = ctypes.c_uint(_MAX_CIS)
-            try:
-                info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-                    gi, ci_profile, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-                nv.nvmlGpuInstanceGetComputeInstances(gi, info.id, array, ctypes.byref(count))
-            except nv.NVMLError_NotSupported:
-                continue
-            except nv.NVMLError as error:
-                raise BackendError("nvmlGpuInstanceGetComputeInstances", str(error)) from error
-            found.extend((int(info.id), array[index]) for index in range(count.value))
-        return found
+        return compute_instances(self._nv, gi)
 
     def close(self, device: DeviceInfo) -> CiLayout:
         nv = self._nv

@@ -23,7 +23,7 @@ from typing import Any
 from dra_constructs.agent.backends.base import BackendError
 from dra_constructs.agent.devices import DeviceInfo, gpu_device_name, mig_device_name, mig_profile_name
 
-__all__ = ["NvmlPartitions", "parse_mig_name", "whole_gpu_device"]
+__all__ = ["NvmlPartitions", "compute_instances", "parse_mig_name", "whole_gpu_device"]
 
 _MiB = 1 << 20
 
@@ -42,6 +42,28 @@ def parse_mig_name(name: str) -> tuple[int, int]:
         return int(profile_id), int(start)
     except ValueError as error:
         raise BackendError("parse device name", f"{name!r} is not a MIG device name", fatal=True) from error
+
+
+
+def compute_instances(nv: Any, gi: Any) -> list[tuple[int, Any]]:
+    """(CI profile id, handle) of every compute instance of GPU instance ``gi`` (pynvml module ``nv``).
+
+    A CI profile the GI does not serve (NOT_SUPPORTED) is skipped; any other NVML error raises.
+    """
+    found: list[tuple[int, Any]] = []
+    for ci_profile in range(nv.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+        array = (nv.c_nvmlComputeInstance_t * _MAX_INSTANCES)()
+        count = ctypes.c_uint(_MAX_INSTANCES)
+        try:
+            info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                gi, ci_profile, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+            nv.nvmlGpuInstanceGetComputeInstances(gi, info.id, array, ctypes.byref(count))
+        except nv.NVMLError_NotSupported:
+            continue
+        except nv.NVMLError as error:
+            raise BackendError("nvmlGpuInstanceGetComputeInstances", str(error)) from error
+        found.extend((int(info.id), array[index]) for index in range(count.value))
+    return found
 
 
 class NvmlPartitions:
@@ -131,21 +153,10 @@ class NvmlPartitions:
         if gi is None:
             return
         layout: list[tuple[int, int, int]] = []
-        for ci_profile in range(nv.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
-            array = (nv.c_nvmlComputeInstance_t * _MAX_INSTANCES)()
-            count = ctypes.c_uint(_MAX_INSTANCES)
-            try:
-                info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-                    gi, ci_profile, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-                nv.nvmlGpuInstanceGetComputeInstances(gi, info.id, array, ctypes.byref(count))
-            except nv.NVMLError_NotSupported:
-                continue
-            except nv.NVMLError as error:
-                raise BackendError("nvmlGpuInstanceGetComputeInstances", str(error)) from error
-            for index in range(count.value):
-                ci_info = self._call("nvmlComputeInstanceGetInfo", nv.nvmlComputeInstanceGetInfo, array[index])
-                layout.append((int(info.id), int(ci_info.placement.start), int(ci_info.placement.size)))
-                self._call("nvmlComputeInstanceDestroy", nv.nvmlComputeInstanceDestroy, array[index])
+        for profile_id, ci in compute_instances(nv, gi):
+            ci_info = self._call("nvmlComputeInstanceGetInfo", nv.nvmlComputeInstanceGetInfo, ci)
+            layout.append((profile_id, int(ci_info.placement.start), int(ci_info.placement.size)))
+            self._call("nvmlComputeInstanceDestroy", nv.nvmlComputeInstanceDestroy, ci)
         self._layouts[device.name] = layout
         self._call("nvmlGpuInstanceDestroy", nv.nvmlGpuInstanceDestroy, gi)
 
