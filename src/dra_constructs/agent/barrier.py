@@ -474,10 +474,7 @@ class Barrier:
                 if state.ci_guard is not None:
                     self._reopen(device, state, self.deps.clock_for(device.name))
                 else:
-                    target = self._current(device)
-                    if target is not None:
-                        with contextlib.suppress(ComputeModeUnsupported):  # MIG: DEFAULT all along
-                            self.deps.nvml.set_compute_mode(target, ComputeMode.DEFAULT)
+                    self._restore_default(device)
             except BackendError as error:
                 _LOG.error("%s: held by %s, but restoring compute mode DEFAULT failed (retried): %s",
                            device.name, state.claim, error)
@@ -487,6 +484,14 @@ class Barrier:
         _LOG.warning("%s: held by %s: the compute-mode guard set while the API was down is lifted (the in-use "
                      "taint guards it; sanitized when released)", device.name, state.claim)
         return True
+
+    def _restore_default(self, device: DeviceInfo) -> None:
+        """Compute mode DEFAULT on the hardware at ``device`` now (none there: nothing to restore;
+        MIG before CUDA 13.3: it is DEFAULT all along). Other NVML errors raise."""
+        target = self._current(device)
+        if target is not None:
+            with contextlib.suppress(ComputeModeUnsupported):
+                self.deps.nvml.set_compute_mode(target, ComputeMode.DEFAULT)
 
     def _current(self, device: DeviceInfo) -> DeviceInfo | None:
         """The hardware to set a compute mode on: the device, or a DynamicMIG placement's instance (or None).
@@ -524,10 +529,7 @@ class Barrier:
             if not state.leaving_guard or state.phase is not Phase.ALLOCATED:
                 return True
             try:
-                target = self._current(device)
-                if target is not None:
-                    with contextlib.suppress(ComputeModeUnsupported):  # MIG before 13.3: DEFAULT all along
-                        self.deps.nvml.set_compute_mode(target, ComputeMode.DEFAULT)
+                self._restore_default(device)
             except BackendError as error:
                 _LOG.error("%s: a running pod holds %s again, but compute mode DEFAULT failed: %s",
                            device.name, state.claim, error)
