@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", metavar="PATH", help="AgentConfig as JSON or YAML (default: defaults)")
         p.add_argument("--node", "--node-name", dest="node",
                        help="node name (overrides node_name; default: $NODE_NAME if node_name is empty)")
-        p.add_argument("--backend", choices=("nvml", "simulated"), help="override the backend")
+        p.add_argument("--backend", choices=("nvml", "amd", "simulated"), help="override the backend")
 
     run = sub.add_parser("run", help="run the agent", description="Run the node agent: watch this node's "
                          "devices and put every device that leaves a tenant through the barrier (guard, drain, "

@@ -20,8 +20,10 @@ from dra_constructs.agent.devhandles import DEFAULT_EXEMPT
 from dra_constructs.errors import DraConstructsError
 
 __all__ = [
+    "AMD_RESET",
     "DEFAULT_TAINT_KEY",
     "AgentConfig",
+    "AmdBackendSettings",
     "KubeSettings",
     "PartitionReset",
     "QuarantinePolicy",
@@ -80,6 +82,24 @@ class TenantBoundary(BaseModel):
         else:
             value = (metadata.get("labels") or {}).get(self.label_key or "")
         return str(value) if value else None
+
+
+#: Why the AMD backend performs no cold reset (the reset policy, docs/amd.md).
+AMD_RESET = ("an AMD GPU reset is not contained to one device: on an XGMI hive (MI300X/MI325X/MI350 nodes) the "
+             "driver resets every GPU of the hive, with every other tenant's work on it, and a partition cannot be "
+             "reset on its own (re-partitioning needs an amdgpu reload)")
+
+
+class AmdBackendSettings(BaseModel):
+    """Backend ``amd`` (AMD SMI + HIP, docs/amd.md): where amdgpu's process-isolation files are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sysfs_root: str = Field(
+        default="/sys", description="sysfs as the agent sees it (enforce_isolation, run_cleaner_shader).")
+    enforce_isolation: bool = Field(
+        default=True, description="Set enforce_isolation to 1 on every partition the barrier cleans (the kernel "
+                                  "then runs the cleaner shader between processes too); false: only check it.")
 
 
 class SimulatedBackendSettings(BaseModel):
@@ -152,8 +172,8 @@ class AgentConfig(BaseModel):
     node_name: str = Field(
         default="", description="This node's name (= the DRA pool); usually from the downward API."
     )
-    backend: Literal["nvml", "simulated"] = Field(
-        default="nvml", description="`nvml` (NVML + CUDA on a real node) or `simulated`."
+    backend: Literal["nvml", "amd", "simulated"] = Field(
+        default="nvml", description="`nvml` (NVML + CUDA), `amd` (AMD SMI + HIP + the cleaner shader) or `simulated`."
     )
     grace_period_s: float = Field(
         default=30.0, ge=0, le=3600, description="SIGTERM to SIGKILL, like terminationGracePeriodSeconds."
@@ -235,6 +255,7 @@ class AgentConfig(BaseModel):
     reset_timeout_s: float = Field(
         default=120.0, gt=0, le=3600, description="Limit of one partition reset; past it: quarantine.")
     simulated: SimulatedBackendSettings = Field(default_factory=SimulatedBackendSettings)
+    amd: AmdBackendSettings = Field(default_factory=AmdBackendSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
 
     @model_validator(mode="after")
@@ -244,6 +265,9 @@ class AgentConfig(BaseModel):
         if self.backend == "nvml" and self.partition_reset is PartitionReset.GPU:
             raise ValueError("partition_reset 'gpu' cannot work on a real node: nvidia-smi --gpu-reset needs no NVML "
                              "client on the GPU and the agent's own NVML session is one; use 'mig-instance' or 'off'")
+        if self.backend == "amd" and self.partition_reset is not PartitionReset.OFF:
+            raise ValueError(f"partition_reset {self.partition_reset.value!r} is not available on AMD: {AMD_RESET}; "
+                             "use 'off'")
         return self
 
     @property

@@ -113,6 +113,8 @@ class Attestation(BaseModel):
     mig_mode: bool | None = None
     driver_version: str | None = None
     cuda_driver_version: int | None = None
+    amd_isolation: dict[str, Any] | None = Field(
+        default=None, description="AMD: enforce_isolation of the partition, RAS, the last cleaner-shader run.")
     errors: dict[str, str] = Field(default_factory=dict)
 
 
@@ -149,6 +151,9 @@ def attest(source: HealthSource | None, device: DeviceInfo, scrub_on_free_disabl
     except Exception as error:  # the record is still written, saying why it lacks these
         record.errors["read"] = f"{type(error).__name__}: {error}"
         return record
+    isolation = getattr(source, "isolation", None)  # the AMD source (backends/amd_health.py)
+    if callable(isolation):
+        record.amd_isolation = isolation(device)
     for name, reading in reads.items():
         if not reading.ok:
             record.errors[name] = f"unavailable: {reading.error}" if reading.unsupported else str(reading.error)

@@ -95,6 +95,14 @@ def build_runtime(
         partitions = node.partitions
         health = node.health
         owners = ProcOwners(read=node.cgroup_text)  # the simulated processes' cgroup files, same format
+    elif config.backend == "amd":
+        from dra_constructs.agent.backends.amd_wiring import amd_backends
+
+        nvml, scrubber, health = amd_backends(config)
+        signaller = OsSignaller()
+        owners = ProcOwners(config.proc_root)
+        real_amd = RealClock()
+        clock_for = lambda _name: real_amd  # noqa: E731
     else:
         from dra_constructs.agent.backends.cuda import CudaScrubber
         from dra_constructs.agent.backends.nvml import NvmlDevices, host_pid_namespace
@@ -154,7 +162,8 @@ def build_runtime(
         store=store, evidence=EvidenceWriter(config.evidence_file, fsync=fsync),
         clock_for=clock_for, metrics=metrics, crash_hook=crash_hook, scrub_on_free_disabled=scrub_off,
         partitions=partitions, ci_guard=ci_guard, owners=owners, health=health, device_handles=handles,
-        reset_unavailable=reset_unavailable if config.backend == "nvml" else None,
+        reset_unavailable=reset_unavailable if config.backend == "nvml" else (
+            _amd_reset_unavailable if config.backend == "amd" else None),
     )
     try:
         enumeration = nvml.enumerate()
@@ -172,6 +181,13 @@ def build_runtime(
     devices = [*enumeration.devices, *_cut_off_resets(store, deps.inventory)]
     _wire_overlaps(guard, deps.inventory, store)
     return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration)
+
+
+def _amd_reset_unavailable(_kind: str) -> str:
+    """A claim's cold reset on AMD: never performed (the reset policy, :data:`..config.AMD_RESET`)."""
+    from dra_constructs.agent.config import AMD_RESET
+
+    return AMD_RESET
 
 
 def _nvml_health(nvml: NvmlBackend) -> HealthSource | None:

@@ -394,6 +394,9 @@ def worker_main(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> 
 class _WorkerSession:
     """Parent side of one worker: the ScrubSession the barrier drives."""
 
+    #: How errors name the child (the HIP worker of :mod:`.amd_hip` reuses this class).
+    worker_name = "CUDA worker"
+
     def __init__(self, device: DeviceInfo, timeout_s: float, python: str, ptx_cache: str | None,
                  slot: threading.Semaphore | None = None) -> None:
         import dra_constructs
@@ -445,7 +448,7 @@ class _WorkerSession:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.close()
-                raise BackendError(op, f"CUDA worker gave no answer within {self._timeout:.0f}s")
+                raise BackendError(op, f"{self.worker_name} gave no answer within {self._timeout:.0f}s")
             readable, _, _ = select.select([self._proc.stdout], [], [], left)
             if readable:
                 break
@@ -453,7 +456,7 @@ class _WorkerSession:
         if not line:
             code = self._proc.wait(timeout=5)
             tail = self._stderr_tail()
-            raise BackendError(op, f"CUDA worker exited with code {code}" + (f": {tail}" if tail else ""))
+            raise BackendError(op, f"{self.worker_name} exited with code {code}" + (f": {tail}" if tail else ""))
         message: dict[str, Any] = json.loads(line)
         if message.get("event") == "error":
             raise BackendError(str(message.get("op", op)), str(message.get("message")), bool(message.get("fatal")))
@@ -465,7 +468,7 @@ class _WorkerSession:
             self._proc.stdin.write(command + "\n")
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError) as error:
-            raise BackendError(command, f"CUDA worker is gone: {error}") from error
+            raise BackendError(command, f"{self.worker_name} is gone: {error}") from error
 
     def fill(self) -> FillResult:
         self._send("fill")
@@ -487,7 +490,7 @@ class _WorkerSession:
         try:
             self._proc.wait(timeout=self._timeout)
         except subprocess.TimeoutExpired as error:
-            raise BackendError("pattern", f"CUDA worker did not exit within {self._timeout:.0f}s") from error
+            raise BackendError("pattern", f"{self.worker_name} did not exit within {self._timeout:.0f}s") from error
         return written
 
     def read_residue(self, pattern: int) -> tuple[int, int, int]:
