@@ -4,9 +4,9 @@ The node's MI300X GPUs are pre-partitioned CPX/NPS4 by AMD's tooling (8 partitio
 24,574 MiB each; the AMD GPU DRA driver does not re-partition). ``team-a`` may hold 4 partitions,
 ``team-b`` 2, each through its own per-profile DeviceClass narrowing ``gpu.amd.com``.
 
-The sanitizer DaemonSet is deployed for the node's NVIDIA GPUs, but it does not sanitize AMD
-devices yet (docs/amd.md): DRA009 says so on every AMD tenant workload, and this example
-suppresses it with that reason in the YAML instead of pretending the barrier exists.
+The sanitizer DaemonSet runs the AMD backend (``vendor="amd"``, docs/amd.md): between tenants it
+drains a partition through AMD SMI, runs the cleaner shader there (LDS and registers,
+CVE-2023-4969), zero-fills and verifies its memory through HIP. DRA009 counts it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import cdk8s
 import constructs
 
-from dra_constructs import AmdPartition, Container, GpuDeployment, suppress
+from dra_constructs import AmdPartition, Container, GpuDeployment
 from dra_constructs.agent.config import AgentConfig, QuarantinePolicy
 from dra_constructs.constructs.sanitizer.construct import SanitizerDaemonSet
 from dra_constructs.tenants import GpuTenant, KueueQueue, TenantPlatform
@@ -26,8 +26,6 @@ SANITIZER_IMAGE = "registry.example.com/platform/dra-sanitizer-base:0.1.0"
 SANITIZER_IMAGE_DIGEST = "sha256:4f5b2c1d9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c"
 
 CPX = AmdPartition("MI300X", "cpx_nps4")
-NOT_SANITIZED = ("the sanitizer has no AMD backend yet (issue 26 item 4, docs/amd.md): CPX partitions pass "
-                 "between team-a and team-b without drain, zero-fill or verification")
 
 
 def _queue(cpu: str, memory: str) -> KueueQueue:
@@ -48,18 +46,17 @@ def build(scope: constructs.Construct) -> list[cdk8s.Chart]:
                                     (team_b, 2, "rocm/pytorch:rocm6.4.1_ubuntu22.04_py3.10_pytorch_2.6.0")):
         apps = cdk8s.Chart(scope, f"{tenant.namespace}-apps", namespace=tenant.namespace)
         partition = tenant.claim_template(apps, "cpx-partition", CPX)
-        workload = GpuDeployment(
+        GpuDeployment(
             apps, "server", replicas=replicas, labels=tenant.queue_labels,
             containers=[Container(name="server", image=image, requests={"cpu": "2", "memory": "16Gi"},
                                   limits={"memory": "16Gi"}, claims=(partition.use(),))],
             termination_grace_period_seconds=60,
         )
-        suppress(workload, "DRA009", reason=NOT_SANITIZED)
         charts.append(apps)
 
     sanitizer = cdk8s.Chart(scope, "gpu-sanitizer")
     SanitizerDaemonSet(
-        sanitizer, "sanitizer", image=SANITIZER_IMAGE, image_digest=SANITIZER_IMAGE_DIGEST,
+        sanitizer, "sanitizer", image=SANITIZER_IMAGE, image_digest=SANITIZER_IMAGE_DIGEST, vendor="amd",
         config=AgentConfig(grace_period_s=60, drain_timeout_s=120, coverage_threshold=0.99,
                            quarantine_policy=QuarantinePolicy.TAINT_AND_PROHIBIT, taint_effect="NoSchedule"),
     )

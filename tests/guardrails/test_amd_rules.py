@@ -1,4 +1,4 @@
-"""Guardrails on AMD GPUs: DRA009 does not count AMD tenants as sanitized; DRA018 (issue 26 item 3)."""
+"""Guardrails on AMD GPUs: DRA009 counts AMD tenants as sanitized only by an AMD sanitizer; DRA018 (issue 26)."""
 
 from __future__ import annotations
 
@@ -36,13 +36,20 @@ def _found(*objects: dict[str, Any], severity: str | None = "error") -> set[str]
     return rules_of(audit(list(objects), kubernetes_version="1.34"), severity)
 
 
-def test_dra009_does_not_count_amd_tenants_as_sanitized() -> None:
+_AMD_SANITIZER = {**_SANITIZER, "metadata": {**_SANITIZER["metadata"], "name": "s-amd"},
+                  "spec": {"template": {"metadata": {"labels": {"dra-constructs.io/sanitizer-vendor": "amd"}},
+                                        "spec": {"containers": [{"name": "s"}]}}}}
+
+
+def test_dra009_counts_amd_tenants_as_sanitized_only_by_an_amd_sanitizer() -> None:
     a, b = _tenant("tenant-a"), _tenant("tenant-b")
     assert "DRA009" in _found(*a, *b)
-    # the sanitizer has no AMD backend yet: two AMD tenants stay unsanitized
+    # an NVIDIA-only sanitizer (no AMD backend on its pods): two AMD tenants stay unsanitized
     assert "DRA009" in _found(*a, *b, _SANITIZER)
     hits = [f for f in audit([*a, *b, _SANITIZER], kubernetes_version="1.34").findings if f.rule == "DRA009"]
-    assert hits and all("does not sanitize AMD devices" in f.message for f in hits)
+    assert hits and all("runs the AMD backend" in f.message and "vendor='amd'" in f.message for f in hits)
+    assert "DRA009" not in _found(*a, *b, _SANITIZER, _AMD_SANITIZER)
+    assert "DRA009" not in _found(*a, *b, _AMD_SANITIZER)
     # NVIDIA tenants are covered; one AMD tenant among NVIDIA ones hands its AMD GPUs to nobody else
     assert "DRA009" not in _found(*_tenant("tenant-a", amd=False), *_tenant("tenant-b", amd=False), _SANITIZER)
     assert "DRA009" not in _found(*a, *_tenant("tenant-b", amd=False), _SANITIZER)

@@ -31,6 +31,8 @@ TENANT_GPU_CLASS_SUFFIXES = (".mig.dra-constructs.io", ".gpu.dra-constructs.io",
 
 #: The label the SanitizerDaemonSet construct puts on its DaemonSet (rule DRA009 looks for it).
 SANITIZER_LABEL = ("dra-constructs.io/component", "sanitizer")
+#: Pod label of a sanitizer DaemonSet that runs the AMD backend (``SanitizerDaemonSet(vendor="amd")``).
+SANITIZER_AMD_LABEL = ("dra-constructs.io/sanitizer-vendor", "amd")
 
 #: Labels that name a workload's tenant inside a namespace (first one present wins).
 TENANT_LABELS = ("dra-constructs.io/tenant", "tenant", "capsule.clastix.io/tenant", "team")
@@ -76,6 +78,8 @@ class AuditContext:
         #: RuntimeClass name -> its ``handler`` (node.k8s.io RuntimeClasses in the set).
         self.runtime_class_handlers: dict[str, str] = {}
         self.sanitizer_present = False
+        #: A counted sanitizer DaemonSet runs the AMD backend (:data:`SANITIZER_AMD_LABEL`): DRA009 counts AMD tenants.
+        self.amd_sanitizer_present = False
         #: Namespaces of the sanitizer DaemonSets in the set (counted or not): DRA019's exception.
         self.sanitizer_namespaces: set[str] = set()
         #: Sanitizer DaemonSets that do not count: their pods wait for a DRA allocation (path, why).
@@ -116,6 +120,8 @@ class AuditContext:
                             "allocated on nodes with more than 32 devices"))
                 else:
                     self.sanitizer_present = True
+                    amd_key, amd_value = SANITIZER_AMD_LABEL
+                    self.amd_sanitizer_present |= m.pod_labels().get(amd_key) == amd_value
 
     # --- lookups -------------------------------------------------------------------------
 

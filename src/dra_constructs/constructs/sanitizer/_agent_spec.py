@@ -23,6 +23,8 @@ from dra_constructs.target import Target
 
 __all__ = [
     "AGENT_CONTAINER",
+    "AMD_NODE_SELECTOR",
+    "AMD_NODE_TOLERATIONS",
     "COMPONENT_LABEL",
     "COMPONENT_VALUE",
     "CONFIG_FILE",
@@ -39,6 +41,7 @@ __all__ = [
     "Rule",
     "agent_capabilities",
     "agent_rules",
+    "amd_driver_access",
     "driver_access",
     "host_paths",
 ]
@@ -63,6 +66,11 @@ DEFAULT_NODE_TOLERATIONS: tuple[Mapping[str, Any], ...] = ({"key": "nvidia.com/g
 #: The RuntimeClass the GPU Operator (and ``nvidia-ctk runtime configure``) registers for the
 #: NVIDIA container runtime.
 DEFAULT_RUNTIME_CLASS = "nvidia"
+
+#: AMD GPU nodes: the label the AMD GPU Operator's node-feature-discovery rule sets, and the taint
+#: AMD GPU node pools usually carry (the device plugin's resource name).
+AMD_NODE_SELECTOR: Mapping[str, str] = {"feature.node.kubernetes.io/amd-gpu": "true"}
+AMD_NODE_TOLERATIONS: tuple[Mapping[str, Any], ...] = ({"key": "amd.com/gpu", "operator": "Exists"},)
 
 #: MIG on the nodes: ``off`` (whole GPUs only), ``static`` (pre-created MIG devices), ``dynamic``
 #: (DynamicMIG: the NVIDIA DRA driver creates an instance per prepared claim).
@@ -110,6 +118,26 @@ def driver_access(config: AgentConfig, mig_mode: NodeMigMode, runtime_class_name
         env.append(("NVIDIA_MIG_CONFIG_DEVICES", "all"))
     return DriverAccess(mig_mode=mig_mode, privileged=bool(reasons), runtime_class_name=runtime_class_name,
                         env=tuple(env), privileged_because=tuple(reasons))
+
+
+def amd_driver_access() -> DriverAccess:
+    """AMD nodes (``backend: amd``): privileged, for the device nodes and for sysfs (docs/amd.md).
+
+    There is no AMD counterpart of the NVIDIA container runtime's ``NVIDIA_VISIBLE_DEVICES=all``
+    that hands a container every device without a claim. The HIP worker opens ``/dev/kfd`` and
+    the render node of the partition it scrubs (``/dev/dri/renderD<N>``, one per compute
+    partition: 64 on a node of 8 MI300X in CPX mode, beyond a claim's 32 devices, and renumbered
+    when an administrator re-partitions); a container's device cgroup allows only the nodes it
+    was given at start. The cleaner shader is driven through sysfs attributes
+    (``enforce_isolation``, ``run_cleaner_shader``), and container runtimes mount ``/sys``
+    read-only in every container that is not privileged.
+    """
+    return DriverAccess(mig_mode="off", privileged=True, runtime_class_name=None, env=(), privileged_because=(
+        "AMD: the HIP worker opens /dev/kfd and any partition's /dev/dri/renderD<N> (no claim can hold every "
+        "partition of a CPX node, and a container's device cgroup allows only the nodes it started with)",
+        "AMD: enforce_isolation and run_cleaner_shader are sysfs attributes, and /sys is mounted read-only in "
+        "containers that are not privileged",
+    ))
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ SUPPRESSIONS: dict[str, str] = {
 #: Checks a privileged pod fails (MIG on, or partition_reset mig-instance), with the same reason.
 _PRIVILEGED = ("the agent creates and destroys MIG instances: that needs the MIG config capability and the "
                "capability minors of instances made after the container started (docs/sanitizer-construct.md)")
+#: The same checks on an AMD node (``vendor="amd"``), where the reason is the device nodes and sysfs.
+_AMD_PRIVILEGED = ("AMD: the HIP worker opens /dev/kfd and any partition's render node, and the cleaner shader "
+                   "is run through sysfs, read-only unless privileged (docs/sanitizer-construct.md)")
 PRIVILEGED_SUPPRESSIONS: dict[str, str] = {
     "CKV_K8S_16": "privileged: " + _PRIVILEGED,
     "CKV_K8S_20": "privileged pods escalate by definition (the API server refuses allowPrivilegeEscalation "
@@ -56,14 +59,19 @@ def suppressed_checks(capabilities: Sequence[Capability], privileged: bool = Fal
     return checks
 
 
-def justification(check: str) -> str:
+def justification(check: str, vendor: str = "nvidia") -> str:
     """The written reason of one suppressed check."""
+    if vendor == "amd" and check in PRIVILEGED_SUPPRESSIONS:
+        return PRIVILEGED_SUPPRESSIONS[check].replace(_PRIVILEGED, _AMD_PRIVILEGED)
+    if vendor == "amd" and check == "CKV_K8S_17":
+        return "hostPID: amd-smi lists the KFD's host PIDs; the agent must see and signal tenant processes"
     return PRIVILEGED_SUPPRESSIONS.get(check) or SUPPRESSIONS[check]
 
 
-def checkov_skips(capabilities: Sequence[Capability], privileged: bool = False) -> dict[str, str]:
+def checkov_skips(capabilities: Sequence[Capability], privileged: bool = False,
+                  vendor: str = "nvidia") -> dict[str, str]:
     """The ``checkov.io/skip<N>`` annotations."""
     return {
-        f"checkov.io/skip{i}": f"{check}={justification(check)}"
+        f"checkov.io/skip{i}": f"{check}={justification(check, vendor)}"
         for i, check in enumerate(suppressed_checks(capabilities, privileged), start=1)
     }

@@ -25,7 +25,7 @@ import base64
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import cdk8s
 import cdk8s_plus_28 as kplus
@@ -36,6 +36,8 @@ from dra_constructs import __version__
 from dra_constructs.agent.config import AgentConfig
 from dra_constructs.constructs.guardrails import suppress
 from dra_constructs.constructs.sanitizer._agent_spec import (
+    AMD_NODE_SELECTOR,
+    AMD_NODE_TOLERATIONS,
     COMPONENT_LABEL,
     COMPONENT_VALUE,
     CONFIG_FILE,
@@ -49,6 +51,7 @@ from dra_constructs.constructs.sanitizer._agent_spec import (
     Rule,
     agent_capabilities,
     agent_rules,
+    amd_driver_access,
     driver_access,
 )
 from dra_constructs.constructs.sanitizer._bundle import RuntimeBundle, build_bundle
@@ -56,6 +59,7 @@ from dra_constructs.constructs.sanitizer._checkov import checkov_skips
 from dra_constructs.constructs.sanitizer._pod import PodInputs, render_agent_pod_spec
 from dra_constructs.constructs.scope import resolve_mig_mode, resolve_target
 from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.context import SANITIZER_AMD_LABEL
 from dra_constructs.target import Target
 from dra_constructs.validation import check_dns_label, check_quantity
 
@@ -130,6 +134,11 @@ class SanitizerDaemonSet(constructs.Construct):
     :param api_server_ports: the API server's ports after Service DNAT. Default 443 and 6443.
     :param labels: extra labels on every object (they cannot override the construct's own). Default: none.
     :param kubernetes_version: target. Default: the app's context, else 1.32.
+    :param vendor: ``"nvidia"`` (NVML + CUDA through the NVIDIA container runtime) or ``"amd"``
+        (AMD SMI + HIP, the cleaner shader through sysfs; the pod is privileged, docs/amd.md). AMD
+        defaults: node selector ``feature.node.kubernetes.io/amd-gpu: "true"``, toleration
+        ``amd.com/gpu``, no RuntimeClass, no MIG; the image needs ROCm's libamd_smi.so and
+        libamdhip64.so and the ``amd`` extra. Default ``"nvidia"``.
     """
 
     def __init__(
@@ -157,9 +166,23 @@ class SanitizerDaemonSet(constructs.Construct):
         api_server_ports: Sequence[int] = (443, 6443),
         labels: Mapping[str, str] | None = None,
         kubernetes_version: str | Target | None = None,
+        vendor: Literal["nvidia", "amd"] = "nvidia",
     ) -> None:
         where = f"{scope.node.path}/{id}" if scope.node.path else id
         target = resolve_target(scope, kubernetes_version, where)
+        if vendor not in ("nvidia", "amd"):
+            raise DraConstructsError(where, "vendor", vendor, "unknown GPU vendor", 'use "nvidia" or "amd"')
+        if vendor == "amd":
+            if mig_mode not in (None, "off"):
+                raise DraConstructsError(where, "mig_mode", mig_mode, "AMD GPUs have no MIG (partitions are "
+                                         "pre-created and the agent never changes them)", "leave mig_mode unset")
+            if runtime_class_name not in (None, DEFAULT_RUNTIME_CLASS):
+                raise DraConstructsError(where, "runtime_class_name", runtime_class_name, "the AMD agent gets its "
+                                         "devices by being privileged, not from a container runtime",
+                                         "leave runtime_class_name unset")
+            runtime_class_name, mig_mode = None, "off"
+            node_selector = AMD_NODE_SELECTOR if node_selector is DEFAULT_NODE_SELECTOR else node_selector
+            tolerations = AMD_NODE_TOLERATIONS if tolerations is DEFAULT_NODE_TOLERATIONS else tolerations
         check_dns_label(where, "name", name)  # also a label value (app.kubernetes.io/instance)
         check_dns_label(where, "namespace", namespace)
         image_ref, pinned = _image_reference(where, image, image_digest, unpinned_image_reason)
@@ -184,10 +207,13 @@ class SanitizerDaemonSet(constructs.Construct):
         self.target = target
         self.namespace = namespace
         # The App's settings are read once, here; everything below gets plain values.
+        self.vendor = vendor
         self.agent_config, self.mig_mode = _resolve_config(
-            where, config, namespace, target, mig_mode, resolve_mig_mode(scope))
+            where, config, namespace, target, mig_mode, "off" if vendor == "amd" else resolve_mig_mode(scope),
+            vendor)
         self.bundle: RuntimeBundle = build_bundle(self.agent_config, where)
-        self.access: DriverAccess = driver_access(self.agent_config, self.mig_mode, runtime_class_name)
+        self.access: DriverAccess = amd_driver_access() if vendor == "amd" else driver_access(
+            self.agent_config, self.mig_mode, runtime_class_name)
         # A privileged container has every capability; listing some would only mislead.
         self.capabilities = [] if self.access.privileged else agent_capabilities(self.agent_config)
         self.rules: list[Rule] = agent_rules(target)
@@ -199,6 +225,7 @@ class SanitizerDaemonSet(constructs.Construct):
             "app.kubernetes.io/part-of": "dra-constructs",
             "app.kubernetes.io/version": __version__,
             COMPONENT_LABEL: COMPONENT_VALUE,
+            **(dict([SANITIZER_AMD_LABEL]) if vendor == "amd" else {}),
         }
         self._chart_namespace = cdk8s.Chart.of(self).namespace
 
@@ -251,7 +278,7 @@ class SanitizerDaemonSet(constructs.Construct):
             self, "DaemonSet", api_version="apps/v1", kind="DaemonSet",
             metadata=cdk8s.ApiObjectMetadata(
                 name=name, namespace=namespace, labels=common,
-                annotations={**checkov_skips(self.capabilities, privileged=self.access.privileged),
+                annotations={**checkov_skips(self.capabilities, privileged=self.access.privileged, vendor=vendor),
                              **({UNPINNED_IMAGE_ANNOTATION: unpinned_image_reason.strip()}
                                 if not pinned and unpinned_image_reason else {})}))
         self.network_policy = (
@@ -270,7 +297,8 @@ class SanitizerDaemonSet(constructs.Construct):
                 "spec": pod_spec,
             },
         }))
-        suppress(self.daemon_set, "DRA002", reason=ENV_DEVICES_REASON)
+        if self.access.env:  # NVIDIA_VISIBLE_DEVICES=all (the AMD pod sets no device variable)
+            suppress(self.daemon_set, "DRA002", reason=ENV_DEVICES_REASON)
 
     def _network_policy(self, name: str, namespace: str, labels: Mapping[str, str], selector: Mapping[str, str],
                         api_server_ports: Sequence[int]) -> kplus.NetworkPolicy:
@@ -356,26 +384,34 @@ def _node_mig_mode(where: str, config: AgentConfig, explicit: str | None, app_mo
 
 
 def _resolve_config(where: str, config: AgentConfig | Mapping[str, Any] | None, namespace: str,
-                    target: Target, mig_mode: str | None, app_mig_mode: str | None) -> tuple[AgentConfig, NodeMigMode]:
+                    target: Target, mig_mode: str | None, app_mig_mode: str | None,
+                    vendor: str = "nvidia") -> tuple[AgentConfig, NodeMigMode]:
     """The user's configuration with the construct's parts filled in, and the node MIG mode."""
     if config is None:
         config = AgentConfig()
     elif not isinstance(config, AgentConfig):
+        fields = dict(config)
+        if vendor == "amd":
+            fields.setdefault("backend", "amd")  # validated as the AMD agent's (its reset policy, ...)
         try:
-            config = AgentConfig.model_validate(dict(config))
+            config = AgentConfig.model_validate(fields)
         except ValidationError as error:
             first = error.errors()[0]
             raise DraConstructsError(
                 where, "config." + ".".join(str(p) for p in first["loc"]), first.get("input"), first["msg"],
                 "see AgentConfig in dra_constructs.agent.config",
             ) from None
+    backend = "amd" if vendor == "amd" else "nvml"
+    if config.backend == "nvml" and backend == "amd" and "backend" not in config.model_fields_set:
+        config = config.model_copy(update={"backend": "amd"})  # vendor="amd" picks the backend
     problems: list[tuple[str, Any, str, str]] = []
     if config.node_name:
         problems.append(("node_name", config.node_name, "every node runs the agent with its own name",
                          "leave node_name empty: the pod passes spec.nodeName"))
-    if config.backend != "nvml":
-        problems.append(("backend", config.backend, "the DaemonSet sanitizes real GPUs",
-                         "use backend='nvml' (the simulated backend is for tests and `simulate`)"))
+    if config.backend != backend:
+        problems.append(("backend", config.backend, f"the DaemonSet sanitizes real {vendor} GPUs",
+                         f"use backend={backend!r} (or vendor={'amd' if backend == 'nvml' else 'nvidia'!r}; the "
+                         "simulated backend is for tests and `simulate`)"))
     if config.kube.mode != "in-cluster":
         problems.append(("kube.mode", config.kube.mode, "the agent reaches the API with its service account",
                          "leave kube.mode='in-cluster'"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.amd import uses_amd_devices
-from dra_constructs.guardrails.context import SANITIZER_LABEL, AuditContext
+from dra_constructs.guardrails.context import SANITIZER_AMD_LABEL, SANITIZER_LABEL, AuditContext
 from dra_constructs.guardrails.manifest import Manifest
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -44,16 +44,19 @@ def _names(namespaces: list[str]) -> str:
 
 
 def _amd_unsanitized(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
-    """With a sanitizer: AMD GPUs still pass between tenants unsanitized (the agent has no AMD backend yet)."""
+    """With only an NVIDIA sanitizer: AMD GPUs pass between tenants unsanitized (no DaemonSet runs the AMD backend)."""
+    if ctx.amd_sanitizer_present:
+        return
+    key, value = SANITIZER_AMD_LABEL
     for group, manifests in _manifest_sets(ctx):
         workloads_by_ns = _tenant_workloads(ctx, manifests).items()
         tenants = {ns: amd for ns, ms in workloads_by_ns if (amd := [m for m in ms if uses_amd_devices(ctx, m)])}
         if len(tenants) < 2:
             continue
         message = (f"AMD GPU workloads of {len(tenants)} tenant namespaces ({_names(sorted(tenants))}) share the "
-                   "cluster's AMD GPUs; the sanitizer DaemonSet does not sanitize AMD devices yet (no AMD backend: "
-                   "docs/amd.md), so device memory and LDS pass from one tenant to the next without drain, "
-                   "zero-fill and verification")
+                   "cluster's AMD GPUs, but no sanitizer DaemonSet in the set runs the AMD backend (pod label "
+                   f"{key}: {value}, from SanitizerDaemonSet(vendor='amd'); docs/amd.md), so device memory and "
+                   "LDS pass from one tenant to the next without drain, cleaner shader, zero-fill and verification")
         for _, workloads in sorted(tenants.items()):
             for m in workloads:
                 yield m, Hit("metadata.namespace", message, group=group)
@@ -89,6 +92,7 @@ RULE = Rule(
     why="when GPUs move between tenants, only the sanitizer's drain / zero-fill / verify barrier keeps one "
         "tenant's data from the next",
     fix="deploy dra-constructs' SanitizerDaemonSet in the same manifest set (its DaemonSet carries the label "
-        "dra-constructs.io/component: sanitizer), or suppress DRA009 with a reason where it runs elsewhere",
+        "dra-constructs.io/component: sanitizer; for AMD GPUs SanitizerDaemonSet(vendor='amd')), or suppress DRA009 "
+        "with a reason where it runs elsewhere",
     set_check=_check_set,
 )
