@@ -38,9 +38,10 @@ def _third_party_imports() -> set[str]:
 
 
 def test_requirements_cover_every_import_of_the_zipapp() -> None:
-    lines = (IMAGE_DIR / "requirements.txt").read_text().splitlines()
+    lines = [*(IMAGE_DIR / "requirements.txt").read_text().splitlines(),
+             *(IMAGE_DIR / "requirements-amd.txt").read_text().splitlines()]  # the AMD image's (vendor="amd")
     listed = {_normalize(re.split(r"[=~<>!\[ ]", line.strip(), maxsplit=1)[0])
-              for line in lines if line.strip() and not line.startswith("#")}
+              for line in lines if line.strip() and not line.startswith(("#", "-r"))}
     distributions = packages_distributions()
     imports = _third_party_imports()
     assert {"pydantic", "yaml", "kubernetes", "prometheus_client", "pynvml", "cuda"} <= imports
@@ -53,6 +54,7 @@ def test_requirements_cover_every_import_of_the_zipapp() -> None:
 def test_dockerfile_installs_the_requirements_and_bakes_no_agent_code() -> None:
     dockerfile = (IMAGE_DIR / "Dockerfile").read_text()
     assert "-r /tmp/requirements.txt" in dockerfile
+    assert "-r /tmp/requirements-amd.txt" in dockerfile  # with --build-arg AMD=1 (vendor="amd")
     assert "dra_constructs" not in dockerfile and "pip install ." not in dockerfile
 
 
