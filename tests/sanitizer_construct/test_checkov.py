@@ -42,6 +42,7 @@ def scan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[d
     folder = tmp_path_factory.mktemp("checkov")
     _, default = build("1.34")  # MIG (the default shape): privileged
     _, whole = build("1.34", mig_mode="off")  # whole GPUs: KILL + SYS_ADMIN only
+    _, amd = build("1.34", vendor="amd")  # AMD: privileged (device nodes, sysfs)
     variants = {
         "default": default,
         "whole-gpus": whole,
@@ -49,6 +50,8 @@ def scan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[d
         "unpinned": build("1.34", mig_mode="off", image_digest=None, unpinned_image_reason="test")[1],
         "unsuppressed": _without_suppressions(default),
         "whole-gpus-unsuppressed": _without_suppressions(whole),
+        "amd": amd,
+        "amd-unsuppressed": _without_suppressions(amd),
     }
     for stem, docs in variants.items():
         (folder / f"{stem}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
@@ -76,6 +79,16 @@ def test_no_failed_checks(scan: dict[str, dict[str, list[dict[str, Any]]]]) -> N
     assert _ids(scan["default"]["failed"]) == []
     assert _ids(scan["whole-gpus"]["failed"]) == []
     assert _ids(scan["target-1-32"]["failed"]) == []
+    assert _ids(scan["amd"]["failed"]) == []
+
+
+def test_the_amd_suppressions_are_real_findings_with_their_own_reasons(
+        scan: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
+    skipped = scan["amd"]["skipped"]
+    assert _ids(skipped) == _ids(scan["amd-unsuppressed"]["failed"]) == sorted(suppressed_checks([], True))
+    for check in skipped:
+        assert check["check_result"]["suppress_comment"] == justification(check["check_id"], "amd")
+        assert "MIG" not in check["check_result"]["suppress_comment"]
 
 
 @pytest.mark.parametrize(("variant", "privileged"), [("default", True), ("whole-gpus", False)])
