@@ -27,7 +27,7 @@ CONFIG_MAP_MAX_BYTES = 1024 * 1024
 
 def render_config(config: AgentConfig) -> str:
     """The agent configuration as deterministic YAML (sorted keys; no simulated section on nvml)."""
-    exclude = {"simulated"} if config.backend == "nvml" else set()
+    exclude = {"simulated", "amd"} if config.backend == "nvml" else {"simulated"} if config.backend == "amd" else set()
     data: dict[str, Any] = config.model_dump(mode="json", exclude=exclude)
     return yaml.safe_dump(data, sort_keys=True, default_flow_style=False)
 
