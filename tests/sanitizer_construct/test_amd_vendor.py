@@ -73,3 +73,12 @@ def test_an_amd_sanitizer_counts_for_dra009() -> None:
     assert "DRA009" not in {f.rule for f in audit([*docs, *tenants], kubernetes_version="1.34").findings}
     _, nvidia = build()
     assert "DRA009" in {f.rule for f in audit([*nvidia, *tenants], kubernetes_version="1.34").findings}
+
+
+def test_an_agent_config_object_gets_the_amd_defaults() -> None:
+    from dra_constructs.agent.config import AgentConfig
+
+    sanitizer, _ = build(vendor="amd", config=AgentConfig(grace_period_s=60, drain_timeout_s=120))
+    config = sanitizer.agent_config
+    assert config.backend == "amd" and config.grace_period_s == 60
+    assert config.selftest_at_start is False  # no residue canary on AMD (the HIP worker writes no pattern)

@@ -250,3 +250,41 @@ def test_an_amd_node_refuses_a_cold_reset_policy() -> None:
 
     with pytest.raises(ValidationError, match="XGMI hive"):
         AgentConfig(node_name="n", backend="amd", partition_reset="gpu")
+
+
+def test_a_released_claim_is_drained_cleaned_filled_and_verified(tmp_path: Path, node: AmdNode) -> None:
+    """The barrier with the AMD backends: the claim's tenant (its pod's cgroup) is killed, the partition cleaned."""
+    from dra_constructs.agent.config import AgentConfig, KubeSettings
+    from dra_constructs.agent.kube import Tenant as ClaimTenant
+    from dra_constructs.agent.runtime import build_runtime
+
+    from .standin import cgroup
+    from .test_standin_backends import POD
+
+    node.residue_byte = 0x00
+    node.write()
+    sysfs = node.fake_sysfs({0x0C00: 2})
+    config = AgentConfig(
+        node_name="node-a", backend="amd", grace_period_s=0.3, drain_timeout_s=8, poll_interval_s=0.05,
+        fill_timeout_s=60, state_dir=str(tmp_path / "state"), evidence_file=str(tmp_path / "evidence.jsonl"),
+        kube=KubeSettings(mode="disabled", kubernetes_version="1.34"), proc_root=str(node.proc_root),
+        amd={"sysfs_root": str(node.sysfs)})  # type: ignore[arg-type]
+    rt = build_runtime(config, fsync=False)
+    device = rt.device("gpu-2-130")
+    assert rt.barrier.run(device, "startup-unknown").result == "released"
+    rt.barrier.mark_allocated(device, ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,)))
+    tenant = AmdTenant(node, "GPU-00000000000000a1", nbytes=8 * MiB, byte=0x3C, ignore_term=True)
+    cgroup(node, tenant.pid, POD)  # type: ignore[arg-type]
+    try:
+        record = rt.barrier.run(device, "deallocated", ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,)))
+    finally:
+        tenant.stop()
+    assert tenant.pid in record.pids_sigterm and tenant.pid in record.pids_sigkill  # SIGTERM ignored: SIGKILL
+    assert record.result == "released", record.reason
+    assert record.nonzero_words == 0 and record.control_found == record.control_planted > 0
+    assert record.compute_mode_guard is not True  # there is none on AMD: the record does not claim one
+    assert any("no compute-mode guard" in w for w in record.warnings)
+    assert record.attestation is not None and record.attestation.amd_isolation is not None
+    assert record.attestation.amd_isolation["enforce_isolation"] == 1
+    assert sysfs.isolation(0x0C00) == [0, 1] and sysfs.cleaner(0x0C00) == "1"
+    assert bytes([0x3C]) * 64 not in node.memory(1)

@@ -265,6 +265,11 @@ class AgentConfig(BaseModel):
         if self.backend == "nvml" and self.partition_reset is PartitionReset.GPU:
             raise ValueError("partition_reset 'gpu' cannot work on a real node: nvidia-smi --gpu-reset needs no NVML "
                              "client on the GPU and the agent's own NVML session is one; use 'mig-instance' or 'off'")
+        if self.backend == "amd" and self.selftest_at_start:
+            if "selftest_at_start" in self.model_fields_set:
+                raise ValueError("selftest_at_start: the residue canary (agent/canary.py) has no AMD implementation "
+                                 "(the HIP worker writes no pattern); set it false with backend amd")
+            self.selftest_at_start = False  # the default follows the backend: no canary on AMD
         if self.backend == "amd" and self.partition_reset is not PartitionReset.OFF:
             raise ValueError(f"partition_reset {self.partition_reset.value!r} is not available on AMD: {AMD_RESET}; "
                              "use 'off'")

@@ -103,6 +103,11 @@ class AmdNode:
         return self.root / "state"
 
     @property
+    def proc_root(self) -> Path:
+        """Where the tests put tenants' ``/proc/<pid>/cgroup`` files (the agent's ``proc_root``)."""
+        return self.root / "proc"
+
+    @property
     def config_path(self) -> Path:
         return self.root / "amd-standin.conf"
 

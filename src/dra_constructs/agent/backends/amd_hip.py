@@ -204,6 +204,9 @@ class _HipSession(_WorkerSession):
     """Parent side of one HIP worker (the CUDA session's protocol, another child and environment)."""
 
     worker_name = "HIP worker"
+    #: No residue canary on AMD (:mod:`..canary`): None opts out of its ``CanarySession`` protocol.
+    write_pattern = None  # type: ignore[assignment]
+    read_residue = None  # type: ignore[assignment]
 
     def __init__(self, device: DeviceInfo, facts: AmdFacts, timeout_s: float, python: str,
                  slot: threading.Semaphore | None, isolation: dict[str, object]) -> None:

@@ -403,7 +403,8 @@ def _resolve_config(where: str, config: AgentConfig | Mapping[str, Any] | None, 
             ) from None
     backend = "amd" if vendor == "amd" else "nvml"
     if config.backend == "nvml" and backend == "amd" and "backend" not in config.model_fields_set:
-        config = config.model_copy(update={"backend": "amd"})  # vendor="amd" picks the backend
+        # vendor="amd" picks the backend; validated again, so the defaults that follow it (no canary) apply
+        config = AgentConfig.model_validate({**config.model_dump(exclude_unset=True), "backend": "amd"})
     problems: list[tuple[str, Any, str, str]] = []
     if config.node_name:
         problems.append(("node_name", config.node_name, "every node runs the agent with its own name",
