@@ -255,9 +255,11 @@ amdsmi_status_t amdsmi_get_gpu_memory_usage(amdsmi_processor_handle h, uint32_t 
 }
 
 /* amdsmi.h amdsmi_get_gpu_process_list(handle, uint32_t *max_processes, amdsmi_proc_info_t *list):
- * "max_processes: [in] the size of list, [out] the number of processes"; with more processes than
- * fit, the list is filled and AMDSMI_STATUS_OUT_OF_RESOURCES is returned. A process is listed on the
- * processor (partition) whose KFD node it uses: here, the live owners of its table entries. */
+ * max_processes "will permanently be changed to reflect the actual number of processes running";
+ * AMDSMI_STATUS_OUT_OF_RESOURCES: "filled list buffer with data, but number of actual running processes
+ * is larger than the size provided". As amd_smi.cc does: *max_processes 0 (or no process) asks for the
+ * count (SUCCESS); a NULL list otherwise is AMDSMI_STATUS_INVAL. A process is listed on the processor
+ * (partition) it has a context on: here, the live owners of its table entries. */
 amdsmi_status_t amdsmi_get_gpu_process_list(amdsmi_processor_handle h, uint32_t *max, amdsmi_proc_info_t *list) {
     amdsmi_status_t st;
     int d = dev_of(h, "amdsmi_get_gpu_process_list", &st);
@@ -285,18 +287,18 @@ amdsmi_status_t amdsmi_get_gpu_process_list(amdsmi_processor_handle h, uint32_t 
         if (pid > 0 && as_alive(pid)) { pids[n] = pid; mem[n] = 0; n++; }
     }
     uint32_t cap = *max;
+    if (cap == 0 || n == 0) { *max = (uint32_t)n; return AMDSMI_STATUS_SUCCESS; }
+    if (!list) return AMDSMI_STATUS_INVAL;
     uint32_t fill = (uint32_t)n < cap ? (uint32_t)n : cap;
-    if (list) {
-        for (uint32_t i = 0; i < fill; i++) {
-            memset(&list[i], 0, sizeof list[i]);
-            snprintf(list[i].name, sizeof list[i].name, "pid%d", pids[i]);
-            list[i].pid = (uint32_t)pids[i];
-            list[i].mem = mem[i];
-            list[i].memory_usage.vram_mem = mem[i];
-        }
+    for (uint32_t i = 0; i < fill; i++) {
+        memset(&list[i], 0, sizeof list[i]);
+        snprintf(list[i].name, sizeof list[i].name, "pid%d", pids[i]);
+        list[i].pid = (uint32_t)pids[i];
+        list[i].mem = mem[i];
+        list[i].memory_usage.vram_mem = mem[i];
     }
-    *max = list ? fill : (uint32_t)n;
-    return list && (uint32_t)n > cap ? AMDSMI_STATUS_OUT_OF_RESOURCES : AMDSMI_STATUS_SUCCESS;
+    *max = (uint32_t)n;
+    return (uint32_t)n > cap ? AMDSMI_STATUS_OUT_OF_RESOURCES : AMDSMI_STATUS_SUCCESS;
 }
 
 /* amdsmi.h amdsmi_get_gpu_driver_info: driver name ("amdgpu"), version and date strings. */
