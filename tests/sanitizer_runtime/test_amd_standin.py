@@ -243,13 +243,20 @@ def test_the_zipapp_sanitizes_a_cpx_partition_end_to_end(tmp_path: Path, node: A
     assert bytes([0x3C]) * 64 not in node.memory(1)  # the tenant's bytes are gone
 
 
-def test_an_amd_node_refuses_a_cold_reset_policy() -> None:
+def test_an_amd_node_refuses_a_cold_reset_policy_and_has_its_own_defaults() -> None:
     from pydantic import ValidationError
 
-    from dra_constructs.agent.config import AgentConfig
+    from dra_constructs.agent.config import AMD_FILL_TIMEOUT_S, AgentConfig
 
     with pytest.raises(ValidationError, match="XGMI hive"):
         AgentConfig(node_name="n", backend="amd", partition_reset="gpu")
+    with pytest.raises(ValidationError, match="no AMD implementation"):
+        AgentConfig(node_name="n", backend="amd", selftest_at_start=True)
+    amd = AgentConfig(node_name="n", backend="amd")
+    assert (amd.selftest_at_start, amd.fill_timeout_s) == (False, AMD_FILL_TIMEOUT_S)
+    assert AgentConfig(node_name="n", backend="amd", fill_timeout_s=60).fill_timeout_s == 60
+    nvidia = AgentConfig(node_name="n")
+    assert (nvidia.selftest_at_start, nvidia.fill_timeout_s) == (True, 120)
 
 
 def test_a_released_claim_is_drained_cleaned_filled_and_verified(tmp_path: Path, node: AmdNode) -> None:

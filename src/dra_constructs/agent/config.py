@@ -20,6 +20,7 @@ from dra_constructs.agent.devhandles import DEFAULT_EXEMPT
 from dra_constructs.errors import DraConstructsError
 
 __all__ = [
+    "AMD_FILL_TIMEOUT_S",
     "AMD_RESET",
     "DEFAULT_TAINT_KEY",
     "AgentConfig",
@@ -84,6 +85,8 @@ class TenantBoundary(BaseModel):
         return str(value) if value else None
 
 
+#: ``fill_timeout_s`` default of backend ``amd`` (host read-back verify; docs/amd.md, measurements).
+AMD_FILL_TIMEOUT_S = 900.0
 #: Why the AMD backend performs no cold reset (the reset policy, docs/amd.md).
 AMD_RESET = ("an AMD GPU reset is not contained to one device: on an XGMI hive (MI300X/MI325X/MI350 nodes) the "
              "driver resets every GPU of the hive, with every other tenant's work on it, and a partition cannot be "
@@ -270,6 +273,10 @@ class AgentConfig(BaseModel):
                 raise ValueError("selftest_at_start: the residue canary (agent/canary.py) has no AMD implementation "
                                  "(the HIP worker writes no pattern); set it false with backend amd")
             self.selftest_at_start = False  # the default follows the backend: no canary on AMD
+        if self.backend == "amd" and "fill_timeout_s" not in self.model_fields_set:
+            # The HIP verify reads every byte back to the host (amd_hip.py): 192 GB of an MI300X in SPX at
+            # the 0.7 GB/s measured on a loaded 2-core machine is ~270 s (docs/amd.md); 120 s would quarantine it.
+            self.fill_timeout_s = AMD_FILL_TIMEOUT_S
         if self.backend == "amd" and self.partition_reset is not PartitionReset.OFF:
             raise ValueError(f"partition_reset {self.partition_reset.value!r} is not available on AMD: {AMD_RESET}; "
                              "use 'off'")
