@@ -295,3 +295,23 @@ def test_a_released_claim_is_drained_cleaned_filled_and_verified(tmp_path: Path,
     assert record.attestation.amd_isolation["enforce_isolation"] == 1
     assert sysfs.isolation(0x0C00) == [0, 1] and sysfs.cleaner(0x0C00) == "1"
     assert bytes([0x3C]) * 64 not in node.memory(1)
+
+
+def test_health_reads_ecc_over_amd_smi_and_says_what_it_cannot(node: AmdNode) -> None:
+    from dra_constructs.agent.backends.amd_health import AmdHealth
+    from dra_constructs.agent.health import check
+
+    node.devices[0].ecc_uncorrectable = 3
+    node.devices[1].error, node.devices[1].error_call = 2, "amdsmi_get_gpu_total_ecc_count"  # NOT_SUPPORTED
+    smi = _smi(node)
+    first, second = smi.devices()
+    health = AmdHealth(smi)
+    reads = health.read(first, ("ecc_mode", "ecc_volatile_uncorrected", "driver_version", "xid_count"))
+    assert (reads["ecc_mode"].value, reads["ecc_volatile_uncorrected"].value) == (True, 3)
+    assert reads["driver_version"].value == "amdgpu 6.12.12" and reads["xid_count"].unsupported
+    report = check(health, first, {"ecc_volatile_uncorrected": 1}, require_ecc=True)
+    assert any(f.startswith("ecc-uncorrected: 2 ") for f in report.failures)  # 1 -> 3 during the claim
+    unsupported = health.read(second, ("ecc_volatile_uncorrected",))["ecc_volatile_uncorrected"]
+    assert unsupported.unsupported and "status 2" in str(unsupported.error)
+    gates = {g.gate: g.status for g in check(health, second, None, require_ecc=True).gates}
+    assert gates["ecc-uncorrected"] == "unavailable" and gates["recovery-action"] == "unavailable"

@@ -15,7 +15,7 @@ from typing import Any
 
 from dra_constructs.agent.backends.amd_hip import HipScrubber
 from dra_constructs.agent.backends.amd_isolation import AmdIsolation, pci_address
-from dra_constructs.agent.backends.amd_smi import AmdSmiDevices
+from dra_constructs.agent.backends.amd_smi import AmdSmiDevices, not_supported
 from dra_constructs.agent.backends.base import BackendError
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.health import Reading
@@ -33,20 +33,16 @@ class AmdHealth:
         self.scrubber = scrubber
 
     def _one(self, device: DeviceInfo, name: str) -> Reading:
-        smi: Any = self.smi._smi  # the amdsmi module the backend imported
         try:
-            handle = self.smi.handle(device)
             if name == "ecc_mode":
-                return Reading(bool(self.smi._call("amdsmi_get_gpu_ecc_enabled", smi.amdsmi_get_gpu_ecc_enabled,
-                                                   handle)))
+                return Reading(bool(self.smi.query("amdsmi_get_gpu_ecc_enabled", device)))
             if name == "ecc_volatile_uncorrected":
-                counts = self.smi._call("amdsmi_get_gpu_total_ecc_count", smi.amdsmi_get_gpu_total_ecc_count, handle)
-                return Reading(int(counts["uncorrectable_count"]))
+                return Reading(int(self.smi.query("amdsmi_get_gpu_total_ecc_count", device)["uncorrectable_count"]))
             if name == "driver_version":
-                info = self.smi._call("amdsmi_get_gpu_driver_info", smi.amdsmi_get_gpu_driver_info, handle)
+                info = self.smi.query("amdsmi_get_gpu_driver_info", device)
                 return Reading(f"{info['driver_name']} {info['driver_version']}")
         except BackendError as error:
-            return Reading(error=str(error), unsupported="amdsmi status 2)" in str(error))
+            return Reading(error=str(error), unsupported=not_supported(error))
         return Reading(error=_UNSUPPORTED, unsupported=True)
 
     def read(self, device: DeviceInfo, names: tuple[str, ...]) -> dict[str, Reading]:

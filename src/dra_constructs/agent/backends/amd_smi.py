@@ -35,11 +35,16 @@ from dra_constructs.agent.backends.base import (
 )
 from dra_constructs.agent.devices import DeviceInfo
 
-__all__ = ["AmdFacts", "AmdSmiDevices", "amd_device_name"]
+__all__ = ["AmdFacts", "AmdSmiDevices", "amd_device_name", "not_supported"]
 
 #: amdsmi.h amdsmi_status_t codes that mean the GPU or the driver is gone (quarantine at once).
 _FATAL = {34, 54}  # AMDSMI_STATUS_DRIVER_NOT_LOADED, AMDSMI_STATUS_AMDGPU_RESTART_ERR
 _NOT_SUPPORTED = 2  # AMDSMI_STATUS_NOT_SUPPORTED
+
+
+def not_supported(error: BackendError) -> bool:
+    """True if ``error`` is AMD SMI's ``AMDSMI_STATUS_NOT_SUPPORTED`` (the GPU or driver does not serve the read)."""
+    return int(getattr(error.__cause__, "err_code", -1)) == _NOT_SUPPORTED
 
 
 def amd_device_name(card: int, render: int) -> str:
@@ -90,8 +95,7 @@ class AmdSmiDevices:
         try:
             return self._call(op, fn, *args)
         except BackendError as error:
-            if isinstance(error.__cause__, self._smi.AmdSmiLibraryException) and \
-                    int(error.__cause__.err_code) == _NOT_SUPPORTED:
+            if not_supported(error):
                 return None
             raise
 
@@ -160,6 +164,10 @@ class AmdSmiDevices:
         with self._lock:
             return self._handles[device.uuid]
 
+    def query(self, function: str, device: DeviceInfo) -> Any:
+        """``amdsmi.<function>(handle of device)``; a :class:`BackendError` naming the call if it fails."""
+        return self._call(function, getattr(self._smi, function), self.handle(device))
+
     def processes(self, device: DeviceInfo) -> list[int]:
         listed = self._call("amdsmi_get_gpu_process_list", self._smi.amdsmi_get_gpu_process_list, self.handle(device))
         return sorted({int(p["pid"]) for p in listed})
@@ -182,7 +190,7 @@ class AmdSmiDevices:
     def ras_enabled(self, device: DeviceInfo) -> bool | None:
         """True if ECC (RAS) is enabled on any block of the device's GPU; None if amd-smi cannot say."""
         try:
-            blocks = self._call("amdsmi_get_gpu_ecc_enabled", self._smi.amdsmi_get_gpu_ecc_enabled, self.handle(device))
+            blocks = self.query("amdsmi_get_gpu_ecc_enabled", device)
         except BackendError:
             return None
         return bool(blocks)
