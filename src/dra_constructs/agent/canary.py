@@ -169,8 +169,8 @@ def why_not(deps: BarrierDeps, device: DeviceInfo, claimed: Callable[[str], bool
         return "claimed"
     used = bool(state.claim_uids) and not (sanitized and state.verified_cycle == state.cycle)
     if state.phase is not Phase.CLEAN or state.claim or used or state.local_guard or state.ci_guard:
-        return f"not clean and unclaimed (phase {state.phase.value}{', claim ' + state.claim if state.claim else ''}" + (
-            ", used since its last barrier" if state.claim_uids and not state.claim else "") + ")"
+        claim = f", claim {state.claim}" if state.claim else (", used since its last barrier" if used else "")
+        return f"not clean and unclaimed (phase {state.phase.value}{claim})"
     try:
         pids = deps.nvml.processes(device)
     except BackendError as error:

@@ -207,7 +207,8 @@ class DeviceHandles:
             return _Wanted(frozenset({os.makedev(nvidia, device.minor)}), frozenset(),
                            (f"/dev/nvidia{device.minor}",), (f"{nvidia}:{device.minor}",)), None
         if device.gpu_instance_id is None:
-            return _Wanted(frozenset(), frozenset(), (), ()), "the GPU instance id is not known (no MIG capability mapping)"
+            unknown = "the GPU instance id is not known (no MIG capability mapping)"
+            return _Wanted(frozenset(), frozenset(), (), ()), unknown
         gi = f"gpu{device.minor}/mig/gi{device.gpu_instance_id}"
         files = [f"{gi}/access", *(f"{gi}/ci{ci}/access" for ci in device.compute_instance_ids)]
         rdevs: set[int] = set()

@@ -168,7 +168,8 @@ def attest(source: HealthSource | None, device: DeviceInfo, scrub_on_free_disabl
     return record
 
 
-def carried_since(source: HealthSource | None, device: DeviceInfo, since: dict[str, int] | None) -> dict[str, int] | None:
+def carried_since(source: HealthSource | None, device: DeviceInfo,
+                  since: dict[str, int] | None) -> dict[str, int] | None:
     """What the counters gained since ``since``, read now (before a reset zeroes them); None if unreadable."""
     now = baseline(source, device)
     if now is None:
