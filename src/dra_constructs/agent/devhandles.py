@@ -91,7 +91,8 @@ class ExemptRule(BaseModel):
 DEFAULT_EXEMPT: tuple[ExemptRule, ...] = (
     *(ExemptRule(exe=f"/usr/bin/{name}") for name in ("nvidia-persistenced", "nv-hostengine", "nvidia-smi")),
     *(ExemptRule(exe=f"/usr/bin/{name}", owner="pod", namespaces=list(_OPERATOR_NAMESPACES))
-      for name in ("dcgm-exporter", "nv-hostengine", "nvidia-device-plugin", "gpu-kubelet-plugin", "nvidia-smi")),
+      for name in ("nvidia-persistenced", "dcgm-exporter", "nv-hostengine", "nvidia-device-plugin",
+                   "gpu-kubelet-plugin", "nvidia-smi")),
 )
 
 
