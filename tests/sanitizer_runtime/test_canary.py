@@ -147,3 +147,52 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str], scru
     capsys.readouterr()
     assert main(["evidence", "--config", config, "--html", str(tmp_path / "r.html")]) == 0  # readable beside cycles
     assert capsys.readouterr().out.count(f" {verdict} ") == 2 and "selftest" in (tmp_path / "r.html").read_text()
+
+
+def test_a_cleanup_short_of_the_barriers_coverage_is_inconclusive(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 4: the cleanup passes the barrier's own check (every zeroed byte read back)."""
+    from dra_constructs.agent.backends import simulated
+    from dra_constructs.agent.backends.base import VerifyResult
+
+    env = _env(tmp_path, monkeypatch, scrub_on_free=True)
+    real = simulated._SimSession.verify
+
+    def short(self: Any) -> VerifyResult:  # a verify kernel that read one granule less than was zeroed
+        result = real(self)
+        return VerifyResult(bytes_verified=result.bytes_verified - 256, nonzero_words=0, seconds=result.seconds)
+
+    monkeypatch.setattr(simulated._SimSession, "verify", short)
+    record = canary.run_selftest(env.rt.barrier.deps, env.device, "selftest")
+    assert record.result == "inconclusive" and "the cleanup did not verify: the verify kernel read" in (
+        record.reason or "")
+    assert record.bytes_verified > 0 and record.coverage_of_free is not None  # the figures a barrier records
+    assert env.rt.barrier.deps.store.load(env.device.name).phase is Phase.GUARD  # the whole barrier follows
+    monkeypatch.setattr(simulated._SimSession, "verify", real)
+    canary.finish(env.rt.barrier, env.device)
+    assert env.rt.barrier.deps.store.load(env.device.name).phase is Phase.CLEAN
+
+
+def test_on_demand_runs_on_a_device_a_tenant_used_once_sanitized(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 6: after a successful barrier, under the device's lock and taint, on demand only."""
+    env = _env(tmp_path, monkeypatch, scrub_on_free=True)
+    barrier = env.rt.barrier
+    for device in env.rt.devices:  # every device served a tenant and was released clean
+        barrier.mark_allocated(device, TENANT)
+        assert barrier.run(device, "deallocated", TENANT).result == "released"
+    assert canary.at_start(barrier, env.rt.devices, claimed=lambda _name: False) == []  # start: never-used only
+    with pytest.raises(DraConstructsError, match="used since its last barrier"):
+        canary.run_selftest(barrier.deps, env.device, "selftest")
+    (record,) = canary.on_demand(barrier, env.rt.devices)
+    assert record.result == "clean" and record.trigger == "selftest"
+    state = barrier.deps.store.load(record.device)
+    assert state.phase is Phase.CLEAN and env.kube.tainted(record.device) is None
+    # a device whose last barrier failed is refused even on demand
+    device = env.device
+    barrier.mark_allocated(device, TENANT)
+    env.faults.rates["cuda.verify"] = 1.0
+    assert barrier.run(device, "deallocated", TENANT).result == "quarantined"
+    env.faults.rates["cuda.verify"] = 0.0
+    with pytest.raises(DraConstructsError, match="not clean"):
+        canary.run_selftest(barrier.deps, device, "selftest", sanitized=True)

@@ -1,24 +1,52 @@
-"""The ``/proc/*/fd`` scan of :mod:`dra_constructs.agent.devhandles` on a fake proc_root (real symlinks)."""
+"""The ``/proc/*/fd`` scan of :mod:`dra_constructs.agent.devhandles` on a fake proc_root (real symlinks).
+
+The fd links point at real character device nodes made with ``mknod`` under ``tmp_path`` (the
+numbers the NVIDIA driver uses: ``195:<minor>``, ``nvidia-caps`` from ``<proc_root>/devices``):
+the scan follows the link to the inode (``os.stat``), as ``/proc/<pid>/fd/<n>`` does.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
 import pytest
 
 from dra_constructs.agent import devhandles
-from dra_constructs.agent.devhandles import DeviceHandles, cap_minor
+from dra_constructs.agent.devhandles import DeviceHandles, ExemptRule, cap_minor, char_majors
 from dra_constructs.agent.devices import DeviceInfo
+from dra_constructs.agent.owners import Owner
+
+from .standin import CAPS_MAJOR, PROC_DEVICES
 
 GPU0 = DeviceInfo("gpu-0", "GPU-a", 0, 80 << 30)
 MIG = DeviceInfo("gpu-0-mig-1g10gb-19-0", "MIG-a", 0, 10 << 30, parent_uuid="GPU-a", mig_profile="1g.10gb",
                  gpu_instance_id=1, compute_instance_ids=(0,))
 
 
-def proc(root: Path, pid: int, *targets: str, comm: str = "python3", cmdline: str = "") -> Path:
-    """``<root>/<pid>/fd/<n> -> target`` symlinks (readlink shows the target as /proc does), and comm."""
+def chardev(path: Path, major: int, minor: int) -> str:
+    """A character device node ``major:minor`` at ``path`` (needs CAP_MKNOD: the tests run as root)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(major, minor))
+    return str(path)
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> dict[str, str]:
+    """The host's /dev as the tests' processes see it: nvidia0, nvidia1, nvidiactl, nvidia-uvm, caps 12/13/21."""
+    root = tmp_path / "dev"
+    nodes = {"nvidia0": (195, 0), "nvidia1": (195, 1), "nvidiactl": (195, 255), "nvidia-uvm": (235, 0),
+             "nvidia-uvm-tools": (235, 1), **{f"nvidia-caps/nvidia-cap{m}": (CAPS_MAJOR, m) for m in (12, 13, 21)}}
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "devices").write_text(PROC_DEVICES)
+    return {name: chardev(root / name, *number) for name, number in nodes.items()}
+
+
+def proc(root: Path, pid: int, *targets: str, comm: str = "python3", cmdline: str = "", exe: str = "") -> Path:
+    """``<root>/<pid>/fd/<n> -> target`` symlinks (os.stat follows them as it follows /proc's), and comm."""
     fd = root / str(pid) / "fd"
     fd.mkdir(parents=True)
     for number, target in enumerate(targets, start=3):
@@ -26,58 +54,117 @@ def proc(root: Path, pid: int, *targets: str, comm: str = "python3", cmdline: st
     (root / str(pid) / "comm").write_text(comm + "\n")
     if cmdline:
         (root / str(pid) / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
+    if exe:
+        os.symlink(exe, root / str(pid) / "exe")
     return fd
 
 
-def caps(root: Path, name: str, minor: int) -> None:
+def caps(root: Path, name: str, minor: int) -> Path:
     """A MIG capability ``access`` file as the driver writes it (MIG User Guide, "Device Nodes and Capabilities")."""
     access = root / "driver/nvidia/capabilities" / name
     access.parent.mkdir(parents=True, exist_ok=True)
     access.write_text(f"DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+    return access
 
 
-def test_a_gpu_node_holder_counts_and_nvidiactl_uvm_alone_do_not(tmp_path: Path) -> None:
-    proc(tmp_path, 100, "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0", "pipe:[123]")
-    proc(tmp_path, 101, "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")  # every CUDA process
-    proc(tmp_path, 102, "/dev/nvidiactl", "/dev/nvidia1")  # another GPU
-    proc(tmp_path, 103, "/dev/nvidia0", comm="nvidia-persiste")  # NVML-only monitor: exempt, listed
-    proc(tmp_path, 104, "/dev/nvidia0")  # the agent itself
-    proc(tmp_path, 105, "/dev/nvidia0", comm="python3")  # the agent's fill worker of another device
-    (tmp_path / "105" / "stat").write_text("105 (py thon) S 104 105 1 0 -1\n")
-    (tmp_path / "100" / "stat").write_text("100 (python3) S 1 100 1 0 -1\n")
-    (tmp_path / "self").mkdir()
-    scan = DeviceHandles(tmp_path, self_pid=104).scan(GPU0)
-    assert scan.nodes == ("/dev/nvidia0",)
-    assert [(h.pid, h.paths) for h in scan.holders] == [(100, ("/dev/nvidia0",))]
+HOST = Owner("host", detail="/system.slice/x.service")
+
+
+def test_a_gpu_node_holder_counts_and_nvidiactl_uvm_alone_do_not(tmp_path: Path, dev: dict[str, str]) -> None:
+    root = tmp_path / "proc"
+    proc(root, 100, dev["nvidiactl"], dev["nvidia-uvm"], dev["nvidia0"], "pipe:[123]")
+    proc(root, 101, dev["nvidiactl"], dev["nvidia-uvm"], dev["nvidia-uvm-tools"])  # every CUDA process
+    proc(root, 102, dev["nvidiactl"], dev["nvidia1"])  # another GPU
+    proc(root, 103, dev["nvidia0"], comm="nvidia-persiste", exe="/usr/bin/nvidia-persistenced")  # host monitor
+    proc(root, 104, dev["nvidia0"])  # the agent itself
+    proc(root, 105, dev["nvidia0"], comm="python3")  # the agent's fill worker of another device
+    (root / "105" / "stat").write_text("105 (py thon) S 104 105 1 0 -1\n")
+    (root / "100" / "stat").write_text("100 (python3) S 1 100 1 0 -1\n")
+    (root / "self").mkdir()
+    scan = DeviceHandles(root, self_pid=104, owners=lambda _pid: HOST).scan(GPU0)
+    assert scan.nodes == ("/dev/nvidia0",) and scan.devices == ("195:0",)
+    assert [(h.pid, h.paths) for h in scan.holders] == [(100, (dev["nvidia0"],))]
     assert sorted(h.pid for h in scan.exempt) == [103, 105] and scan.scanned == 5 and scan.problem is None
 
 
-def test_mps_daemons_are_named_by_argv0(tmp_path: Path) -> None:
-    proc(tmp_path, 200, "/dev/nvidia0", comm="nvidia-cuda-mps", cmdline="/usr/bin/nvidia-cuda-mps-server")
-    proc(tmp_path, 201, "/dev/nvidia0", comm="nvidia-cuda-mps", cmdline="nvidia-cuda-mps-control -d")
-    holders = DeviceHandles(tmp_path, self_pid=1).scan(GPU0).holders
+def test_the_node_is_matched_by_device_number_under_any_path(tmp_path: Path, dev: dict[str, str]) -> None:
+    """Review finding 2: a container's runtime may mount /dev/nvidia0 anywhere in its mount namespace."""
+    root = tmp_path / "proc"
+    elsewhere = chardev(tmp_path / "ctr-rootfs" / "run" / "gpu-a", 195, 0)  # same node, another path
+    decoy = tmp_path / "ctr-rootfs" / "dev" / "nvidia0"  # the right name, not a device
+    decoy.parent.mkdir(parents=True)
+    decoy.write_text("")
+    proc(root, 110, elsewhere)
+    proc(root, 111, str(decoy), dev["nvidia1"])
+    scan = DeviceHandles(root, self_pid=1, owners=lambda _pid: HOST).scan(GPU0)
+    assert [(h.pid, h.paths) for h in scan.holders] == [(110, (elsewhere,))]
+
+
+def test_exemption_needs_the_executable_and_the_owner_not_the_comm(tmp_path: Path, dev: dict[str, str]) -> None:
+    """Review finding 1: comm is the process's own choice; exe and the owner are not."""
+    root = tmp_path / "proc"
+    proc(root, 120, dev["nvidia0"], comm="nvidia-persiste")  # names itself a monitor: counts
+    proc(root, 121, dev["nvidia0"], comm="nvidia-persiste", exe="/usr/bin/nvidia-persistenced")  # in a pod
+    proc(root, 122, dev["nvidia0"], comm="x", exe="/usr/bin/nvidia-persistenced")  # a host process: exempt
+    proc(root, 123, dev["nvidia0"], exe="/usr/bin/dcgm-exporter")  # pod in gpu-operator: exempt
+    proc(root, 124, dev["nvidia0"], exe="/usr/bin/dcgm-exporter")  # pod in a tenant namespace: counts
+    proc(root, 125, dev["nvidia0"], exe="/opt/monitor")  # a configured rule with a uid
+    (root / "125" / "status").write_text("Name:\tmonitor\nUid:\t1000\t1000\t1000\t1000\n")
+    proc(root, 126, dev["nvidia0"], exe="/opt/monitor")  # the same executable as root: counts
+    (root / "126" / "status").write_text("Name:\tmonitor\nUid:\t0\t0\t0\t0\n")
+    pods = {121: "u-tenant", 123: "u-dcgm", 124: "u-tenant"}
+    names = {"u-dcgm": "gpu-operator/dcgm-exporter-x", "u-tenant": "team-a/job-0"}
+
+    def owner(pid: int) -> Owner:
+        return Owner("pod", pods[pid]) if pid in pods else HOST
+
+    rules = [*devhandles.DEFAULT_EXEMPT, ExemptRule(exe="/opt/monitor", uid=1000)]
+    scan = DeviceHandles(root, self_pid=1, owners=owner, exempt=rules, pod_name=names.get).scan(GPU0)
+    assert sorted(h.pid for h in scan.exempt) == [122, 123, 125]
+    assert sorted(h.pid for h in scan.holders) == [120, 121, 124, 126]
+    assert {e["pid"]: e["exe"] for e in scan.summary()["exempt"]}[122] == "/usr/bin/nvidia-persistenced"  # type: ignore[index]
+
+
+def test_a_scan_that_cannot_list_the_proc_root_failed(tmp_path: Path) -> None:
+    scan = DeviceHandles(tmp_path / "absent", self_pid=1).scan(GPU0)
+    assert scan.failed and "cannot list" in (scan.problem or "") and scan.summary()["failed"] is True
+
+
+def test_char_majors_reads_the_character_section_only() -> None:
+    assert char_majors(PROC_DEVICES) == {"mem": 1, "/dev/vc/0": 4, "nvidia-frontend": 195, "nvidia-uvm": 235,
+                                         "nvidia-caps": CAPS_MAJOR}
+
+
+def test_mps_daemons_are_named_by_argv0(tmp_path: Path, dev: dict[str, str]) -> None:
+    root = tmp_path / "proc"
+    proc(root, 200, dev["nvidia0"], comm="nvidia-cuda-mps", cmdline="/usr/bin/nvidia-cuda-mps-server")
+    proc(root, 201, dev["nvidia0"], comm="nvidia-cuda-mps", cmdline="nvidia-cuda-mps-control -d")
+    holders = DeviceHandles(root, self_pid=1).scan(GPU0).holders
     assert {h.pid: h.mps for h in holders} == {200: "mps-server", 201: "mps-control"}
 
 
-def test_mig_counts_its_capability_nodes_not_the_parent_node(tmp_path: Path) -> None:
-    caps(tmp_path, "gpu0/mig/gi1/access", 12)
-    caps(tmp_path, "gpu0/mig/gi1/ci0/access", 13)
-    caps(tmp_path, "gpu0/mig/gi2/access", 21)
-    proc(tmp_path, 300, "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12")
-    proc(tmp_path, 301, "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap13")
-    proc(tmp_path, 302, "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap21")  # the tenant of gi2
-    proc(tmp_path, 303, "/dev/nvidia0")  # a parent-wide handle: not this instance's
-    proc(tmp_path, 304, "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/access")  # /proc-based capability mode
-    scan = DeviceHandles(tmp_path, self_pid=1).scan(MIG)
+def test_mig_counts_its_capability_nodes_not_the_parent_node(tmp_path: Path, dev: dict[str, str]) -> None:
+    root = tmp_path / "proc"
+    gi1 = caps(root, "gpu0/mig/gi1/access", 12)
+    caps(root, "gpu0/mig/gi1/ci0/access", 13)
+    caps(root, "gpu0/mig/gi2/access", 21)
+    proc(root, 300, dev["nvidiactl"], dev["nvidia0"], dev["nvidia-caps/nvidia-cap12"])
+    proc(root, 301, dev["nvidia0"], dev["nvidia-caps/nvidia-cap13"])
+    proc(root, 302, dev["nvidia0"], dev["nvidia-caps/nvidia-cap21"])  # the tenant of gi2
+    proc(root, 303, dev["nvidia0"])  # a parent-wide handle: not this instance's
+    proc(root, 304, str(gi1))  # /proc-based capability mode: the access file itself (by inode)
+    scan = DeviceHandles(root, self_pid=1).scan(MIG)
     assert "/dev/nvidia0" not in scan.nodes and "/dev/nvidia-caps/nvidia-cap12" in scan.nodes
+    assert f"{CAPS_MAJOR}:12" in scan.devices and scan.problem is None
     assert {h.pid for h in scan.holders} == {300, 301, 304}
 
 
-def test_mig_without_capability_files_says_so(tmp_path: Path) -> None:
-    proc(tmp_path, 300, "/dev/nvidia-caps/nvidia-cap12")
-    scan = DeviceHandles(tmp_path, self_pid=1).scan(MIG)
-    assert scan.holders == [] and scan.problem is not None and "gi1/access" in scan.problem
-    unknown = DeviceHandles(tmp_path, self_pid=1).scan(
+def test_mig_without_capability_files_says_so(tmp_path: Path, dev: dict[str, str]) -> None:
+    root = tmp_path / "proc"
+    proc(root, 300, dev["nvidia-caps/nvidia-cap12"])
+    scan = DeviceHandles(root, self_pid=1).scan(MIG)
+    assert scan.holders == [] and scan.problem is not None and "gi1/access" in scan.problem and not scan.failed
+    unknown = DeviceHandles(root, self_pid=1).scan(
         DeviceInfo("gpu-0-mig-x", "MIG-b", 0, 1, parent_uuid="GPU-a"))
     assert "GPU instance id is not known" in (unknown.problem or "")
 
@@ -88,9 +175,11 @@ def test_cap_minor(text: str, minor: int | None) -> None:
     assert cap_minor(text) == minor
 
 
-def test_unreadable_fd_dirs_are_unknown_and_do_not_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    proc(tmp_path, 400, "/dev/nvidia0")
-    proc(tmp_path, 401, "/dev/nvidia0")
+def test_unreadable_fd_dirs_are_unknown_and_do_not_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         dev: dict[str, str]) -> None:
+    tmp_path = tmp_path / "proc"
+    proc(tmp_path, 400, dev["nvidia0"])
+    proc(tmp_path, 401, dev["nvidia0"])
     real = os.listdir
 
     def listdir(path: str | Path) -> list[str]:
@@ -107,11 +196,14 @@ def test_unreadable_fd_dirs_are_unknown_and_do_not_block(tmp_path: Path, monkeyp
     assert scan.summary()["unreadable"] == 1 and scan.summary()["unreadable_pids"] == [401]
 
 
-def test_one_scan_of_2000_pids_is_bounded(tmp_path: Path) -> None:
+def test_one_scan_of_2000_pids_is_bounded(tmp_path: Path, dev: dict[str, str]) -> None:
     """2,000 fake PIDs with 8 fds each (the CUDA set plus files); one holder of gpu-0."""
+    tmp_path = tmp_path / "proc"
+    log = tmp_path / "app.log"
+    log.write_text("")
     for pid in range(1000, 3000):
-        proc(tmp_path, pid, "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/null", "pipe:[1]", "socket:[2]",
-             f"/var/log/{pid}.log", "anon_inode:[eventfd]", "/dev/nvidia0" if pid == 2999 else "/dev/nvidia1")
+        proc(tmp_path, pid, dev["nvidiactl"], dev["nvidia-uvm"], "/dev/null", "pipe:[1]", "socket:[2]",
+             str(log), "anon_inode:[eventfd]", dev["nvidia0"] if pid == 2999 else dev["nvidia1"])
     handles = DeviceHandles(tmp_path, self_pid=1)
     best = float("inf")
     for _ in range(3):
@@ -121,3 +213,26 @@ def test_one_scan_of_2000_pids_is_bounded(tmp_path: Path) -> None:
     print(f"\n/proc scan: 2000 pids x 8 fds: best of 3 {best * 1000:.1f} ms")
     assert [h.pid for h in scan.holders] == [2999] and scan.scanned == 2000
     assert best < 2.0  # a drain poll is 0.5 s by default; measured ~50-100 ms on a shared 2-core VM
+
+
+def test_a_scan_that_cannot_run_is_a_warning_event_a_metric_and_refuses_the_release(tmp_path: Path) -> None:
+    """Review finding 3: fail closed where the scan was required; retried until a scan runs."""
+    from dra_constructs.agent.barrier import HANDLE_SCAN_FAILED
+    from dra_constructs.agent.state import Phase
+
+    from .conftest import SimEnv
+
+    env = SimEnv(tmp_path / "sim")
+    root = tmp_path / "proc-root"  # not there yet: the scan cannot list it
+    env.rt.barrier.deps.device_handles = DeviceHandles(root, self_pid=1).scan
+    record = env.rt.barrier.run(env.device, "startup-unknown")
+    assert record.result == "quarantined" and (record.reason or "").startswith(HANDLE_SCAN_FAILED)
+    assert record.device_handle_scan is not None and record.device_handle_scan["failed"] is True
+    events = [e for e in env.kube.events if e["reason"] == "DeviceHandleScanFailed"]
+    assert len(events) == 1 and events[0]["type"] == "Warning" and "release is refused" in events[0]["message"]
+    assert b'dra_sanitizer_device_handle_scan_problems_total{outcome="failed"} 1.0' in env.rt.metrics.render()
+    assert env.rt.barrier.recover(env.device) is None  # still cannot scan: stays guarded
+    root.mkdir()
+    released = env.rt.barrier.recover(env.device)  # the scan runs again: sanitized
+    assert released is not None and released.result == "released", released and released.reason
+    assert env.rt.barrier.deps.store.load(env.device.name).phase is Phase.CLEAN

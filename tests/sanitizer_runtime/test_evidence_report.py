@@ -46,7 +46,7 @@ def test_the_table_is_the_history_in_start_order_with_bandwidth_and_coverage(
     assert main(["evidence", "--file", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["TIME", "DEVICE", "UUID", "TRIGGER", "RESULT", "COVERAGE", "BYTES", "FILL", "VERIFY",
-                                "SECONDS", "REASON"]
+                                "SECONDS", "NODES", "HELD", "REASON"]
     assert [line.split()[1] for line in lines[1:5]] == ["gpu-0", "gpu-1", "gpu-0", "gpu-0"]  # by start time
     first = lines[1].split()
     assert first[0] == "2026-01-01T00:00:00Z" and first[4:10] == [
@@ -82,6 +82,24 @@ def test_the_html_escapes_every_tenant_string(tmp_path: Path, capsys: pytest.Cap
     assert "TIME" in capsys.readouterr().out  # the table too
     assert main(["evidence", "--file", str(path), "--html", "-"]) == 0  # kubectl exec ... --html - > r.html
     assert capsys.readouterr().out == page
+
+
+def test_device_nodes_held_are_in_the_table_and_the_report(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding 8: holders found through /proc/*/fd (not in NVML's lists) are shown, escaped."""
+    path = tmp_path / "evidence.jsonl"
+    holder = {"pid": 4242, "owner_kind": "pod", "owner": "pod team-b/debug-0 (uid u2)", "nvml_listed": False,
+              "device_nodes": ["/dev/nvidia0", "/run/<b>gpu</b>"], "comm": "sleep", "mps": None}
+    listed = {"pid": 77, "owner_kind": "host", "owner": "host (/system.slice)", "nvml_listed": True,
+              "device_nodes": [], "comm": None, "mps": None}
+    EvidenceWriter(path, fsync=False).write(_record("gpu-0", "GPU-aaaa", 1_767_225_600.0, "quarantined",
+                                                    reason="foreign contexts", foreign_processes=[holder, listed]))
+    assert main(["evidence", "--file", str(path), "--html", str(tmp_path / "r.html")]) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert "pid 4242 (pod team-b/debug-0 (uid u2)): /dev/nvidia0, /run/<b>gpu</b>" in row and "pid 77" not in row
+    page = (tmp_path / "r.html").read_text()
+    assert "<th>Device nodes held</th>" in page and "<b>" not in page
+    assert "pid 4242 (pod team-b/debug-0 (uid u2)): /dev/nvidia0, /run/&lt;b&gt;gpu&lt;/b&gt;" in page
 
 
 @pytest.mark.parametrize(("bad", "problem"), [

@@ -262,3 +262,50 @@ def test_randomized_faults_never_release_a_faulty_gpu(tmp_path: Path) -> None:
             for device in slices:
                 assert env.rt.barrier.operator_release(device, "GPU reset", "ops").result == "released"
     assert quarantined > 10 and released > 50  # both sides of the oracle were exercised
+
+
+# --- a cold reset zeroes the volatile ECC counters (review finding 7) ------------------------------
+
+def _reset_env(tmp_path: Path) -> SimEnv:
+    return SimEnv(tmp_path, partition_reset="gpu",
+                  simulated=SimulatedBackendSettings(gpus=1, mig_slices_per_gpu=0, memory_bytes=2048))
+
+
+def test_errors_before_a_cold_reset_still_quarantine(tmp_path: Path) -> None:
+    env = _reset_env(tmp_path)
+    gpu = env.node.health.gpu(env.device.gpu_uuid)
+    gpu.ecc_volatile_uncorrected = 5  # before the claim: the allocation's baseline
+    _claim(env)
+    gpu.ecc_volatile_uncorrected = 7  # two during the claim; the release's GPU reset zeroes the count
+    record = env.rt.barrier.run(env.device, "deallocated", TENANT)
+    assert record.reset_type == "gpu" and gpu.ecc_volatile_uncorrected == 0
+    assert record.result == "quarantined", "a reset must not hide the claim's errors"
+    assert "ecc-uncorrected: 2 volatile uncorrectable ECC error(s)" in (record.reason or "")
+    assert "2 before the cold reset; count 0 -> 0 after it" in (record.reason or "")
+
+
+def test_a_cold_reset_is_no_false_quarantine_and_rebases_the_next_claim(tmp_path: Path) -> None:
+    env = _reset_env(tmp_path)
+    gpu = env.node.health.gpu(env.device.gpu_uuid)
+    gpu.ecc_volatile_uncorrected = 5  # old errors, none during the claim
+    _claim(env)
+    record = env.rt.barrier.run(env.device, "deallocated", TENANT)
+    assert record.result == "released", record.reason
+    assert _gates(record)["ecc-uncorrected"] == "pass"
+    state = env.rt.barrier.deps.store.load(env.device.name)
+    assert state.health_baseline == {"ecc_volatile_uncorrected": 0, "xid_count": 0}  # read after the reset
+    env.rt.barrier.mark_allocated(env.device, TENANT)
+    gpu.ecc_volatile_uncorrected = 1  # one in the next claim: counted from the post-reset baseline
+    record = env.rt.barrier.run(env.device, "deallocated", TENANT)
+    assert record.result == "quarantined" and "1 volatile uncorrectable" in (record.reason or "")
+
+
+def test_a_count_unread_before_a_reset_fails_closed() -> None:
+    node = SimulatedNode(SimulatedBackendSettings(gpus=1, mig_slices_per_gpu=0, memory_bytes=2048))
+    (device,) = node.nvml.enumerate().devices
+    report = check(node.health, device, {"ecc_volatile_uncorrected": 0, "xid_count": 0}, True,
+                   carried=None, reset=True)
+    assert any(f.startswith("ecc-uncorrected: the count before this release's cold reset") for f in report.failures)
+    report = check(node.health, device, {"ecc_volatile_uncorrected": 0, "xid_count": 0}, True,
+                   carried={"ecc_volatile_uncorrected": 0, "xid_count": 0}, reset=True)
+    assert report.failures == []

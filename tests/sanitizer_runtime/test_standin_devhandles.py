@@ -3,7 +3,9 @@
 Each holder is a real child process without a context (NVML does not list it). Under the agent's
 ``proc_root`` it writes ``<its pid>/fd/<n> -> <node>`` as ``/proc`` shows an open device node and
 removes them when SIGTERM ends it (the fd goes with the process), beside the ``<pid>/cgroup`` of
-its pod (``standin.cgroup``) or of the host.
+its pod (``standin.cgroup``) or of the host. The links point at real character device nodes with
+the driver's numbers (``195:<minor>``; ``nvidia-caps`` from ``<proc_root>/devices``), made with
+``mknod`` under the node's ``dev/`` (the tests run as root): the scan matches the device number.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from dra_constructs.agent.kube import Tenant as ClaimTenant
 from dra_constructs.agent.runtime import Runtime
 from dra_constructs.agent.state import Phase
 
-from .standin import CI, GI, GPU, MiB, Node, cgroup
+from .standin import CAPS_MAJOR, CI, GI, GPU, MiB, Node, cgroup
+from .test_devhandles import chardev
 from .test_standin_backends import POD, MakeNode, a100_mig, runtime, standin  # noqa: F401 - fixture
 
 OTHER = "7d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6"
@@ -39,6 +42,13 @@ print("ready", flush=True)
 while True:
     time.sleep(1)
 """
+
+
+def dev(node: Node, name: str) -> str:
+    """The node's ``/dev/<name>`` as a real character device with the driver's numbers."""
+    numbers = {"nvidia0": (195, 0), "nvidia1": (195, 1), "nvidiactl": (195, 255), "nvidia-uvm": (235, 0),
+               **{f"nvidia-caps/nvidia-cap{m}": (CAPS_MAJOR, m) for m in (12, 13)}}
+    return chardev(node.root / "dev" / name, *numbers[name])
 
 
 class Holder:
@@ -98,15 +108,16 @@ def test_a_foreign_holder_of_the_gpu_node_blocks_the_release_and_is_reported(
         allocated: Callable[[], Allocated], holders: list[Holder]) -> None:
     node, rt, device, claim = allocated()
     rt.barrier.deps.pod_name = lambda uid: "team-b/debug-0" if uid == OTHER else None
-    other = Holder(node, "/dev/nvidiactl", "/dev/nvidia0", pod=OTHER)
+    gpu0 = dev(node, "nvidia0")
+    other = Holder(node, dev(node, "nvidiactl"), gpu0, pod=OTHER)
     holders.append(other)
     record = rt.barrier.run(device, "deallocated", claim)
     assert record.result == "quarantined" and (record.reason or "").startswith("foreign contexts")
     assert other.alive() and record.pids_sigterm == [] and record.pids_sigkill == []
     (entry,) = record.foreign_processes
     assert entry["pid"] == other.pid and entry["owner"] == f"pod team-b/debug-0 (uid {OTHER})"
-    assert entry["nvml_listed"] is False and entry["device_nodes"] == ["/dev/nvidia0"]
-    assert f"pid {other.pid} (pod team-b/debug-0 (uid {OTHER})) holding /dev/nvidia0" in (record.reason or "")
+    assert entry["nvml_listed"] is False and entry["device_nodes"] == [gpu0]
+    assert f"pid {other.pid} (pod team-b/debug-0 (uid {OTHER})) holding {gpu0}" in (record.reason or "")
     assert record.device_handle_scan is not None and record.device_handle_scan["nodes"] == ["/dev/nvidia0"]
     assert rt.barrier.recover(device) is None  # NVML lists nobody, but the node is held: stays guarded
     other.stop()
@@ -118,7 +129,7 @@ def test_a_foreign_holder_of_the_gpu_node_blocks_the_release_and_is_reported(
 def test_the_claims_pod_holding_the_gpu_node_is_signalled(
         allocated: Callable[[], Allocated], holders: list[Holder]) -> None:
     node, rt, device, claim = allocated()
-    mine = Holder(node, "/dev/nvidiactl", "/dev/nvidia0", pod=POD)
+    mine = Holder(node, dev(node, "nvidiactl"), dev(node, "nvidia0"), pod=POD)
     holders.append(mine)
     record = rt.barrier.run(device, "deallocated", claim)
     assert record.result == "released", record.reason
@@ -129,7 +140,7 @@ def test_the_claims_pod_holding_the_gpu_node_is_signalled(
 
 def test_nvidiactl_and_uvm_alone_do_not_block(allocated: Callable[[], Allocated], holders: list[Holder]) -> None:
     node, rt, device, claim = allocated()
-    host = Holder(node, "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia1", pod=None)  # another GPU's node
+    host = Holder(node, dev(node, "nvidiactl"), dev(node, "nvidia-uvm"), dev(node, "nvidia1"), pod=None)  # other GPU
     holders.append(host)
     record = rt.barrier.run(device, "deallocated", claim)
     assert record.result == "released", record.reason
@@ -148,15 +159,16 @@ def test_a_mig_slice_counts_holders_of_its_capability_nodes_only(
     rt = runtime(tmp_path)
     device = rt.device("gpu-0-mig-1g10gb-19-0")
     assert device.gpu_instance_id == 1 and device.compute_instance_ids == (0,)  # from NVML's enumeration
-    parent = Holder(node, "/dev/nvidiactl", "/dev/nvidia0", pod=None)  # a tenant of another slice
+    parent = Holder(node, dev(node, "nvidiactl"), dev(node, "nvidia0"), pod=None)  # a tenant of another slice
     holders.append(parent)
     record = rt.barrier.run(device, "startup-unknown")
     assert record.result == "released", record.reason
     scan = record.device_handle_scan
     assert scan is not None and "/dev/nvidia-caps/nvidia-cap12" in scan["nodes"] and scan["problem"] is None
-    cap = Holder(node, "/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap13", pod=None)
+    cap13 = dev(node, "nvidia-caps/nvidia-cap13")
+    cap = Holder(node, dev(node, "nvidia0"), cap13, pod=None)
     holders.append(cap)
     record = rt.barrier.run(device, "startup-unknown")
     assert record.result == "quarantined" and (record.reason or "").startswith("foreign contexts")
     assert [p["pid"] for p in record.foreign_processes] == [cap.pid]
-    assert record.foreign_processes[0]["device_nodes"] == ["/dev/nvidia-caps/nvidia-cap13"]
+    assert record.foreign_processes[0]["device_nodes"] == [cap13]

@@ -55,11 +55,16 @@ def _records(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def _pod(uid: str, name: str, deleting: bool = False) -> dict[str, Any]:
-    meta: dict[str, Any] = {"uid": uid, "name": name, "namespace": "team-a"}
+def _pod(uid: str, name: str, deleting: bool = False, namespace: str = "team-a",
+         claim: str | None = None) -> dict[str, Any]:
+    """A pod of the node as the pods watch has it; ``claim``: the ResourceClaim it uses (as the API shows it)."""
+    meta: dict[str, Any] = {"uid": uid, "name": name, "namespace": namespace}
     if deleting:
         meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
-    return {"metadata": meta, "status": {"phase": "Running"}}
+    status: dict[str, Any] = {"phase": "Running"}
+    if claim is not None:
+        status["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return {"metadata": meta, "status": status}
 
 
 A = claim("train-a", "team-a", "uid-A", [DEV], reserved=[PA])
@@ -119,7 +124,7 @@ def test_a_new_tenant_already_running_is_reported_not_killed_and_its_release_run
     _a_left_residue(env)
     env.node.agent_died()
     b_pids = env.node.start_tenant(DEV, [("obey", 1.0)], random.Random(8), exited_residue=False, pod=PB)
-    agent = _agent(env, [B], pods={PB: _pod(PB, "infer-b-0")})
+    agent = _agent(env, [B], pods={PB: _pod(PB, "infer-b-0", namespace="team-b", claim="infer-b")})
     agent.startup()
     agent.wait()
     record = _records(tmp_path)[-1]
@@ -127,7 +132,7 @@ def test_a_new_tenant_already_running_is_reported_not_killed_and_its_release_run
     assert record["attestation"]["driver_version"] == "570.124.06"  # every record attests the driver regime
     assert record["pids_sigterm"] == record["pids_sigkill"] == []
     assert [p["pid"] for p in record["foreign_processes"]] == b_pids
-    assert record["foreign_processes"][0]["owner"] == f"pod team-a/infer-b-0 (uid {PB})"
+    assert record["foreign_processes"][0]["owner"] == f"pod team-b/infer-b-0 (uid {PB})"
     assert record["missed_turnover"] == "team-a/train-a"
     assert env.node.audit(DEV).live_contexts == len(b_pids)  # B lives
     assert env.node.compute_mode(DEV) is ComputeMode.DEFAULT

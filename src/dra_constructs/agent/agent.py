@@ -94,6 +94,7 @@ class Agent:
         self._claims: dict[str, dict[str, Any]] = {}
         self._pods: dict[str, dict[str, Any]] = {}
         runtime.barrier.deps.pod_name = self._pod_name
+        runtime.barrier.deps.pod_check = self.pod_check
         #: API down: never-sanitized devices and how they are guarded locally (see guard_unknown_locally).
         self._local: dict[str, str] = {}
         self._local_lock = threading.Lock()  # tick (run loop) and the first successful list (watch thread)
@@ -138,6 +139,32 @@ class Agent:
         """``namespace/name`` of a pod of this node by UID, if the pods watch knows it."""
         meta = (self._pods.get(uid) or {}).get("metadata") or {}
         return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("name") else None
+
+    def pod_check(self, uid: str, claims: str | None) -> str | None:
+        """Why a pod UID of a released claim's ``status.reservedFor`` is not trusted for signalling (None: it is).
+
+        ``reservedFor`` is the API's word. The pod a process belongs to is the node's (its own
+        cgroup names the pod UID, :mod:`.owners`): so the process is in that pod on this node. That
+        the pod uses the claim is cross-checked with the pods watch of this node: a pod it knows
+        must be in the claim's namespace and name the claim in ``status.resourceClaimStatuses`` or
+        ``spec.resourceClaims``; else its processes are reported, never signalled. A pod the watch
+        does not know (deleted while its processes linger: what the drain is for) is trusted on its
+        cgroup, the only source left.
+        """
+        pod = self._pods.get(uid)
+        if pod is None or not claims:
+            return None
+        meta = pod.get("metadata") or {}
+        namespace = meta.get("namespace")
+        named = {str(s.get("resourceClaimName")) for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+                 if s.get("resourceClaimName")}
+        named |= {str(s.get("resourceClaimName")) for s in (pod.get("spec") or {}).get("resourceClaims") or []
+                  if s.get("resourceClaimName")}
+        wanted = [c.partition("/") for c in claims.split(", ")]
+        if any(ns == namespace and name in named for ns, _, name in wanted):
+            return None
+        return (f"the pod {namespace}/{meta.get('name')} on this node does not reference claim(s) {claims} "
+                f"(it names {', '.join(sorted(named)) or 'none'})")
 
     def _guarded(self, device: str, job: Callable[[], Any]) -> None:
         try:

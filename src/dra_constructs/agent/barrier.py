@@ -24,6 +24,7 @@ from dra_constructs.agent.backends.base import (
     ComputeInstanceGuard,
     ComputeMode,
     ComputeModeUnsupported,
+    MemoryInfo,
     MemoryScrubber,
     NvmlBackend,
     PartitionBackend,
@@ -38,7 +39,7 @@ from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceRecord, EvidenceWriter
 from dra_constructs.agent.gpulock import GpuLock, GpuLocks
 from dra_constructs.agent.guard import Guard, GuardError
-from dra_constructs.agent.health import HealthSource, attest, baseline, check
+from dra_constructs.agent.health import HealthSource, attest, baseline, carried_since, check
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.metrics import Metrics
 from dra_constructs.agent.migaccess import MIG_UNMANAGEABLE, MigAccess
@@ -46,7 +47,8 @@ from dra_constructs.agent.owners import Owner
 from dra_constructs.agent.policy import ContextsRemaining, PreemptionPolicy
 from dra_constructs.agent.state import CiGuardRecord, DeviceState, Phase, ResetRecord, StateStore, VerifyFigures
 
-__all__ = ["AWAITING_ZERO_CONTEXTS", "CRASH_POINTS", "FOREIGN_CONTEXTS", "Barrier", "BarrierDeps", "BarrierFailure"]
+__all__ = ["AWAITING_ZERO_CONTEXTS", "CRASH_POINTS", "FOREIGN_CONTEXTS", "HANDLE_SCAN_FAILED", "Barrier", "BarrierDeps",
+           "BarrierFailure", "check_verify", "memory_figures", "record_verify"]
 
 _LOG = logging.getLogger("dra_sanitizer.barrier")
 
@@ -64,7 +66,11 @@ AWAITING_ZERO_CONTEXTS = "awaiting zero contexts"
 #: Reason prefix of a device held back by processes the released claims did not own (another
 #: pod, the host, an unknown owner): never signalled; sanitized once NVML lists none of them.
 FOREIGN_CONTEXTS = "foreign contexts"
-_SELF_CLEARING = (AWAITING_ZERO_CONTEXTS, FOREIGN_CONTEXTS)
+#: Reason prefix of a release refused because the ``/proc/*/fd`` scan (:mod:`.devhandles`) could
+#: not run: processes holding the device's nodes cannot be ruled out. Fail closed (the scan was
+#: configured, so its answer is part of the proof); retried by the agent until a scan runs.
+HANDLE_SCAN_FAILED = "device handle scan failed"
+_SELF_CLEARING = (AWAITING_ZERO_CONTEXTS, FOREIGN_CONTEXTS, HANDLE_SCAN_FAILED)
 
 #: Reason prefix of a DynamicMIG quarantine whose fill did not count because the transient
 #: instance vanished under it (the kubelet plugin destroys instances it did not create when it
@@ -116,6 +122,9 @@ class BarrierDeps:
     owners: Callable[[int], Owner] = lambda _pid: Owner("unknown", detail="no owner lookup")
     #: ``namespace/name`` of a pod UID on this node, if the agent's pod list knows it (reports only).
     pod_name: Callable[[str], str | None] = lambda _uid: None
+    #: Why a pod UID of the released claims' ``status.reservedFor`` is not trusted for signalling
+    #: (pod UID, the claims ``ns/name, ...``) or None; the agent cross-checks its pod list (:meth:`.Agent.pod_check`).
+    pod_check: Callable[[str, str | None], str | None] = lambda _uid, _claims: None
     #: DynamicMIG: whether this process can create/destroy MIG instances (None: assumed it can).
     mig_access: MigAccess | None = None
     #: Health gates and driver-state attestation (:mod:`.health`); None: the backend serves neither.
@@ -154,6 +163,8 @@ class _Cycle:
         #: Processes seen holding the device's nodes (:mod:`.devhandles`), by pid, and NVML's pids.
         self.holders: dict[int, HandleHolder] = {}
         self.nvml_pids: set[int] = set()
+        #: A cold reset was done in this cycle (the health gates count across it: :func:`.health.check`).
+        self.reset_done = False
 
     def enter(self, phase: Phase, point: str | None = None) -> None:
         """Persist ``phase`` (before its effects), time the previous one, then the crash point."""
@@ -365,7 +376,10 @@ class Barrier:
         except BackendError:
             return False
         if self.deps.device_handles is not None:
-            pids = [*pids, *(h.pid for h in self.deps.device_handles(target).holders)]
+            scan = self.deps.device_handles(target)
+            if scan.failed:
+                return False  # cannot be ruled out: keep waiting
+            pids = [*pids, *(h.pid for h in scan.holders)]
         return not [p for p in pids if p not in self.deps.own_pids]
 
     def prohibit(self, device: DeviceInfo, why: str) -> bool:
@@ -643,6 +657,9 @@ class Barrier:
         c.record.warnings.append("health baseline taken at the barrier's start (the allocation was not seen): "
                                  "errors during the claim before it are not counted")
 
+    def _health_on(self) -> bool:
+        return self.deps.health is not None and self.deps.config.health_gates
+
     def _health(self, c: _Cycle) -> None:
         """Verified clean: every health gate must pass too, or the device is quarantined with the gates' reasons."""
         if not self.deps.config.health_gates:
@@ -650,7 +667,10 @@ class Barrier:
         if self.deps.health is None:
             c.record.warnings.append("health gates not run: this backend serves no health reads")
             return
-        report = check(self.deps.health, c.target or c.device, c.state.health_baseline, self.deps.config.require_ecc)
+        reset = c.state.reset if c.reset_done else None  # a cold reset in this cycle: baseline re-read after it
+        carried = reset.health_carried if reset is not None and reset.health_rebased else None  # else: fail closed
+        report = check(self.deps.health, c.target or c.device, c.state.health_baseline, self.deps.config.require_ecc,
+                       carried=carried, reset=reset is not None)
         c.record.health = report.gates
         c.record.warnings.extend(report.warnings)
         if report.failures:
@@ -948,6 +968,10 @@ class Barrier:
         old_uuid = old.uuid if old else (previous.old_uuid if previous else "")
         c.state.reset = ResetRecord(reset_type=kind, old_uuid=old_uuid, started=c.clock.wall(),
                                     device=dataclasses.asdict(c.device))
+        if previous is not None:  # what the claim gained before the first try (a retry's read is post-reset)
+            c.state.reset.health_carried = previous.health_carried
+        elif self._health_on():  # the reset zeroes the volatile counters: what the claim gained, now
+            c.state.reset.health_carried = carried_since(self.deps.health, old or c.device, c.state.health_baseline)
         c.enter(Phase.RESETTING)
         start = c.clock.monotonic()
         if kind == PartitionReset.MIG_INSTANCE.value:
@@ -963,7 +987,11 @@ class Barrier:
         c.target = new
         c.set_mode(ComputeMode.PROHIBITED)  # a new instance (or a reset GPU) starts in DEFAULT
         seconds = c.clock.monotonic() - start
+        if self._health_on():  # the counters the gates compare with: re-read after the reset
+            c.state.health_baseline = baseline(self.deps.health, new)
+            c.state.reset.health_rebased = True
         c.state.reset.new_uuid, c.state.reset.seconds = new.uuid, round(seconds, 6)
+        c.reset_done = True
         self._rekey(c, new)
         self._reset_evidence(c, c.state.reset)
         if seconds > self.deps.config.reset_timeout_s:
@@ -1003,10 +1031,7 @@ class Barrier:
             if error.fatal:
                 raise
             raise BarrierFailure(f"cannot read the device's memory before the fill: {error}") from error
-        usable = memory.total - memory.reserved
-        missing = max(0, usable - memory.free)
-        c.record.bytes_reserved, c.record.bytes_usable = memory.reserved, usable
-        c.record.bytes_free_before_context, c.record.bytes_unaccounted = memory.free, missing
+        missing = memory_figures(c.record, memory)
         allowed = self.deps.config.unaccounted_allowance
         if missing > allowed:
             raise BarrierFailure(
@@ -1016,39 +1041,10 @@ class Barrier:
                 f"holds memory the fill cannot reach")
 
     def _record_verify(self, c: _Cycle, bytes_free: int, bytes_total: int, result: VerifyResult) -> None:
-        """Coverage against what the device holds for CUDA (NVML total - reserved), not free memory."""
-        c.record.bytes_verified, c.record.nonzero_words = result.bytes_verified, result.nonzero_words
-        c.record.control_planted, c.record.control_found = result.control_planted, result.control_found
-        if result.seconds > 0:
-            c.record.verify_bytes_per_s = result.bytes_verified / result.seconds
-        usable = c.record.bytes_usable if c.record.bytes_usable is not None else bytes_total
-        c.record.coverage = min(1.0, result.bytes_verified / usable) if usable else 0.0
-        c.record.coverage_of_free = result.bytes_verified / bytes_free if bytes_free else 0.0
-        c.record.coverage_of_total = result.bytes_verified / bytes_total if bytes_total else 0.0
-        c.record.bytes_not_covered = max(0, bytes_total - result.bytes_verified)
+        record_verify(c.record, bytes_free, bytes_total, result)
 
     def _check_verify(self, c: _Cycle, bytes_zeroed: int, result: VerifyResult) -> None:
-        if result.control_planted is not None and result.control_found != result.control_planted:
-            raise BarrierFailure(f"verify positive control failed: the kernel counted {result.control_found} of "
-                                 f"{result.control_planted} planted marker words, so its zero count is not proof")
-        if result.nonzero_words:
-            raise BarrierFailure(f"verify found {result.nonzero_words} non-zero 64-bit words after the fill")
-        if result.bytes_verified != bytes_zeroed:  # counted by the kernel itself, not echoed back
-            raise BarrierFailure(f"the verify kernel read {result.bytes_verified} of {bytes_zeroed} zeroed bytes")
-        threshold = self.deps.config.coverage_threshold
-        if (c.record.coverage_of_free or 0.0) < threshold:
-            raise BarrierFailure(f"coverage {c.record.coverage_of_free or 0.0:.4f} of free memory is below {threshold}")
-        usable = c.record.bytes_usable
-        if usable is not None:
-            # Every usable byte not verified must be explained: our context, what was allowed as
-            # unaccounted before it, and the fill's slack (less than one allocation granule).
-            explained = (c.record.bytes_context or 0) + (c.record.bytes_unaccounted or 0) + FILL_SLACK_BYTES
-            uncovered = max(0, usable - result.bytes_verified)
-            if uncovered > explained:
-                raise BarrierFailure(
-                    f"{uncovered} of {usable} usable bytes were not verified, more than our context "
-                    f"({c.record.bytes_context}), the allowed unaccounted memory ({c.record.bytes_unaccounted}) "
-                    f"and the fill's slack ({FILL_SLACK_BYTES}) explain")
+        check_verify(c.record, bytes_zeroed, result, self.deps.config.coverage_threshold)
 
     def _guard(self, c: _Cycle) -> None:
         if c.state.ci_guard is not None and self.deps.partitions is not None:
@@ -1143,13 +1139,50 @@ class Barrier:
             return pids
         scan = self.deps.device_handles(c.target)
         c.record.device_handle_scan = scan.summary()
+        self._scan_problem(c, scan)
         c.holders.update({h.pid: h for h in scan.holders})
         return pids + [h.pid for h in scan.holders if h.pid not in pids]
 
+    def _scan_problem(self, c: _Cycle, scan: HandleScan) -> None:
+        """A scan that could not run: Warning Event, metric, and the release is refused (fail closed).
+
+        A partial one (a MIG device's capability nodes not all mapped): Warning Event, metric and a
+        warning, once per cycle; the holders of what was mapped still count.
+        """
+        if scan.problem is None:
+            return
+        outcome = "failed" if scan.failed else "partial"
+        note = f"device handle scan {outcome}: {scan.problem}"
+        if note not in c.record.warnings:
+            c.record.warnings.append(note)
+            if self.deps.metrics is not None:
+                self.deps.metrics.handle_scan_problems.labels(outcome).inc()
+            what = ("processes holding the device's nodes cannot be ruled out: the release is refused" if scan.failed
+                    else "holders of the unmapped nodes are not seen (NVML still lists their contexts)")
+            self.deps.guard.event(c.device.name, "DeviceHandleScanFailed", f"{note}; {what}", c.clock)
+        if scan.failed:
+            raise BarrierFailure(f"{HANDLE_SCAN_FAILED}: {scan.problem}; processes holding the device's nodes "
+                                 f"cannot be ruled out (retried until a scan runs)")
+
     def _owned(self, c: _Cycle, pid: int, owned: frozenset[str]) -> bool:
-        """True if ``pid`` runs in a pod of the released claims (the only processes ever signalled)."""
+        """True if ``pid`` runs in a pod of the released claims (the only processes ever signalled).
+
+        The pod (named by the process's own cgroup, :mod:`.owners`) must be in the claims'
+        ``status.reservedFor`` *and* pass :attr:`BarrierDeps.pod_check` (the agent's pod list says
+        it uses the claim, or knows no such pod: see docs/threat-model.md).
+        """
         owner = self.deps.owners(pid)
-        return owner.kind == "pod" and owner.pod_uid in owned
+        return owner.kind == "pod" and owner.pod_uid in owned and self._untrusted(c, owner.pod_uid) is None
+
+    def _untrusted(self, c: _Cycle, pod_uid: str | None) -> str | None:
+        """Why a reservedFor pod UID is not trusted for signalling (None: it is); said once per pod in the record."""
+        if pod_uid is None:
+            return "no pod"
+        problem = self.deps.pod_check(pod_uid, c.state.claim)
+        note = f"reservedFor pod {pod_uid} not trusted: {problem}"
+        if problem is not None and note not in c.record.warnings:
+            c.record.warnings.append(note)
+        return problem
 
     def _foreign(self, c: _Cycle, pids: list[int], owned: frozenset[str]) -> None:
         """Record processes the released claims do not own (once per pid): reported, never signalled."""
@@ -1158,7 +1191,7 @@ class Barrier:
             if pid in seen:
                 continue
             owner = self.deps.owners(pid)
-            if owner.kind == "pod" and owner.pod_uid in owned:
+            if owner.kind == "pod" and owner.pod_uid in owned and self._untrusted(c, owner.pod_uid) is None:
                 continue  # it became ours between the two reads: the next poll signals it
             holder = c.holders.get(pid)
             c.record.foreign_processes.append({
@@ -1305,6 +1338,53 @@ class Barrier:
         if self.deps.metrics is not None:
             self.deps.metrics.observe(record)
         return record
+
+
+def memory_figures(record: EvidenceRecord, memory: MemoryInfo) -> int:
+    """NVML's memory before a context: reserved, usable (total - reserved), free; returns the unaccounted bytes."""
+    usable = memory.total - memory.reserved
+    missing = max(0, usable - memory.free)
+    record.bytes_reserved, record.bytes_usable = memory.reserved, usable
+    record.bytes_free_before_context, record.bytes_unaccounted = memory.free, missing
+    return missing
+
+
+def record_verify(record: EvidenceRecord, bytes_free: int, bytes_total: int, result: VerifyResult) -> None:
+    """Coverage against what the device holds for CUDA (NVML total - reserved), not free memory."""
+    record.bytes_verified, record.nonzero_words = result.bytes_verified, result.nonzero_words
+    record.control_planted, record.control_found = result.control_planted, result.control_found
+    if result.seconds > 0:
+        record.verify_bytes_per_s = result.bytes_verified / result.seconds
+    usable = record.bytes_usable if record.bytes_usable is not None else bytes_total
+    record.coverage = min(1.0, result.bytes_verified / usable) if usable else 0.0
+    record.coverage_of_free = result.bytes_verified / bytes_free if bytes_free else 0.0
+    record.coverage_of_total = result.bytes_verified / bytes_total if bytes_total else 0.0
+    record.bytes_not_covered = max(0, bytes_total - result.bytes_verified)
+
+def check_verify(record: EvidenceRecord, bytes_zeroed: int, result: VerifyResult, threshold: float) -> None:
+    """The verify proves the fill: positive control, no non-zero word, every zeroed byte read, coverage of
+    free memory at ``threshold``, every usable byte not verified explained (the barrier and the canary's
+    cleanup alike). Raises :class:`BarrierFailure` with the reason."""
+    if result.control_planted is not None and result.control_found != result.control_planted:
+        raise BarrierFailure(f"verify positive control failed: the kernel counted {result.control_found} of "
+                             f"{result.control_planted} planted marker words, so its zero count is not proof")
+    if result.nonzero_words:
+        raise BarrierFailure(f"verify found {result.nonzero_words} non-zero 64-bit words after the fill")
+    if result.bytes_verified != bytes_zeroed:  # counted by the kernel itself, not echoed back
+        raise BarrierFailure(f"the verify kernel read {result.bytes_verified} of {bytes_zeroed} zeroed bytes")
+    if (record.coverage_of_free or 0.0) < threshold:
+        raise BarrierFailure(f"coverage {record.coverage_of_free or 0.0:.4f} of free memory is below {threshold}")
+    usable = record.bytes_usable
+    if usable is not None:
+        # Every usable byte not verified must be explained: our context, what was allowed as
+        # unaccounted before it, and the fill's slack (less than one allocation granule).
+        explained = (record.bytes_context or 0) + (record.bytes_unaccounted or 0) + FILL_SLACK_BYTES
+        uncovered = max(0, usable - result.bytes_verified)
+        if uncovered > explained:
+            raise BarrierFailure(
+                f"{uncovered} of {usable} usable bytes were not verified, more than our context "
+                f"({record.bytes_context}), the allowed unaccounted memory ({record.bytes_unaccounted}) "
+                f"and the fill's slack ({FILL_SLACK_BYTES}) explain")
 
 
 def _joined(claims: str, claim: str | None) -> str:

@@ -21,7 +21,15 @@ verdict for, and re-applies a stored ``residue`` at every start.
 Never on a claimed device: the device must be ``clean`` in its state file, not held by a claim
 the agent knows, and without NVML-listed processes; it is tainted ``sanitizing`` and its state
 set to ``guard`` (durable) for the run, so a crash mid-canary leaves a device the agent's
-recovery sanitizes in full. DynamicMIG placements are skipped (GI destroy + recreate: not done).
+recovery sanitizes in full. On demand (``sanitized``) a device a tenant used is allowed too once
+its last barrier released it clean and no claim holds it (the same lock, state and taint).
+
+The cleanup passes the barrier's own coverage check (:func:`.barrier.check_verify`): the
+record carries the same coverage figures as a barrier's; a cleanup that fails it is
+``inconclusive`` and the device stays in ``guard`` (the whole barrier follows).
+
+DynamicMIG placements (on demand only): the GPU instance is destroyed and recreated over the
+same memory slices between the write and the read (:mod:`.canary_mig`).
 """
 
 from __future__ import annotations
@@ -76,7 +84,10 @@ class CanarySession(Protocol):
 
 
 def identity(deps: BarrierDeps, device: DeviceInfo) -> tuple[str, str]:
-    """(GPU model, driver version) of ``device``'s GPU; ``unknown`` where NVML does not say."""
+    """(GPU model, driver version) of ``device``'s GPU; ``unknown`` where NVML does not say. A DynamicMIG
+    placement's model carries :data:`.canary_mig.GI_RECREATE` (its release path is another)."""
+    from dra_constructs.agent.canary_mig import GI_RECREATE
+
     if deps.health is None:
         return _UNKNOWN, _UNKNOWN
     try:
@@ -84,7 +95,8 @@ def identity(deps: BarrierDeps, device: DeviceInfo) -> tuple[str, str]:
     except Exception:  # the key is only a cache key: unknown means "run again next start"
         return _UNKNOWN, _UNKNOWN
     model, driver = reads["model"], reads["driver_version"]
-    return (str(model.value) if model.ok else _UNKNOWN), (str(driver.value) if driver.ok else _UNKNOWN)
+    name = str(model.value) + (GI_RECREATE if device.dynamic and not device.whole_gpu else "")
+    return (name if model.ok else _UNKNOWN), (str(driver.value) if driver.ok else _UNKNOWN)
 
 
 def _key(model: str, driver: str) -> str:
@@ -140,15 +152,25 @@ def apply_stored(deps: BarrierDeps, devices: Iterable[DeviceInfo]) -> None:
                 deps.metrics.selftest_residue.labels(model, driver).set(1)
 
 
-def why_not(deps: BarrierDeps, device: DeviceInfo, claimed: Callable[[str], bool]) -> str | None:
-    """Why the canary may not use ``device`` (None: it may): claimed, not clean, contexts, DynamicMIG."""
+def why_not(deps: BarrierDeps, device: DeviceInfo, claimed: Callable[[str], bool],
+            sanitized: bool = False) -> str | None:
+    """Why the canary may not use ``device`` (None: it may): claimed, not clean, contexts, DynamicMIG.
+
+    ``sanitized`` (on demand): a device a tenant used is allowed too once its last barrier released
+    it (state ``clean`` with ``verified_cycle == cycle``) and no claim holds it now; at start only a
+    device no tenant used since its last clean state (the claims may not be known yet).
+    """
+    state = deps.store.load(device.name, device.uuid)
     if device.dynamic:
-        return "a DynamicMIG placement (the GI destroy + recreate canary is not done)"
+        from dra_constructs.agent import canary_mig
+
+        return canary_mig.why_not(deps, device, claimed, state, sanitized)
     if claimed(device.name):
         return "claimed"
-    state = deps.store.load(device.name, device.uuid)
-    if state.phase is not Phase.CLEAN or state.claim or state.claim_uids or state.local_guard or state.ci_guard:
-        return f"not clean and unclaimed (phase {state.phase.value}{', claim ' + state.claim if state.claim else ''})"
+    used = bool(state.claim_uids) and not (sanitized and state.verified_cycle == state.cycle)
+    if state.phase is not Phase.CLEAN or state.claim or used or state.local_guard or state.ci_guard:
+        claim = f", claim {state.claim}" if state.claim else (", used since its last barrier" if used else "")
+        return f"not clean and unclaimed (phase {state.phase.value}{claim})"
     try:
         pids = deps.nvml.processes(device)
     except BackendError as error:
@@ -156,31 +178,27 @@ def why_not(deps: BarrierDeps, device: DeviceInfo, claimed: Callable[[str], bool
     return f"processes hold contexts on it: {pids}" if pids else None
 
 
-def _proven_zero(result: VerifyResult) -> bool:
-    control = result.control_planted is None or result.control_found == result.control_planted
-    return result.nonzero_words == 0 and control
-
-
-def _verdict(written: int, read: int, found: int, other: int, cleanup: VerifyResult) -> tuple[Verdict, str | None]:
+def _verdict(written: int, read: int, found: int, other: int, cleanup: str | None) -> tuple[Verdict, str | None]:
     if found or other:
         return "residue", (f"{found} words of the pattern and {other} other non-zero words survived a tenant's "
                            f"exit in {read} bytes read")
-    if not _proven_zero(cleanup):
-        return "inconclusive", (f"the cleanup did not verify ({cleanup.nonzero_words} non-zero words, control "
-                                f"{cleanup.control_found}/{cleanup.control_planted})")
+    if cleanup is not None:
+        return "inconclusive", f"the cleanup did not verify: {cleanup}"
     if written <= 0 or read * 2 < written:
         return "inconclusive", f"the fresh context read {read} of {written} bytes written: too little to tell"
     return "clean", None
 
 
 def run_selftest(deps: BarrierDeps, device: DeviceInfo, trigger: str,
-                 claimed: Callable[[str], bool] = lambda _name: False) -> EvidenceRecord:
+                 claimed: Callable[[str], bool] = lambda _name: False, sanitized: bool = False) -> EvidenceRecord:
     """One canary on ``device``; the ``selftest`` evidence record (written). Raises
-    :class:`DraConstructsError` if the device is not clean and unclaimed."""
+    :class:`DraConstructsError` if the device is not clean and unclaimed (``sanitized``: see :func:`why_not`)."""
+    from dra_constructs.agent.canary_mig import gpu_lock
+
     clock = deps.clock_for(device.name)
     started_at = clock.wall()
-    with deps.store.lock(device.name):
-        refused = why_not(deps, device, claimed)
+    with gpu_lock(deps, device), deps.store.lock(device.name):
+        refused = why_not(deps, device, claimed, sanitized)
         if refused is not None:
             raise DraConstructsError(f"device {device.name}", "--device", device.name,
                                      f"the canary refuses it: {refused}",
@@ -191,17 +209,26 @@ def run_selftest(deps: BarrierDeps, device: DeviceInfo, trigger: str,
         deps.guard.taint(device.name, "sanitizing", clock, reason="residue canary")
         model, driver = identity(deps, device)
         figures = Selftest(model=model, driver_version=driver)
+        record = EvidenceRecord(
+            kind="selftest", node=deps.config.node_name, device=device.name, uuid=device.uuid, cycle=state.cycle,
+            trigger=trigger, started_at=started_at, scrub_on_free_disabled=deps.scrub_on_free_disabled)
         detail: str | None = None
         half = int.from_bytes(os.urandom(4), "little") | 1  # never 0
         pattern = half | half << 32  # cuMemsetD32 sets 32 bits; the kernel compares 64-bit words
         start = time.monotonic()
         cleaned = False
         try:
-            figures.bytes_written = _write(deps, device, pattern)
-            read, found, other, cleanup = _read(deps, device, pattern)
+            if device.dynamic:
+                from dra_constructs.agent.canary_mig import gi_cycle  # DynamicMIG: GI destroy + recreate
+
+                written, (read, found, other, cleanup) = gi_cycle(deps, device, pattern, record, state)
+            else:
+                written = _write(deps, device, pattern)
+                read, found, other, cleanup = _read(deps, device, pattern, record)
+            figures.bytes_written = written
             figures.bytes_read, figures.residue_words, figures.other_nonzero_words = read, found, other
             figures.verdict, detail = _verdict(figures.bytes_written, read, found, other, cleanup)
-            cleaned = _proven_zero(cleanup)
+            cleaned = cleanup is None
         except Exception as error:  # any failure is inconclusive: the device stays in guard
             figures.verdict, detail = "inconclusive", f"{type(error).__name__}: {error}"
         figures.seconds = round(time.monotonic() - start, 6)
@@ -211,12 +238,8 @@ def run_selftest(deps: BarrierDeps, device: DeviceInfo, trigger: str,
             # Under the device's lock: a claim allocated meanwhile (mark_allocated takes the lock)
             # must not lose the in-use taint it then places.
             deps.guard.untaint(device.name, clock)
-    record = EvidenceRecord(
-        kind="selftest", node=deps.config.node_name, device=device.name, uuid=device.uuid, cycle=state.cycle,
-        trigger=trigger, started_at=started_at, result=figures.verdict, reason=detail, selftest=figures,
-        scrub_on_free_disabled=deps.scrub_on_free_disabled,
-        attestation=attest(deps.health, device, deps.scrub_on_free_disabled),
-    )
+    record.result, record.reason, record.selftest = figures.verdict, detail, figures
+    record.attestation = attest(deps.health, device, deps.scrub_on_free_disabled)
     _report(deps, device, record, figures, clock)
     return record
 
@@ -231,16 +254,35 @@ def _write(deps: BarrierDeps, device: DeviceInfo, pattern: int) -> int:
         session.close()
 
 
-def _read(deps: BarrierDeps, device: DeviceInfo, pattern: int) -> tuple[int, int, int, VerifyResult]:
+def _read(deps: BarrierDeps, device: DeviceInfo, pattern: int,
+          proof: EvidenceRecord) -> tuple[int, int, int, str | None]:
+    """(bytes read, pattern words, other non-zero words, why the cleanup is not proven or None).
+
+    The cleanup (zero-fill and verify of what the fresh context read) passes the barrier's own
+    check (:func:`.barrier.check_verify`: control, zero words, coverage, every usable byte
+    explained), its figures in ``proof``.
+    """
+    from dra_constructs.agent.barrier import BarrierFailure, check_verify, memory_figures, record_verify
+
+    memory_figures(proof, deps.nvml.memory(device))  # before the fresh context: what the cleanup must cover
     session = deps.scrubber.open(device, deps.config.fill_timeout_s)
     try:
         if not isinstance(session, CanarySession):
             raise BackendError("selftest", f"the {type(session).__name__} backend serves no residue canary")
         read, found, other = session.read_residue(pattern)
-        session.fill()
-        return read, found, other, session.verify()
+        fill = session.fill()
+        result = session.verify()
     finally:
         session.close()
+    proof.bytes_total, proof.bytes_free, proof.bytes_zeroed = fill.bytes_total, fill.bytes_free, fill.bytes_zeroed
+    if proof.bytes_free_before_context is not None:
+        proof.bytes_context = max(0, proof.bytes_free_before_context - fill.bytes_free)
+    record_verify(proof, fill.bytes_free, fill.bytes_total, result)
+    try:
+        check_verify(proof, fill.bytes_zeroed, result, deps.config.coverage_threshold)
+    except BarrierFailure as failure:
+        return read, found, other, str(failure)
+    return read, found, other, None
 
 
 def _report(deps: BarrierDeps, device: DeviceInfo, record: EvidenceRecord, figures: Selftest, clock: Any) -> None:
@@ -270,11 +312,11 @@ def _groups(deps: BarrierDeps, devices: Iterable[DeviceInfo]) -> dict[tuple[str,
     return groups
 
 
-def _choose(deps: BarrierDeps, members: list[DeviceInfo],
-            claimed: Callable[[str], bool]) -> tuple[DeviceInfo | None, list[str]]:
+def _choose(deps: BarrierDeps, members: list[DeviceInfo], claimed: Callable[[str], bool],
+            sanitized: bool = False) -> tuple[DeviceInfo | None, list[str]]:
     reasons: list[str] = []
     for device in members:
-        refused = why_not(deps, device, claimed)
+        refused = why_not(deps, device, claimed, sanitized)
         if refused is None:
             return device, reasons
         reasons.append(f"{device.name}: {refused}")
@@ -295,7 +337,8 @@ def at_start(barrier: Barrier, devices: Iterable[DeviceInfo], claimed: Callable[
         return []
     stored = _stored(deps)
     records = []
-    for (model, driver), members in _groups(deps, devices).items():
+    static = [d for d in devices if not d.dynamic]  # DynamicMIG: on demand only (canary_mig)
+    for (model, driver), members in _groups(deps, static).items():
         if _key(model, driver) in stored:
             continue
         chosen, reasons = _choose(deps, members, claimed)
@@ -320,11 +363,11 @@ def on_demand(barrier: Barrier, devices: Iterable[DeviceInfo]) -> list[EvidenceR
     present, stored verdicts ignored; a :class:`DraConstructsError` if no group has a usable device."""
     records, skipped = [], []
     for (model, driver), members in _groups(barrier.deps, devices).items():
-        chosen, reasons = _choose(barrier.deps, members, lambda _name: False)
+        chosen, reasons = _choose(barrier.deps, members, lambda _name: False, sanitized=True)
         if chosen is None:
             skipped.append(f"{model}, driver {driver}: {'; '.join(reasons) or 'no device'}")
             continue
-        records.append(run_selftest(barrier.deps, chosen, "selftest"))
+        records.append(run_selftest(barrier.deps, chosen, "selftest", sanitized=True))
         finish(barrier, chosen)
     for line in skipped:
         _LOG.warning("residue canary skipped for %s", line)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dra_constructs._io import ReadBudget, read_input
 from dra_constructs._safe_load import json_document, yaml_documents
-from dra_constructs.agent.devhandles import DEFAULT_EXEMPT
+from dra_constructs.agent.devhandles import DEFAULT_EXEMPT, ExemptRule
 from dra_constructs.errors import DraConstructsError
 
 __all__ = [
@@ -218,10 +218,12 @@ class AgentConfig(BaseModel):
     device_handles: bool = Field(
         default=True, description="The drain also counts processes holding the device's nodes open (/dev/nvidia<N>, "
                                   "MIG capability nodes), found in <proc_root>/*/fd (agent/devhandles.py).")
-    device_handles_exempt: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_EXEMPT),
-        description="/proc/<pid>/comm of NVML-only monitors that hold every GPU's node without a context; listed "
-                    "in the evidence, not counted (a context they hold is still in NVML's lists).")
+    device_handles_exempt: list[ExemptRule] = Field(
+        default_factory=lambda: [r.model_copy(deep=True) for r in DEFAULT_EXEMPT],
+        description="NVML-only monitors that hold every GPU's node without a context, by executable "
+                    "(readlink /proc/<pid>/exe) and owner (host, or a pod in given namespaces; optionally a uid), "
+                    "never by comm (a process sets its own): listed in the evidence, not counted (a context they "
+                    "hold is still in NVML's lists).")
     evidence_file: str = Field(
         default="/var/log/dra-sanitizer/evidence.jsonl", description="One JSON record per barrier cycle."
     )

@@ -2,24 +2,32 @@
 
 NVML's process lists name only processes with a context; a process can hold the GPU's device
 node without one (RM clients that are not contexts, an MPS server between clients, a tool that
-opened the node). The drain scans every ``<proc_root>/<pid>/fd/*`` symlink (hostPID: the host's
-processes) once per poll and reports each process whose fds point at a node of *this* device:
+opened the node). The drain scans every ``<proc_root>/<pid>/fd/*`` once per poll and reports each
+process whose fds point at a node of *this* device. Matched by the **device number**
+(``os.stat`` of the fd link follows it to the open inode: ``st_rdev``), never by the path: a
+container sees the node under whatever path its runtime mounted it at, in its own mount
+namespace; the ``readlink`` path is only the label shown in the evidence.
 
-- a whole GPU: ``/dev/nvidia<minor>``;
-- a MIG device: the capability nodes of its GPU instance and compute instances,
-  ``/dev/nvidia-caps/nvidia-cap<M>`` with ``M`` the ``DeviceFileMinor:`` line of
+- a whole GPU: character device ``195:<minor>`` (``NV_MAJOR_DEVICE_NUMBER``; ``<proc_root>/devices``
+  says ``nvidia-frontend`` or ``nvidia`` where it lists the major);
+- a MIG device: the capability nodes of its GPU instance and compute instances, major
+  ``nvidia-caps`` from ``<proc_root>/devices`` (dynamic), minor the ``DeviceFileMinor:`` line of
   ``/proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>/access`` and ``.../gi<G>/ci<C>/access``
   (MIG User Guide, "Device Nodes and Capabilities"), and those ``access`` files themselves (the
-  driver's ``/proc``-based capability mode, where a process opens them instead of a ``/dev`` node).
-  ``/dev/nvidia<minor>`` of a MIG GPU is the parent's: every instance's tenant holds it, so it is
-  context, never this device's evidence.
+  driver's ``/proc``-based capability mode, where a process opens them instead of a ``/dev``
+  node), matched by their inode (``st_dev``, ``st_ino``). ``195:<minor>`` of a MIG GPU is the
+  parent's: every instance's tenant holds it, so it is context, never this device's evidence.
 
-``/dev/nvidiactl`` and ``/dev/nvidia-uvm*`` are held by every CUDA process of every GPU: context
-only, never counted. Processes whose ``comm`` is in ``exempt`` (NVML-only monitors such as
-``nvidia-persistenced``, DCGM, the device and kubelet plugins: they hold every GPU's node and no
-context) and the agent's own children (its CUDA fill workers of other devices, ``stat`` ppid) are
-listed apart and do not count; ``comm`` is the process's own choice, so the exemption drops only
-this extra evidence: a process with a context is still in NVML's lists and blocks.
+``/dev/nvidiactl`` (``195:255``) and ``/dev/nvidia-uvm*`` are held by every CUDA process of every
+GPU: context only, never counted. NVML-only monitors (``nvidia-persistenced``, DCGM, the device
+and kubelet plugins: they hold every GPU's node and no context) are exempt by
+:class:`ExemptRule`: the executable (``readlink /proc/<pid>/exe``, which a process cannot set the
+way it sets its ``comm``) *and* its owner: a host process (cgroup outside ``kubepods``), or a pod
+in one of the rule's namespaces, and the rule's uid if it names one (``Uid:`` of ``status``,
+real and effective). A pod can put any binary at ``/usr/bin/nvidia-smi`` in its own image, so
+the executable alone exempts nothing. The agent's own children (its CUDA fill workers of other
+devices, ``stat`` ppid) are exempt too. Exempt holders are listed apart and do not count; a
+process with a context is still in NVML's lists and blocks.
 
 Decision on unreadable fd directories (EACCES/EPERM, e.g. a process the agent may not ptrace-read):
 the PID is recorded as ``unknown`` (count and first PIDs) with a warning, and does *not* block. A
@@ -28,28 +36,64 @@ is a candidate: blocking on them would hold every release on a node where the ag
 ``CAP_SYS_PTRACE`` while proving nothing. NVML's list stays the primary source (it still sees any
 context such a process has), and the guard (compute mode ``PROHIBITED``, the taint) stays on until
 the fill's own checks. A process that exits mid-scan (ENOENT/ESRCH) is gone, not unknown.
+
+A scan that cannot run at all (``<proc_root>`` cannot be listed) sets :attr:`HandleScan.failed`:
+the barrier then posts a Warning Event, counts it in a metric and refuses the release (see
+:mod:`.barrier`). A MIG device whose capability nodes cannot all be mapped is scanned for what
+could be mapped; the gap is a ``problem`` (Warning Event, metric, evidence), not a refusal: NVML
+still lists every context on the instance, and those files exist on every MIG-capable driver.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from dra_constructs.agent.devices import DeviceInfo
+from dra_constructs.agent.owners import Owner, ProcOwners
 
-__all__ = ["DEFAULT_EXEMPT", "MPS_COMM", "MPS_KINDS", "DeviceHandles", "HandleHolder", "HandleScan", "cap_minor"]
+__all__ = ["DEFAULT_EXEMPT", "MPS_COMM", "MPS_KINDS", "NVIDIA_MAJOR", "DeviceHandles", "ExemptRule", "HandleHolder",
+           "HandleScan", "cap_minor", "char_majors"]
 
 #: ``/proc/<pid>/comm`` of both MPS daemons (TASK_COMM_LEN 16 cuts ``nvidia-cuda-mps-control`` and
 #: ``-server`` to the same 15 characters); ``cmdline``'s argv[0] tells them apart.
 MPS_COMM = "nvidia-cuda-mps"
 MPS_KINDS: dict[str, str] = {"nvidia-cuda-mps-control": "mps-control", "nvidia-cuda-mps-server": "mps-server"}
-#: NVML-only monitors that hold every GPU's node without a context (comm, truncated to 15 characters).
-DEFAULT_EXEMPT: tuple[str, ...] = ("nvidia-persiste", "nv-hostengine", "dcgm-exporter", "nvidia-device-p",
-                                   "gpu-kubelet-plu", "nvidia-smi")
+#: ``NV_MAJOR_DEVICE_NUMBER`` of the NVIDIA driver (``/dev/nvidia<N>`` is ``195:N``, ``/dev/nvidiactl`` ``195:255``).
+NVIDIA_MAJOR = 195
+_NVIDIA_NAMES = ("nvidia-frontend", "nvidia")
+_CAPS_NAME = "nvidia-caps"
 _UNREADABLE_KEPT = 20
+#: Namespaces the GPU operator and the NVIDIA DRA driver install their monitors and plugins into.
+_OPERATOR_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator", "nvidia-dra-driver-gpu", "kube-system")
+
+
+class ExemptRule(BaseModel):
+    """An NVML-only monitor that may hold every GPU's node: its executable and who must own it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    exe: str = Field(description="``readlink /proc/<pid>/exe`` as the process's own mount namespace shows it.")
+    owner: Literal["host", "pod"] = Field(
+        default="host", description="host: a process outside kubepods; pod: a pod in one of ``namespaces``.")
+    namespaces: list[str] = Field(default_factory=list, description="owner pod: the pod's namespace is one of these.")
+    uid: int | None = Field(default=None, description="The real and effective uid it must run as (None: any).")
+
+
+#: NVML-only monitors that hold every GPU's node without a context.
+DEFAULT_EXEMPT: tuple[ExemptRule, ...] = (
+    *(ExemptRule(exe=f"/usr/bin/{name}") for name in ("nvidia-persistenced", "nv-hostengine", "nvidia-smi")),
+    *(ExemptRule(exe=f"/usr/bin/{name}", owner="pod", namespaces=list(_OPERATOR_NAMESPACES))
+      for name in ("nvidia-persistenced", "dcgm-exporter", "nv-hostengine", "nvidia-device-plugin",
+                   "gpu-kubelet-plugin", "nvidia-smi")),
+)
 
 
 def cap_minor(text: str) -> int | None:
@@ -64,19 +108,38 @@ def cap_minor(text: str) -> int | None:
     return None
 
 
+def char_majors(text: str) -> dict[str, int]:
+    """Driver name -> major of the ``Character devices:`` section of ``/proc/devices``."""
+    majors: dict[str, int] = {}
+    section = False
+    for line in text.splitlines():
+        if line.strip().endswith("devices:"):
+            section = line.strip() == "Character devices:"
+            continue
+        number, _, name = line.strip().partition(" ")
+        if section and number.isdigit() and name.strip():
+            majors.setdefault(name.strip(), int(number))
+    return majors
+
+
 @dataclass(frozen=True)
 class HandleHolder:
-    """One process with an fd on the device's nodes: what it holds, its comm, ``mps-*`` if an MPS daemon."""
+    """One process with an fd on the device's nodes: what it holds (labels), its comm, ``mps-*`` if MPS."""
 
     pid: int
     comm: str
     paths: tuple[str, ...]
     mps: str | None = None
+    exe: str | None = None
 
 
 @dataclass
 class HandleScan:
-    """One scan: holders that count, exempt ones, PIDs whose fds could not be read, what was matched."""
+    """One scan: holders that count, exempt ones, PIDs whose fds could not be read, what was matched.
+
+    ``failed``: the scan could not run at all (nothing was looked at); ``problem``: why (or, with
+    ``failed`` False, what part of the device's nodes could not be mapped).
+    """
 
     nodes: tuple[str, ...]
     holders: list[HandleHolder] = field(default_factory=list)
@@ -85,58 +148,107 @@ class HandleScan:
     scanned: int = 0
     seconds: float = 0.0
     problem: str | None = None
+    failed: bool = False
+    devices: tuple[str, ...] = ()
 
     def summary(self) -> dict[str, object]:
         """The evidence record's ``device_handle_scan``."""
-        return {"nodes": list(self.nodes), "scanned": self.scanned, "seconds": round(self.seconds, 6),
-                "exempt": [{"pid": h.pid, "comm": h.comm} for h in self.exempt],
+        return {"nodes": list(self.nodes), "devices": list(self.devices), "scanned": self.scanned,
+                "seconds": round(self.seconds, 6),
+                "exempt": [{"pid": h.pid, "comm": h.comm, "exe": h.exe} for h in self.exempt],
                 "unreadable": len(self.unreadable), "unreadable_pids": self.unreadable[:_UNREADABLE_KEPT],
-                "problem": self.problem}
+                "problem": self.problem, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    """What an fd must point at to be this device's: device numbers, inodes, and their labels."""
+
+    rdevs: frozenset[int]
+    inodes: frozenset[tuple[int, int]]
+    labels: tuple[str, ...]
+    devices: tuple[str, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.rdevs or self.inodes)
 
 
 class DeviceHandles:
-    """Scans ``<proc_root>/*/fd`` for a device's nodes; paths are matched as ``readlink`` shows them (host)."""
+    """Scans ``<proc_root>/*/fd`` for a device's nodes by device number (``st_rdev``) or inode."""
 
     def __init__(self, proc_root: str | Path = "/proc", caps_root: str | Path | None = None,
-                 exempt: Iterable[str] = DEFAULT_EXEMPT, self_pid: int | None = None) -> None:
+                 exempt: Iterable[ExemptRule] = DEFAULT_EXEMPT, self_pid: int | None = None,
+                 owners: Callable[[int], Owner] | None = None,
+                 pod_name: Callable[[str], str | None] = lambda _uid: None) -> None:
         self._root = Path(proc_root)
         self._caps = Path(caps_root) if caps_root is not None else self._root / "driver/nvidia/capabilities"
-        self._exempt = frozenset(exempt)
+        self._exempt = tuple(exempt)
         self._self = os.getpid() if self_pid is None else self_pid
+        self._owners = owners if owners is not None else ProcOwners(self._root)
+        #: ``namespace/name`` of a pod UID (the agent's pod list); set once the agent knows it.
+        self.pod_name = pod_name
+
+    def _majors(self) -> tuple[int, int | None]:
+        """(nvidia major, nvidia-caps major or None) from ``<proc_root>/devices``."""
+        try:
+            majors = char_majors((self._root / "devices").read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            majors = {}
+        nvidia = next((majors[n] for n in _NVIDIA_NAMES if n in majors), NVIDIA_MAJOR)
+        return nvidia, majors.get(_CAPS_NAME)
 
     def nodes(self, device: DeviceInfo) -> tuple[tuple[str, ...], str | None]:
-        """The paths that are this device's, and why a MIG device's could not all be mapped (None: all)."""
+        """The labels of this device's nodes, and why a MIG device's could not all be mapped (None: all)."""
+        wanted, problem = self._wanted(device)
+        return wanted.labels, problem
+
+    def _wanted(self, device: DeviceInfo) -> tuple[_Wanted, str | None]:
+        nvidia, caps = self._majors()
         if not device.is_mig:
-            return (f"/dev/nvidia{device.minor}",), None
+            return _Wanted(frozenset({os.makedev(nvidia, device.minor)}), frozenset(),
+                           (f"/dev/nvidia{device.minor}",), (f"{nvidia}:{device.minor}",)), None
         if device.gpu_instance_id is None:
-            return (), "the GPU instance id is not known (no MIG capability mapping)"
+            unknown = "the GPU instance id is not known (no MIG capability mapping)"
+            return _Wanted(frozenset(), frozenset(), (), ()), unknown
         gi = f"gpu{device.minor}/mig/gi{device.gpu_instance_id}"
         files = [f"{gi}/access", *(f"{gi}/ci{ci}/access" for ci in device.compute_instance_ids)]
-        paths: list[str] = []
+        rdevs: set[int] = set()
+        inodes: set[tuple[int, int]] = set()
+        labels: list[str] = []
+        numbers: list[str] = []
         missing: list[str] = []
+        if caps is None:
+            missing.append(f"{self._root / 'devices'}: no {_CAPS_NAME} major (capability nodes not matched)")
         for name in files:
             access = self._caps / name
             try:
                 minor = cap_minor(access.read_text(encoding="utf-8", errors="replace"))
+                info = os.stat(access)
             except OSError as error:
                 missing.append(f"{access}: {error.strerror}")
                 continue
+            inodes.add((info.st_dev, info.st_ino))
+            labels.append(f"/proc/driver/nvidia/capabilities/{name}")
             if minor is None:
                 missing.append(f"{access}: no DeviceFileMinor line")
                 continue
-            paths += [f"/dev/nvidia-caps/nvidia-cap{minor}", f"/proc/driver/nvidia/capabilities/{name}"]
-        return tuple(paths), ("; ".join(missing) or None)
+            if caps is not None:
+                rdevs.add(os.makedev(caps, minor))
+                labels.append(f"/dev/nvidia-caps/nvidia-cap{minor}")
+                numbers.append(f"{caps}:{minor}")
+        return _Wanted(frozenset(rdevs), frozenset(inodes), tuple(sorted(labels)), tuple(numbers)), (
+            "; ".join(missing) or None)
 
     def scan(self, device: DeviceInfo) -> HandleScan:
         """Every process (but the agent) whose fds point at this device's nodes; one pass over the PIDs."""
         start = time.monotonic()
-        nodes, problem = self.nodes(device)
-        result = HandleScan(nodes, problem=problem)
-        wanted = frozenset(nodes)
+        wanted, problem = self._wanted(device)
+        result = HandleScan(wanted.labels, problem=problem, devices=wanted.devices)
         try:
             entries = [e for e in os.listdir(self._root) if e.isdigit()]
         except OSError as error:
             result.problem = f"cannot list {self._root}: {error.strerror}"
+            result.failed = True
             return result
         for entry in entries:
             pid = int(entry)
@@ -146,14 +258,15 @@ class DeviceHandles:
             held = self._held(pid, wanted, result)
             if held:
                 comm = self._comm(pid)
-                holder = HandleHolder(pid, comm, held, self._mps(pid) if comm == MPS_COMM else None)
-                exempt = comm in self._exempt or self._ppid(pid) == self._self  # the agent's own fill workers
+                exe = self._exe(pid)
+                holder = HandleHolder(pid, comm, held, self._mps(pid) if comm == MPS_COMM else None, exe)
+                exempt = self._ppid(pid) == self._self or self._is_exempt(pid, exe)  # our fill workers
                 (result.exempt if exempt else result.holders).append(holder)
         result.seconds = time.monotonic() - start
         return result
 
-    def _held(self, pid: int, wanted: frozenset[str], result: HandleScan) -> tuple[str, ...]:
-        fd_dir = f"{self._root}/{pid}/fd"  # strings, not Paths: ~16,000 readlinks per scan of 2,000 PIDs
+    def _held(self, pid: int, wanted: _Wanted, result: HandleScan) -> tuple[str, ...]:
+        fd_dir = f"{self._root}/{pid}/fd"  # strings, not Paths: ~16,000 stats per scan of 2,000 PIDs
         try:
             fds = os.listdir(fd_dir)
         except PermissionError:
@@ -163,13 +276,55 @@ class DeviceHandles:
             return ()  # ENOENT/ESRCH: it exited
         held: set[str] = set()
         for fd in fds:
+            link = f"{fd_dir}/{fd}"
             try:
-                target = os.readlink(f"{fd_dir}/{fd}")
+                info = os.stat(link)  # follows the fd to the open inode, whatever path it has there
             except OSError:
-                continue  # closed meanwhile
-            if target in wanted:
-                held.add(target)
+                continue  # closed meanwhile, or a link to nothing
+            if (stat.S_ISCHR(info.st_mode) and info.st_rdev in wanted.rdevs) or (
+                    (info.st_dev, info.st_ino) in wanted.inodes):
+                try:
+                    held.add(os.readlink(link))  # the path in the holder's mount namespace: a label only
+                except OSError:
+                    held.add(f"{os.major(info.st_rdev)}:{os.minor(info.st_rdev)}")
         return tuple(sorted(held))
+
+    def _is_exempt(self, pid: int, exe: str | None) -> bool:
+        """The executable and the owner of a rule; anything unreadable: not exempt (it counts)."""
+        rules = [r for r in self._exempt if exe is not None and r.exe == exe]
+        if not rules:
+            return False
+        owner = self._owners(pid)
+        uids = self._uids(pid)
+        for rule in rules:
+            if rule.uid is not None and (uids is None or set(uids) != {rule.uid}):
+                continue
+            if rule.owner == "host" and owner.kind == "host":
+                return True
+            if rule.owner == "pod" and owner.kind == "pod" and owner.pod_uid is not None:
+                name = self.pod_name(owner.pod_uid)
+                if name is not None and name.partition("/")[0] in rule.namespaces:
+                    return True
+        return False
+
+    def _exe(self, pid: int) -> str | None:
+        try:
+            return os.readlink(f"{self._root}/{pid}/exe")
+        except OSError:
+            return None
+
+    def _uids(self, pid: int) -> tuple[int, int] | None:
+        """(real, effective) uid from ``status``; None if unreadable."""
+        try:
+            text = (self._root / str(pid) / "status").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("Uid:"):
+                values = line.split()[1:3]
+                if len(values) == 2 and all(v.isdigit() for v in values):
+                    return int(values[0]), int(values[1])
+        return None
 
     def _ppid(self, pid: int) -> int | None:
         """The parent PID from ``stat`` (field 4, after the ``(comm)`` that may hold spaces); None if unreadable."""

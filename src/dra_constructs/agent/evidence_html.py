@@ -4,8 +4,9 @@ One file: inline CSS, inline SVG timelines, no script, no external resource (a
 ``Content-Security-Policy`` of ``default-src 'none'`` says so to the browser, too). Per device:
 a timeline of its cycles on one time axis shared by all devices (colour = result), and a table
 of every cycle (trigger, result, claim, coverage with a bar, bytes, fill / verify bandwidth,
-seconds, reason, warnings). Every value from the evidence goes through :func:`html.escape`:
-claim names, namespaces and reasons are tenant-influenced. CSS classes and SVG coordinates are
+seconds, device nodes held by processes found through ``/proc/*/fd``, reason, warnings). Every
+value from the evidence goes through :func:`html.escape`: claim names, namespaces and reasons
+are tenant-influenced. CSS classes and SVG coordinates are
 computed here, never taken from a record. The same evidence gives the same bytes (no clock).
 """
 
@@ -84,12 +85,14 @@ def _coverage_cell(row: EvidenceRow) -> str:
 def _record_row(row: EvidenceRow) -> str:
     verified = f"{size(row.bytes_verified)} / {size(row.bytes_total)}" if row.bytes_total else "-"
     warnings = "<br>".join(_e(w) for w in row.warnings) or "-"
+    held = "<br>".join(_e(h) for h in row.device_nodes) or "-"
     return (f"<tr><td class=\"num\">{_e(timestamp(row.started_at))}</td><td class=\"mono\">{_e(row.uuid)}</td>"
             f"<td>{_e(row.trigger)}</td><td class=\"r {_klass(row.result)}\">{_e(row.result)}</td>"
             f"<td>{_e(row.claim)}</td>{_coverage_cell(row)}<td class=\"num\">{_e(verified)}</td>"
             f"<td class=\"num\">{_e(bandwidth(row.fill_bytes_per_s))}</td>"
             f"<td class=\"num\">{_e(bandwidth(row.verify_bytes_per_s))}</td>"
-            f"<td class=\"num\">{row.seconds:.2f}</td><td class=\"why\">{_e(row.reason)}</td><td>{warnings}</td></tr>")
+            f"<td class=\"num\">{row.seconds:.2f}</td><td class=\"held\">{held}</td>"
+            f"<td class=\"why\">{_e(row.reason)}</td><td>{warnings}</td></tr>")
 
 
 def _summary_row(index: int, device: str, rows: Sequence[EvidenceRow]) -> str:
@@ -133,7 +136,7 @@ def render_html(evidence: Evidence, title: str) -> str:
         parts.append(f'<section class="device" id="d{index}"><h2>{_e(device)}</h2>{_timeline(rows, span)}')
         parts.append("<table><tr><th>Time (UTC)</th><th>UUID</th><th>Trigger</th><th>Result</th><th>Claim</th>"
                      "<th>Coverage</th><th>Verified / total</th><th>Fill</th><th>Verify</th><th>Seconds</th>"
-                     "<th>Reason</th><th>Warnings</th></tr>")
+                     "<th>Device nodes held</th><th>Reason</th><th>Warnings</th></tr>")
         parts.extend(_record_row(r) for r in rows)
         parts.append("</table></section>")
     parts.append("</body></html>\n")

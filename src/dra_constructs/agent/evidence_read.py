@@ -52,6 +52,9 @@ class EvidenceRow:
     seconds: float
     taint: str | None
     warnings: tuple[str, ...]
+    #: Processes found holding the device's nodes through ``/proc/*/fd`` (not in NVML's lists or beside
+    #: it): ``pid <n> (<owner>): <node>, ...`` per process, from the record's ``foreign_processes``.
+    device_nodes: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, record: EvidenceRecord, line: int) -> EvidenceRow:
@@ -63,8 +66,19 @@ class EvidenceRow:
             coverage_of_total=record.coverage_of_total, bytes_total=record.bytes_total,
             bytes_verified=record.bytes_verified, fill_bytes_per_s=record.fill_bytes_per_s,
             verify_bytes_per_s=record.verify_bytes_per_s, seconds=sum(record.phase_seconds.values()),
-            taint=record.taint, warnings=tuple(record.warnings),
+            taint=record.taint, warnings=tuple(record.warnings), device_nodes=_device_nodes(record),
         )
+
+
+def _device_nodes(record: EvidenceRecord) -> tuple[str, ...]:
+    """``pid <n> (<owner>): <nodes>`` of each process the record saw holding the device's nodes."""
+    held = []
+    for process in record.foreign_processes:
+        nodes = process.get("device_nodes") or []
+        if nodes:
+            held.append(f"pid {process.get('pid')} ({process.get('owner') or process.get('owner_kind')}): "
+                        f"{', '.join(str(n) for n in nodes)}")
+    return tuple(held)
 
 
 @dataclass

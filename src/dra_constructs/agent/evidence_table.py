@@ -1,8 +1,9 @@
 """``dra-sanitizer evidence``: a node's or one device's barrier history as a text table.
 
 One row per record, oldest first: time (UTC), device, UUID, trigger, result, coverage, bytes
-verified / total, fill and verify bandwidth, seconds, then the reason (last: it is the long
-column). Evidence holds tenant-influenced strings (claim names, reasons quoting them): every
+verified / total, fill and verify bandwidth, seconds, the device nodes held (processes found
+through ``/proc/*/fd``, ``pid <n> (<owner>): <node>``; ``-`` for none), then the reason (last: it
+is the long column). Evidence holds tenant-influenced strings (claim names, reasons quoting them): every
 control character is shown escaped (``\\x1b``), so a record cannot move the cursor or recolour
 the operator's terminal.
 """
@@ -19,7 +20,7 @@ __all__ = ["bandwidth", "coverage", "printable", "render_table", "size", "timest
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _COLUMNS = ("TIME", "DEVICE", "UUID", "TRIGGER", "RESULT", "COVERAGE", "BYTES", "FILL", "VERIFY", "SECONDS",
-            "REASON")
+            "NODES HELD", "REASON")
 
 
 def printable(text: str | None) -> str:
@@ -63,7 +64,8 @@ def _cells(row: EvidenceRow) -> tuple[str, ...]:
     verified = f"{size(row.bytes_verified)}/{size(row.bytes_total)}" if row.bytes_total else "-"
     return (timestamp(row.started_at), printable(row.device), printable(row.uuid), printable(row.trigger),
             printable(row.result), coverage(row), verified, bandwidth(row.fill_bytes_per_s),
-            bandwidth(row.verify_bytes_per_s), f"{row.seconds:.2f}", printable(row.reason))
+            bandwidth(row.verify_bytes_per_s), f"{row.seconds:.2f}", printable("; ".join(row.device_nodes)),
+            printable(row.reason))
 
 
 def render_table(evidence: Evidence, rows: Sequence[EvidenceRow] | None = None) -> str:

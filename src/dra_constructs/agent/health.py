@@ -24,6 +24,14 @@ Gates (issue 23 item 2), each a quarantine reason when it fails:
 - ``xid``: critical XID events (``nvmlEventTypeXidCriticalError``) counted since the baseline,
   where the backend keeps an event set; none may have arrived.
 
+A cold reset in the release zeroes the volatile ECC counters: compared with the baseline taken at
+the allocation they would say "no new errors" for a claim that had some (a false pass), and a
+baseline taken after the reset compared with a pre-reset count would fail a healthy GPU (a false
+quarantine). So the barrier reads the counters just before the reset (what the claim gained so
+far, ``carried``, persisted with the reset's record) and re-reads the baseline right after it;
+the gates count ``carried`` plus what was gained since the reset. A ``carried`` that could not
+be read fails the counter gates (fail closed): the errors before the reset cannot be ruled out.
+
 A read that errors any other way fails its gate (fail closed). "unavailable" never passes
 silently: it is in the record, and in a warning.
 """
@@ -49,6 +57,7 @@ __all__ = [
     "Reading",
     "attest",
     "baseline",
+    "carried_since",
     "check",
 ]
 
@@ -164,8 +173,22 @@ def attest(source: HealthSource | None, device: DeviceInfo, scrub_on_free_disabl
     return record
 
 
-def check(source: HealthSource, device: DeviceInfo, since: dict[str, int] | None, require_ecc: bool) -> HealthReport:
-    """Every gate on ``device``'s GPU; counters compared with ``since`` (None: counted from zero)."""
+def carried_since(source: HealthSource | None, device: DeviceInfo,
+                  since: dict[str, int] | None) -> dict[str, int] | None:
+    """What the counters gained since ``since``, read now (before a reset zeroes them); None if unreadable."""
+    now = baseline(source, device)
+    if now is None:
+        return None
+    return {name: max(0, value - (since or {}).get(name, 0)) for name, value in now.items()}
+
+
+def check(source: HealthSource, device: DeviceInfo, since: dict[str, int] | None, require_ecc: bool,
+          carried: dict[str, int] | None = None, reset: bool = False) -> HealthReport:
+    """Every gate on ``device``'s GPU; counters compared with ``since`` (None: counted from zero).
+
+    ``reset``: a cold reset happened in this release; ``since`` is the baseline re-read after it and
+    ``carried`` what the counters gained before it (None, or a counter missing: fails closed).
+    """
     reads = source.read(device, (*HEALTH_READS, "mig_mode"))
     report = HealthReport([], [], [], {})
     mig_mode = reads["mig_mode"]
@@ -202,7 +225,7 @@ def check(source: HealthSource, device: DeviceInfo, since: dict[str, int] | None
         add("ecc-uncorrected", "unavailable", "ECC is disabled: no error counts")
     elif not broken("ecc-uncorrected", count):
         _counter(add, report, "ecc-uncorrected", "ecc_volatile_uncorrected", int(count.value), since,
-                 "volatile uncorrectable ECC error(s) since the claim began")
+                 "volatile uncorrectable ECC error(s) since the claim began", carried, reset)
     _remap(add, broken, reads, mig)
     action = reads["recovery_action"]
     if not broken("recovery-action", action):
@@ -213,18 +236,31 @@ def check(source: HealthSource, device: DeviceInfo, since: dict[str, int] | None
             add("recovery-action", "fail", f"the driver asks for {name}", int(action.value))
     xid = reads["xid_count"]
     if not broken("xid", xid):
-        _counter(add, report, "xid", "xid_count", int(xid.value), since, "critical XID event(s) during the claim")
+        _counter(add, report, "xid", "xid_count", int(xid.value), since, "critical XID event(s) during the claim",
+                 carried, reset)
     return report
 
 
 def _counter(add: Any, report: HealthReport, gate: str, name: str, now: int, since: dict[str, int] | None,
-             what: str) -> None:
+             what: str, carried: dict[str, int] | None = None, reset: bool = False) -> None:
     report.counters[name] = now
     before = (since or {}).get(name, 0)
-    if now > before:
-        add(gate, "fail", f"{now - before} {what} (count {before} -> {now})", now)
+    if not reset:
+        if now > before:
+            add(gate, "fail", f"{now - before} {what} (count {before} -> {now})", now)
+        else:
+            add(gate, "pass", f"count {now} (baseline {before})", now)
+        return
+    if carried is None or name not in carried:
+        add(gate, "fail", f"the count before this release's cold reset (which zeroes it) could not be read: "
+                          f"{what} cannot be ruled out", now)
+        return
+    gained = carried[name] + max(0, now - before)
+    detail = f"{carried[name]} before the cold reset; count {before} -> {now} after it"
+    if gained:
+        add(gate, "fail", f"{gained} {what} ({detail})", now)
     else:
-        add(gate, "pass", f"count {now} (baseline {before})", now)
+        add(gate, "pass", f"count {now} ({detail})", now)
 
 
 def _remap(add: Any, broken: Any, reads: dict[str, Reading], mig: bool) -> None:

@@ -69,6 +69,11 @@ class Metrics:
             "quarantined, unavailable: not served by this GPU or driver).",
             ["gate", "status"], registry=self.registry)
 
+        self.handle_scan_problems = Counter(
+            "dra_sanitizer_device_handle_scan_problems",
+            "/proc/*/fd scans of a device being released (agent/devhandles.py) that could not run (failed: the "
+            "release is refused) or mapped only part of the device's nodes (partial: a MIG capability not mapped).",
+            ["outcome"], registry=self.registry)
         self.selftest_runs = Counter(
             "dra_sanitizer_selftest_runs", "Residue canary runs (agent/canary.py) by verdict: clean, residue, "
             "inconclusive.", ["verdict"], registry=self.registry)

@@ -89,6 +89,7 @@ def build_runtime(
     ci_guard: ComputeInstanceGuard | None = None
     health: HealthSource | None = None
     handles: Callable[[DeviceInfo], HandleScan] | None = None
+    scanner: DeviceHandles | None = None
     if config.backend == "simulated":
         node = node or SimulatedNode(config.simulated)
         nvml, scrubber, signaller, clock_for = node.nvml, node.scrubber, node.signaller, node.clock
@@ -130,7 +131,8 @@ def build_runtime(
         signaller = OsSignaller()
         owners = ProcOwners(config.proc_root)
         if config.device_handles:
-            handles = DeviceHandles(config.proc_root, exempt=config.device_handles_exempt).scan
+            scanner = DeviceHandles(config.proc_root, exempt=config.device_handles_exempt, owners=owners)
+            handles = scanner.scan
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
     kube: KubeClient | None = None
@@ -165,6 +167,8 @@ def build_runtime(
         reset_unavailable=reset_unavailable if config.backend == "nvml" else (
             _amd_reset_unavailable if config.backend == "amd" else None),
     )
+    if scanner is not None:  # a pod exemption needs the pod's namespace: the agent's pod list, once it has one
+        scanner.pod_name = lambda uid: deps.pod_name(uid)
     try:
         enumeration = nvml.enumerate()
     except BackendError as error:

@@ -94,6 +94,12 @@ class ResetRecord(BaseModel):
     #: The device as enumerated when the reset started (``DeviceInfo`` fields): after a crash
     #: between destroy and create NVML no longer lists it, and recovery must still find it.
     device: dict[str, Any] | None = None
+    #: Health counters (:data:`.health.COUNTERS`) gained during the claim up to the reset, read just
+    #: before it (a reset zeroes the volatile ECC counters); None: not read (health gates off, or
+    #: the read failed: the gates then fail closed for the counters).
+    health_carried: dict[str, int] | None = None
+    #: True once the health baseline was re-read after the reset (the counters the gates compare with).
+    health_rebased: bool = False
 
 
 class CiGuardRecord(BaseModel):

@@ -37,6 +37,11 @@ GI_1_SLICE, GI_2_SLICE, GI_3_SLICE, GI_4_SLICE, GI_7_SLICE = 0x0, 0x1, 0x2, 0x3,
 GI_1_SLICE_REV1, GI_2_SLICE_REV1, GI_1_SLICE_REV2 = 0x7, 0x8, 0x9
 GI_1_SLICE_GFX, GI_2_SLICE_GFX, GI_4_SLICE_GFX, GI_1_SLICE_NO_ME = 0xA, 0xB, 0xC, 0xD
 NVML_ERROR_NO_PERMISSION, NVML_ERROR_GPU_IS_LOST = 4, 15
+#: ``/proc/devices`` of a node with the NVIDIA driver loaded: ``nvidia-frontend`` is fixed at 195
+#: (``NV_MAJOR_DEVICE_NUMBER``); the majors of ``nvidia-uvm`` and ``nvidia-caps`` are dynamic.
+CAPS_MAJOR = 237
+PROC_DEVICES = ("Character devices:\n  1 mem\n  4 /dev/vc/0\n195 nvidia-frontend\n235 nvidia-uvm\n"
+                f"{CAPS_MAJOR} nvidia-caps\n\nBlock devices:\n  7 loop\n195 not-a-char\n")
 
 
 def build(out: Path) -> Path:
@@ -138,6 +143,9 @@ class Node:
     cuda_version: int | None = None
     ptx_isa_max: int | None = None      # e.g. R570: PTX ISA 8.7 = 87
     scrub_on_free: bool = False
+    #: ``nvmlGpuInstanceDestroy`` zeroes the GI's memory slices (no public source says whether the real
+    #: driver does; False: the next GI at the placement reads what the last one's tenant left).
+    gi_destroy_scrub: bool = False
     #: Before CUDA 13.3: NVML refuses DEFAULT on MIG as well (else it accepts it as a no-op).
     mig_default_refused: bool = False
     residue_byte: int | None = None
@@ -168,7 +176,8 @@ class Node:
         lines: dict[str, Any] = {
             "state_dir": self.state_dir, "driver_version": self.driver_version or driver,
             "cuda_version": self.cuda_version or cuda, "ptx_isa_max": self.ptx_isa_max or ptx,
-            "scrub_on_free": int(self.scrub_on_free), "mig_default_refused": int(self.mig_default_refused),
+            "scrub_on_free": int(self.scrub_on_free), "gi_destroy_scrub": int(self.gi_destroy_scrub),
+            "mig_default_refused": int(self.mig_default_refused),
             "gpus": len(self.gpus),
             "residue_len": self.residue_len,
         }
@@ -194,6 +203,8 @@ class Node:
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_start"] = start
                     lines[f"gpu.{g}.gi.{i}.ci.{c}.placement_size"] = ci.placement_size
         self.root.mkdir(parents=True, exist_ok=True)
+        self.proc_root.mkdir(exist_ok=True)  # the host's /proc: always there, with the driver's majors
+        (self.proc_root / "devices").write_text(PROC_DEVICES, encoding="utf-8")
         self._write_mig_config()
         tmp = self.config_path.with_suffix(".tmp")
         tmp.write_text("".join(f"{k}={v}\n" for k, v in lines.items()), encoding="utf-8")

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define NVML_SUCCESS 0
@@ -653,11 +654,22 @@ int nvmlDeviceCreateGpuInstance(nvmlDevice_t h, unsigned profile_id, nvmlGpuInst
     return found ? NVML_ERROR_INSUFFICIENT_RESOURCES : NVML_ERROR_INVALID_ARGUMENT;
 }
 
+/* nvml.h line 13038 (go-nvml pkg/nvml/nvml.h at 2f9e261): "Destroy GPU instance"; IN_USE "if processes
+ * (e.g. CUDA application) or compute instances are active on the GPU instance" (lines 13034-13036). The
+ * header says nothing of the GI's memory, so whether a destroy + recreate over the same memory slices
+ * leaves the old bytes is configured both ways: gi_destroy_scrub=0 keeps the slot's memory file (what the
+ * previous GI's tenant left is there for the next GI at the placement), 1 zeroes it at the destroy. */
 int nvmlGpuInstanceDestroy(nvmlGpuInstance_t gi) {
     int e = gi_check(gi, "nvmlGpuInstanceDestroy");
     if (e) return e;
     si_gi *I = &si_cfg.gpus[gi->gpu].gis[gi->gi];
     if (live_cis(I) || in_use(gi->gpu, gi->gi, -1)) return NVML_ERROR_IN_USE;  /* CIs or processes active */
+    if (si_cfg.gi_destroy_scrub) {
+        si_region r;
+        if (si_region_of(gi->gpu, gi->gi, &r) != 0) return NVML_ERROR_UNKNOWN;
+        memset(r.base, 0, r.size);
+        munmap(r.base, r.size);
+    }
     I->present = 0;
     I->ncis = 0;
     return si_layout_save() == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;

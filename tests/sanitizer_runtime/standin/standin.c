@@ -125,6 +125,7 @@ int si_load(void) {
     si_cfg.cuda_version = (int)num(get("cuda_version"), 12080);
     si_cfg.ptx_isa_max = (int)num(get("ptx_isa_max"), 87);
     si_cfg.scrub_on_free = (int)num(get("scrub_on_free"), 0);
+    si_cfg.gi_destroy_scrub = (int)num(get("gi_destroy_scrub"), 0);
     si_cfg.mig_default_refused = (int)num(get("mig_default_refused"), 0);
     si_cfg.residue_byte = get("residue_byte") ? (int)num(get("residue_byte"), 0) : -1;
     si_cfg.residue_len = num(get("residue_len"), 0);

@@ -87,6 +87,7 @@ typedef struct {
     int cuda_version;         /* cuDriverGetVersion, e.g. 12080 */
     int ptx_isa_max;          /* 87 = PTX ISA 8.7 */
     int scrub_on_free;
+    int gi_destroy_scrub;     /* nvmlGpuInstanceDestroy zeroes the GI's memory (unknown on real drivers) */
     int mig_default_refused;  /* pre-13.3 MIG: DEFAULT refused too (NOT_SUPPORTED), not a no-op */
     int residue_byte;         /* -1: none */
     uint64_t residue_len;     /* 0: whole region */

@@ -744,4 +744,8 @@ class _SimPartitions:
                 raise BackendError("nvidia-smi --gpu-reset", "In use by another client (IN_USE)")
             dev.mode = ComputeMode.DEFAULT
             dev.clock.sleep(_RESET_SECONDS)
+            # The driver re-initialises the GPU: its volatile ECC counts start again (nvml.h line 1097,
+            # go-nvml 2f9e261: "Volatile counts are reset each time the driver loads ... On Linux this can
+            # be more frequent").
+            self._node.health.gpu(device.gpu_uuid).ecc_volatile_uncorrected = 0
             return dev.info
