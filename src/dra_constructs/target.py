@@ -40,26 +40,34 @@ _VERSION_RE = re.compile(r"^v?1\.(\d+)(?:\.(\d+))?$")
 
 @dataclass(frozen=True)
 class ApiVersionFact:
-    """When one ``group/version`` of a set of kinds exists, is deprecated and is removed (minors)."""
+    """When one ``group/version`` of a set of kinds exists, is deprecated and is removed (minors).
+
+    ``served_by_default``: the first minor whose API server serves it without ``--runtime-config``
+    and feature gates (``None``: never, in the supported releases).
+    """
 
     api_version: str
     kinds: frozenset[str]
     introduced: int
     deprecated: int | None = None
     removed: int | None = None
+    served_by_default: int | None = None
 
 
 _DRA_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice"})
 
 #: ``resource.k8s.io`` versions of the DRA kinds (the v1alpha3 claim kinds are DRA007's: removed shapes).
+#: Served by default: only ``v1`` (the beta versions need ``--runtime-config`` on every release,
+#: dra-api.md 1.1; DeviceTaintRule ``v1beta2`` also the DRADeviceTaintRules gate, off in 1.36);
+#: ``tests/controlplane/test_served_versions.py`` reads discovery of default 1.34 and 1.37 API servers.
 API_VERSIONS: tuple[ApiVersionFact, ...] = (
     ApiVersionFact("resource.k8s.io/v1beta1", _DRA_KINDS, introduced=32, deprecated=35, removed=38),
     ApiVersionFact("resource.k8s.io/v1beta2", _DRA_KINDS, introduced=33, deprecated=36, removed=39),
-    ApiVersionFact("resource.k8s.io/v1", _DRA_KINDS, introduced=34),
+    ApiVersionFact("resource.k8s.io/v1", _DRA_KINDS, introduced=34, served_by_default=34),
     ApiVersionFact("resource.k8s.io/v1alpha3", frozenset({"DeviceTaintRule"}), introduced=33, deprecated=36,
                    removed=39),
     ApiVersionFact("resource.k8s.io/v1beta2", frozenset({"DeviceTaintRule"}), introduced=36),
-    ApiVersionFact("resource.k8s.io/v1", frozenset({"DeviceTaintRule"}), introduced=37),
+    ApiVersionFact("resource.k8s.io/v1", frozenset({"DeviceTaintRule"}), introduced=37, served_by_default=37),
 )
 
 
@@ -512,6 +520,13 @@ class Target:
             if fact.api_version == api_version and kind in fact.kinds:
                 return fact
         return None
+
+    def served_by_default(self, api_version: str, kind: str) -> bool:
+        """Whether this release's API server serves ``kind`` in ``api_version`` without extra flags."""
+        fact = self.api_version_fact(api_version, kind)
+        if fact is None or fact.served_by_default is None or self.minor < fact.served_by_default:
+            return False
+        return fact.removed is None or self.minor < fact.removed
 
     def has_dra_field(self, field: str) -> bool:
         """Whether the API server of this target knows ``field`` (a key of :data:`DRA_FIELDS`)."""

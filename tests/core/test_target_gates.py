@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.target import DRA_FIELDS, FEATURE_GATES, SUPPORTED_MINORS, Target
+from dra_constructs.target import API_VERSIONS, DRA_FIELDS, FEATURE_GATES, SUPPORTED_MINORS, Target
 
 
 def test_device_taint_rule_is_served_by_default_only_from_1_37() -> None:
@@ -99,3 +99,16 @@ def test_claim_status_writers_need_the_driver_subresource_from_1_36() -> None:
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["patch", "update"]}]
     remote = Target.parse("1.37").claim_status_writer_rules("gpu.nvidia.com", node_local=False)
     assert remote[1].verbs == ("arbitrary-node:patch", "arbitrary-node:update")
+
+
+def test_only_v1_is_served_by_default_and_device_taint_rule_only_from_1_37() -> None:
+    served = {m: sorted(f"{f.api_version} {k}" for f in API_VERSIONS for k in f.kinds
+                        if Target(m).served_by_default(f.api_version, k)) for m in SUPPORTED_MINORS}
+    assert served[32] == served[33] == []
+    assert served[34] == served[36] == [f"resource.k8s.io/v1 {k}" for k in
+                                        ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")]
+    assert served[37] == sorted([*served[36], "resource.k8s.io/v1 DeviceTaintRule"])
+    for minor in SUPPORTED_MINORS:
+        target = Target(minor)
+        assert target.device_taint_rules_served_by_default == any(
+            target.served_by_default(f.api_version, "DeviceTaintRule") for f in API_VERSIONS)
