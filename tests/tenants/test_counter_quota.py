@@ -165,7 +165,7 @@ def test_a_slice_quota_is_refused_where_kueue_cannot_count_it(version: str, tena
                                                               problem: str) -> None:
     with pytest.raises(DraConstructsError, match=problem) as raised:
         _tenant_app(version, **tenant)
-    assert raised.value.fix
+    assert raised.value.field.startswith("quotas[MigSlices(") and raised.value.fix
 
 
 def test_static_mig_cannot_be_counted_in_slices() -> None:

@@ -313,9 +313,9 @@ class GpuTenant(constructs.Construct):
         entries = resolve_quotas(quotas, where, self.platform.class_domain)
         self._classes = {device_class.name: device_class for device_class, _ in entries}
         self.quotas: dict[str, int] = {device_class.name: count for device_class, count in entries}
+        self._check_counter_quotas(scope, where, quotas)
         for device_class, _ in entries:
             self.platform.ensure_class(device_class)
-        self._check_counter_quotas(scope, where, entries)
 
         _api_object(self, "namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": self.namespace, "labels": {**extra, **_MANAGED, TENANT_NAMESPACE_LABEL: self.namespace}}})
@@ -331,16 +331,16 @@ class GpuTenant(constructs.Construct):
         if admission:
             self._emit_admission(validation_actions)
 
-    def _check_counter_quotas(self, scope: constructs.Construct, where: str,
-                              entries: list[tuple[TenantDeviceClass, int]]) -> None:
-        """``MigSlices`` quotas are counted by Kueue on DynamicMIG counters: refuse where that cannot work."""
-        counted = [c for c, _ in entries if c.counter is not None]
+    def _check_counter_quotas(self, scope: constructs.Construct, where: str, quotas: Mapping[QuotaKey, int]) -> None:
+        """``MigSlices`` quotas are counted by Kueue on DynamicMIG counters (Kueue 0.18+, every release
+        ``KueueVersion`` accepts): refuse where that cannot work."""
+        counted = [k for k in quotas if isinstance(k, MigSlices)]
         if not counted:
             return
-        field = f"quotas[{counted[0].description!r}]"
+        field = f"quotas[{counted[0]!r}]"
         if self.kueue is None:
             raise DraConstructsError(
-                where, field, counted[0].name,
+                where, field, quotas[counted[0]],
                 "a quota in MIG slices is counted by Kueue (counter-based quota); a ResourceQuota counts only "
                 "devices, so without Kueue nothing would hold the tenant to its slices",
                 "add kueue=KueueQueue(...), or quota devices of one profile (Mig(model, profile))",
@@ -353,9 +353,6 @@ class GpuTenant(constructs.Construct):
                 "target 1.35 or later (1.35 with the DRAPartitionableDevices gate; on by default from 1.36), or quota "
                 "devices of one profile (Mig(model, profile))",
             )
-        if not self.platform.kueue_version.has("counter-sources"):  # pragma: no cover - every supported release
-            raise DraConstructsError(where, field, str(self.platform.kueue_version),
-                                     "this Kueue release has no counter sources", "use Kueue 0.18 or later")
         mode = self.target.check_mig_mode(resolve_mig_mode(scope), where)
         if mode != "dynamic":
             raise DraConstructsError(
