@@ -28,7 +28,7 @@ from dra_constructs.constructs.claims import GpuClaimTemplate
 from dra_constructs.constructs.scope import resolve_mig_mode, resolve_target, set_kueue_compatible
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.policy import POLICY_RULES
-from dra_constructs.guardrails.tenancy import KUEUE_CONFIG_COMPONENT, TENANT_NAMESPACE_LABEL
+from dra_constructs.guardrails.tenancy import KUEUE_CONFIG_COMPONENT, KUEUE_VERSION_LABEL, TENANT_NAMESPACE_LABEL
 from dra_constructs.requests import GpuRequest, MigRequest
 from dra_constructs.requests_amd import AmdGpuRequest, AmdPartitionRequest
 from dra_constructs.target import Target
@@ -223,7 +223,8 @@ class TenantPlatform(constructs.Construct):
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "dra-constructs-kueue-device-class-mappings",
                              "namespace": self._kueue_config_namespace,
-                             "labels": {**_MANAGED, "dra-constructs.io/component": KUEUE_CONFIG_COMPONENT}},
+                             "labels": {**_MANAGED, "dra-constructs.io/component": KUEUE_CONFIG_COMPONENT,
+                                        KUEUE_VERSION_LABEL: str(self.kueue_version)}},
                 "data": data,
             })
         else:

@@ -214,7 +214,8 @@ def kueue_counter_charge(counter: str, device_selector: str, class_selectors: Se
     and the request's selectors all match (in that order; a run-time error makes the workload
     inadmissible, raised here), then the largest value of ``counter`` in any of their
     ``consumesCounters`` entries, times ``count``. ``None``: fewer matching devices than ``count``,
-    or none consumes the counter (Kueue: inadmissible until the ResourceSlices change).
+    or none consumes the counter (Kueue: inadmissible until the ResourceSlices change). ``devices``
+    are those Kueue looks at: the driver's, from complete pools at their newest generation.
     """
     from dra_constructs.cel.matching import match_devices
     from dra_constructs.cel.quantity import parse_quantity
