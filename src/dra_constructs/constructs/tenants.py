@@ -92,8 +92,8 @@ class KueueQueue:
     """The tenant's Kueue queues: a ClusterQueue in ``cohort`` and a LocalQueue in its namespace.
 
     :param cohort: the cohort the tenants' ClusterQueues share (``None``: no cohort, no borrowing).
-    :param borrowing_limit: devices of each kind the tenant may borrow beyond its quota from the
-        cohort. The tenant's ResourceQuota is raised by the same amount (it is the hard cap; a
+    :param borrowing_limit: devices of each kind (slices, for a ``MigSlices`` quota) the tenant
+        may borrow beyond its quota from the cohort. The tenant's ResourceQuota is raised by the same amount (it is the hard cap; a
         Kueue-admitted workload the quota refused would never start). Default 0.
     :param other_quotas: nominal quotas of other resources the workloads request (``cpu``,
         ``memory``): Kueue's default quota check refuses workloads requesting a resource the
