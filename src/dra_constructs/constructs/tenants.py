@@ -93,8 +93,9 @@ class KueueQueue:
 
     :param cohort: the cohort the tenants' ClusterQueues share (``None``: no cohort, no borrowing).
     :param borrowing_limit: devices of each kind (slices, for a ``MigSlices`` quota) the tenant
-        may borrow beyond its quota from the cohort. The tenant's ResourceQuota is raised by the same amount (it is the hard cap; a
-        Kueue-admitted workload the quota refused would never start). Default 0.
+        may borrow beyond its quota from the cohort. The tenant's ResourceQuota is raised by the
+        same amount (it is the hard cap; a Kueue-admitted workload the quota refused would never
+        start). Default 0.
     :param other_quotas: nominal quotas of other resources the workloads request (``cpu``,
         ``memory``): Kueue's default quota check refuses workloads requesting a resource the
         ClusterQueue does not cover.
@@ -391,8 +392,8 @@ class GpuTenant(constructs.Construct):
         if kueue.cohort is not None:
             check_dns_subdomain(where, "kueue.cohort", kueue.cohort)
         # A counter resource borrows the memory of borrowing_limit more slices.
-        borrow = {c.kueue_resource: f"{c.counter.nominal_mib(n + kueue.borrowing_limit) - c.counter.nominal_mib(n)}Mi"
-                  for c, n in entries if c.counter is not None}
+        borrow = {c.kueue_resource: c.counter.nominal(kueue.borrowing_limit)
+                  for c, _ in entries if c.counter is not None}
         _api_object(self, "cluster-queue", cluster_queue(
             cq_name, namespace=self.namespace, flavor=self.platform.flavor,
             device_quotas=[(c.kueue_resource, c.kueue_quota(n)) for c, n in entries], cohort=kueue.cohort,

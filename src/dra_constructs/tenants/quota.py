@@ -119,42 +119,43 @@ class CounterQuota:
 
     Kueue (``pkg/dra/counters.go`` ``computeCounterCharges``, v0.18+) charges a request the
     largest value of the counter among the devices its DeviceClass, its selectors and the
-    source's ``deviceSelector`` match, times ``count``. A slice count is turned into the memory
-    quota that admits every mix of profiles holding at most that many slices (:meth:`nominal`).
+    source's ``deviceSelector`` match, times ``count``. A slice is worth ``slice_kib``: the GPU's
+    memory divided by its memory slices. Memory slices partition the GPU's memory, so an instance
+    of ``s`` slices never has more than ``s`` of them, whatever size NVML reports for a profile
+    (the catalog's per-profile sizes are estimates): a quota of ``n`` slices admits every mix of
+    profiles holding at most ``n`` slices.
 
-    :param profiles: ``(memory slices, memory MiB)`` of each MIG profile of the model (the
-        ``memory`` counter its DynamicMIG placements consume, as the catalog publishes it).
+    :param profiles: ``(memory slices, memory MiB)`` of each MIG profile of the model as the
+        catalog publishes them (for :meth:`most_slices_within`).
     """
 
     counter: str
     driver: str
     device_selector: str
+    slice_kib: int
     profiles: tuple[tuple[int, int], ...]
 
-    def nominal_mib(self, slices: int) -> int:
-        """The largest memory any mix of profiles with at most ``slices`` slices consumes (MiB)."""
-        best = [0] * (slices + 1)  # unbounded knapsack over the profiles, by slices
-        for used in range(1, slices + 1):
-            best[used] = max([best[used - 1]] + [best[used - s] + mib for s, mib in self.profiles if s <= used])
-        return best[slices]
+    def nominal_kib(self, slices: int) -> int:
+        """The counter amount of ``slices`` memory slices (KiB)."""
+        return slices * self.slice_kib
 
     def nominal(self, slices: int) -> str:
         """``nominalQuota`` (a Quantity) for ``slices`` memory slices."""
-        return f"{self.nominal_mib(slices)}Mi"
+        return f"{self.nominal_kib(slices)}Ki"
 
-    def most_slices_within(self, mib: int) -> int:
-        """The most slices a mix of profiles consuming at most ``mib`` of the counter can hold.
+    def most_slices_within(self, kib: int) -> int:
+        """The most slices a mix of the catalog's profiles consuming at most ``kib`` of the counter holds.
 
-        Equal to the slice quota wherever the memory counter separates N slices from N+1 (small
-        profiles consume a little less memory per slice than the full one, so a large quota made
-        of small profiles only may hold a few slices more; the docs give the numbers).
+        Equal to the slice quota while the memory counter separates N slices from N+1: small
+        profiles report a little less memory than their share, so a large quota spent on small
+        profiles only holds a few slices more (the docs give the numbers).
         """
-        least = min(m / s for s, m in self.profiles)
-        bound = int(mib / least) + 1
-        cheapest = [0] + [mib + 1] * bound  # least memory of exactly k slices
+        sizes = [(s, m * 1024) for s, m in self.profiles]
+        bound = int(kib / min(m / s for s, m in sizes)) + 1
+        cheapest = [0] + [kib + 1] * bound  # least memory of exactly k slices
         for k in range(1, bound + 1):
-            cheapest[k] = min([mib + 1] + [cheapest[k - s] + m for s, m in self.profiles if s <= k])
-        return max(k for k in range(bound + 1) if cheapest[k] <= mib)
+            cheapest[k] = min([kib + 1] + [cheapest[k - s] + m for s, m in sizes if s <= k])
+        return max(k for k in range(bound + 1) if cheapest[k] <= kib)
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,7 @@ def _mig_slices_class(key: MigSlices, where: str, field: str, domain: str) -> Te
         selectors=(type_mig, architecture, profile_in), kueue_resource=f"{KUEUE_RESOURCE_PREFIX}/{slug}-mig-memory",
         managed=True, catalog_class=DEVICE_CLASS_MIG,
         counter=CounterQuota(MIG_MEMORY_COUNTER, DRIVER, device_selector,
+                             spec.memory_mib * 1024 // max(p.memory_slices for p in spec.mig_profiles),
                              tuple(sorted({(p.memory_slices, p.memory_mib) for p in spec.mig_profiles}))),
     )
 
