@@ -85,7 +85,8 @@ class KueueVersion:
                 where, "kueue_version", version,
                 f"the tenants' Kueue configuration is written for Kueue 0.{first}-0.{last} "
                 "(config.kueue.x-k8s.io/v1beta2 with the KueueDRAIntegration* gates renamed in 0.18; "
-                "older releases gate DRA quota behind the alpha DynamicResourceAllocation gate)",
+                "older releases gate DRA quota behind the alpha DynamicResourceAllocation gate and 0.15-0.17 "
+                "refuse the CEL selectors of catalog claims)",
                 f"upgrade Kueue to 0.{first} or later and pass kueue_version='0.{last}' (or the release you run)",
             )
         return cls(minor)
