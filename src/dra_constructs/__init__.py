@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     )
     from dra_constructs.requests_amd import AmdGpuRequest, AmdPartitionRequest
     from dra_constructs.target import Target
-    from dra_constructs.tenants.quota import AmdGpu, AmdPartition, Mig, WholeGpu
+    from dra_constructs.tenants.quota import AmdGpu, AmdPartition, Mig, MigSlices, WholeGpu
     from dra_constructs.workload_options import PodFailurePolicy, RollingUpdate, VolumeClaimTemplate
 
 __version__ = "0.1.0"
@@ -85,6 +85,7 @@ _LAZY = {
     "KueueQueue": "dra_constructs.constructs.tenants",
     "MatchAttribute": "dra_constructs.requests",
     "Mig": "dra_constructs.tenants.quota",
+    "MigSlices": "dra_constructs.tenants.quota",
     "MigRequest": "dra_constructs.requests",
     "NicRequest": "dra_constructs.requests",
     "PodClaim": "dra_constructs.podspec",
@@ -142,6 +143,7 @@ __all__ = [
     "MatchAttribute",
     "Mig",
     "MigRequest",
+    "MigSlices",
     "NicRequest",
     "PodClaim",
     "PodFailurePolicy",

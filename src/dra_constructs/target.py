@@ -23,6 +23,7 @@ __all__ = [
     "ApiVersionFact",
     "DraFieldFact",
     "GateFact",
+    "RbacRule",
     "Target",
 ]
 
@@ -39,26 +40,34 @@ _VERSION_RE = re.compile(r"^v?1\.(\d+)(?:\.(\d+))?$")
 
 @dataclass(frozen=True)
 class ApiVersionFact:
-    """When one ``group/version`` of a set of kinds exists, is deprecated and is removed (minors)."""
+    """When one ``group/version`` of a set of kinds exists, is deprecated and is removed (minors).
+
+    ``served_by_default``: the first minor whose API server serves it without ``--runtime-config``
+    and feature gates (``None``: never, in the supported releases).
+    """
 
     api_version: str
     kinds: frozenset[str]
     introduced: int
     deprecated: int | None = None
     removed: int | None = None
+    served_by_default: int | None = None
 
 
 _DRA_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice"})
 
 #: ``resource.k8s.io`` versions of the DRA kinds (the v1alpha3 claim kinds are DRA007's: removed shapes).
+#: Served by default: only ``v1`` (the beta versions need ``--runtime-config`` on every release,
+#: dra-api.md 1.1; DeviceTaintRule ``v1beta2`` also the DRADeviceTaintRules gate, off in 1.36);
+#: ``tests/controlplane/test_served_versions.py`` reads discovery of default 1.34 and 1.37 API servers.
 API_VERSIONS: tuple[ApiVersionFact, ...] = (
     ApiVersionFact("resource.k8s.io/v1beta1", _DRA_KINDS, introduced=32, deprecated=35, removed=38),
     ApiVersionFact("resource.k8s.io/v1beta2", _DRA_KINDS, introduced=33, deprecated=36, removed=39),
-    ApiVersionFact("resource.k8s.io/v1", _DRA_KINDS, introduced=34),
+    ApiVersionFact("resource.k8s.io/v1", _DRA_KINDS, introduced=34, served_by_default=34),
     ApiVersionFact("resource.k8s.io/v1alpha3", frozenset({"DeviceTaintRule"}), introduced=33, deprecated=36,
                    removed=39),
     ApiVersionFact("resource.k8s.io/v1beta2", frozenset({"DeviceTaintRule"}), introduced=36),
-    ApiVersionFact("resource.k8s.io/v1", frozenset({"DeviceTaintRule"}), introduced=37),
+    ApiVersionFact("resource.k8s.io/v1", frozenset({"DeviceTaintRule"}), introduced=37, served_by_default=37),
 )
 
 
@@ -110,6 +119,23 @@ DRA_FIELDS: dict[str, DraFieldFact] = _fields(
     DraFieldFact("deviceTaintRule.deviceSelector.deviceClassName", 33, "DRADeviceTaints", None, removed=35),
     DraFieldFact("deviceTaintRule.deviceSelector.selectors", 33, "DRADeviceTaints", None, removed=35),
 )
+
+
+@dataclass(frozen=True)
+class RbacRule:
+    """One RBAC ``PolicyRule`` (``resourceNames`` empty: every name)."""
+
+    api_group: str
+    resource: str
+    verbs: tuple[str, ...]
+    resource_names: tuple[str, ...] = ()
+
+    def manifest(self) -> dict[str, list[str]]:
+        """The rule as it goes into a (Cluster)Role's ``rules``."""
+        rule = {"apiGroups": [self.api_group], "resources": [self.resource], "verbs": list(self.verbs)}
+        if self.resource_names:
+            rule["resourceNames"] = list(self.resource_names)
+        return rule
 
 
 @dataclass(frozen=True)
@@ -199,6 +225,16 @@ class Target:
     def supports_kueue_dra(self) -> bool:
         """Kueue's DRA integration (v0.18+) needs ``resource.k8s.io/v1``: Kubernetes 1.34 or later."""
         return self.minor >= 34
+
+    @property
+    def supports_kueue_counter_quota(self) -> bool:
+        """Kueue's counter-based quota (``deviceClassMappings[].sources[].counter``) needs 1.35+.
+
+        Kueue's docs (``concepts/dynamic_resource_allocation.md``, v0.19: "Kubernetes 1.35 or later
+        with the DRAPartitionableDevices feature gate enabled (beta in Kubernetes 1.36)"): devices
+        consuming counters, read from ``resource.k8s.io/v1`` ResourceSlices in the 1.35 split layout.
+        """
+        return self.minor >= 35
 
     # --- CEL environment -------------------------------------------------------------------
 
@@ -439,6 +475,34 @@ class Target:
         return self.gate_stage("DRAExtendedResource") == "GA"
 
     @property
+    def claim_status_authorization_is_granular(self) -> bool:
+        """From 1.36 (DRAResourceClaimGranularStatusAuthorization, beta, on) ``resourceclaims/status``
+        is not enough: ``status.devices`` also needs ``resourceclaims/driver``, ``status.allocation``
+        and ``status.reservedFor`` also ``resourceclaims/binding``."""
+        return self.gate_on_by_default("DRAResourceClaimGranularStatusAuthorization")
+
+    def claim_status_writer_rules(self, driver: str, *, node_local: bool = True,
+                                  allocation: bool = False) -> tuple[RbacRule, ...]:
+        """The ClusterRole rules a writer of ResourceClaim ``status.devices`` of ``driver`` needs here.
+
+        From 1.36 the API server checks, per driver whose entries change, the verb
+        ``associated-node:<verb>`` (a ServiceAccount whose token is bound to the claim's node, such
+        as a kubelet plugin's) or else ``arbitrary-node:<verb>`` on the synthetic subresource
+        ``resourceclaims/driver`` named by the driver; ``allocation`` adds
+        ``resourceclaims/binding`` (changing ``status.allocation`` / ``status.reservedFor``).
+        Source: kubernetes v1.37.2 ``pkg/registry/resource/utils.go`` (``AuthorizedForDeviceStatus``,
+        ``AuthorizedForBinding``); tested against the real API servers of 1.34 and 1.37.
+        """
+        rules = [RbacRule("resource.k8s.io", "resourceclaims/status", ("get", "patch", "update"))]
+        if self.claim_status_authorization_is_granular:
+            prefix = "associated-node:" if node_local else "arbitrary-node:"
+            rules.append(RbacRule("resource.k8s.io", "resourceclaims/driver", (f"{prefix}patch", f"{prefix}update"),
+                                  (driver,)))
+            if allocation:
+                rules.append(RbacRule("resource.k8s.io", "resourceclaims/binding", ("patch", "update")))
+        return tuple(rules)
+
+    @property
     def known_feature_gates(self) -> frozenset[str]:
         """Gates the ``fit`` command accepts (those that exist in this release or are GA)."""
         return frozenset(self.default_feature_gates)
@@ -456,6 +520,13 @@ class Target:
             if fact.api_version == api_version and kind in fact.kinds:
                 return fact
         return None
+
+    def served_by_default(self, api_version: str, kind: str) -> bool:
+        """Whether this release's API server serves ``kind`` in ``api_version`` without extra flags."""
+        fact = self.api_version_fact(api_version, kind)
+        if fact is None or fact.served_by_default is None or self.minor < fact.served_by_default:
+            return False
+        return fact.removed is None or self.minor < fact.removed
 
     def has_dra_field(self, field: str) -> bool:
         """Whether the API server of this target knows ``field`` (a key of :data:`DRA_FIELDS`)."""

@@ -1,6 +1,7 @@
 """The DRA feature gates per Kubernetes minor: stage and default (facts only; :class:`Target` asks them).
 
-Source: kubernetes ``pkg/features/kube_features.go`` versioned gate table (1.37-dev), summarised in
+Source: kubernetes ``pkg/features/kube_features.go`` versioned gate table (v1.37.2; a test reads it
+from the Go module cache of the tests' control plane where present), summarised in
 ``shared/reference/dra-api.md`` section 1.2 and ``dra-2026.md``. A beta gate is on by default unless
 marked otherwise: DRADeviceTaintRules went beta in 1.36 *off* ("depends on an off-by-default beta
 API", the DeviceTaintRule ``v1beta2`` version), so DeviceTaintRule is served by default only from
@@ -63,5 +64,8 @@ FEATURE_GATES: dict[str, GateFact] = _gates(
     GateFact("DRAExtendedResource", alpha=34, beta=36, ga=37),
     GateFact("DRADeviceBindingConditions", alpha=34, beta=36),
     GateFact("DRASchedulerFilterTimeout", alpha=None, beta=34),
+    # Writers of ResourceClaim status need resourceclaims/binding (allocation, reservedFor) and
+    # resourceclaims/driver (status.devices) from 1.36 (KEP-4817; pkg/registry/resource/utils.go).
+    GateFact("DRAResourceClaimGranularStatusAuthorization", alpha=None, beta=36),
     GateFact("DRAListTypeAttributes", alpha=36),
 )

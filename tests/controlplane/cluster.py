@@ -272,7 +272,8 @@ class ControlPlane:
             f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
             "--endpoint-reconciler-type=none",  # loopback may not be the kubernetes Service's endpoint
-            f"--runtime-config={','.join(self.spec.runtime_config)}", f"--feature-gates={gates}",
+            *([f"--runtime-config={','.join(self.spec.runtime_config)}"] if self.spec.runtime_config else []),
+            *([f"--feature-gates={gates}"] if gates else []),  # none: the release's defaults
             "--profiling=false", "--v=0",
             # Every request at level Metadata (who, verb, resource, code): test_agent_apiserver.py compares
             # the agent's verbs with its RBAC. Blocking: the file is complete when a test reads it.
@@ -357,9 +358,15 @@ current-context: kcp
 
 
 @contextlib.contextmanager
-def start_control_plane(minor: str, workdir: Path, allocation: bool = False) -> Iterator[ControlPlane]:
-    """Run the control plane of ``minor`` ("1.37") under ``workdir`` for the duration of the block."""
+def start_control_plane(minor: str, workdir: Path, allocation: bool = False,
+                        defaults: bool = False) -> Iterator[ControlPlane]:
+    """Run the control plane of ``minor`` ("1.37") under ``workdir`` for the duration of the block.
+
+    ``defaults``: no extra feature gates and no ``--runtime-config``, the API server as the release ships it.
+    """
     spec = VERSIONS[minor]
+    if defaults:
+        spec = VersionSpec(spec.version, (), ())
     binary = binary_for(spec.version)
     workdir.mkdir(parents=True, exist_ok=True)
     _rsa_keypair(workdir / "sa.key", workdir / "sa.pub")

@@ -17,6 +17,7 @@ PURE_MODULES = [
     "dra_constructs.tenants",
     "dra_constructs.tenants.quota",
     "dra_constructs.tenants.kueue",
+    "dra_constructs.tenants.kueue_versions",
     "dra_constructs.tenants.admission",
     "dra_constructs.guardrails.tenancy",
 ]

@@ -198,6 +198,31 @@ def test_kueue_managed_claims_must_be_admissible(change: str) -> None:
     assert "DRA014" in rules(audit([_queue("q"), claim, unlabelled], kubernetes_version="1.34"))
 
 
+@pytest.mark.parametrize(("label", "flagged"), [
+    ("0.19", {"firstAvailable"}), ("0.18", {"firstAvailable", "constraints"}),
+    (None, {"firstAvailable", "constraints"}), ("bad", {"firstAvailable", "constraints"})])
+def test_kueue_0_19_admits_constraints_by_the_platforms_version_label(label: str | None, flagged: set[str]) -> None:
+    labels = {"dra-constructs.io/component": "kueue-configuration"}
+    if label is not None:
+        labels["dra-constructs.io/kueue-version"] = label
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m", "namespace": "kueue-system",
+                                                                    "labels": labels},
+              "data": {"c.yaml": "resources:\n  deviceClassMappings:\n  - name: x/y\n"
+                                 f"    deviceClassNames: [{CLASS}]\n"}}
+    found = set()
+    for change in ("firstAvailable", "constraints"):
+        claim = template("q")
+        devices = claim["spec"]["spec"]["devices"]
+        if change == "firstAvailable":
+            devices["requests"] = [{"name": "mig", "firstAvailable": [{"name": "a", "deviceClassName": CLASS}]}]
+        else:
+            devices["constraints"] = [{"matchAttribute": "gpu.nvidia.com/parentUUID"}]
+        work = deployment("q", labels=QUEUED, strategy=RECREATE)
+        if "DRA014" in rules(audit([config, claim, work], kubernetes_version="1.34")):
+            found.add(change)
+    assert found == flagged
+
+
 def test_unmapped_class_and_unqueued_workload() -> None:
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
         "name": "m", "namespace": "kueue-system", "labels": {"dra-constructs.io/component": "kueue-configuration"}},

@@ -25,10 +25,10 @@ from dra_constructs.catalog import DEVICE_CLASS_SELECTORS
 from dra_constructs.catalog.amd import AMD_DEVICE_CLASS
 from dra_constructs.constructs.admission_policy import GuardrailsAdmissionPolicy
 from dra_constructs.constructs.claims import GpuClaimTemplate
-from dra_constructs.constructs.scope import resolve_target, set_kueue_compatible
+from dra_constructs.constructs.scope import resolve_mig_mode, resolve_target, set_kueue_compatible
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.policy import POLICY_RULES
-from dra_constructs.guardrails.tenancy import KUEUE_CONFIG_COMPONENT, TENANT_NAMESPACE_LABEL
+from dra_constructs.guardrails.tenancy import KUEUE_CONFIG_COMPONENT, KUEUE_VERSION_LABEL, TENANT_NAMESPACE_LABEL
 from dra_constructs.requests import GpuRequest, MigRequest
 from dra_constructs.requests_amd import AmdGpuRequest, AmdPartitionRequest
 from dra_constructs.target import Target
@@ -41,11 +41,14 @@ from dra_constructs.tenants.kueue import (
     local_queue,
     resource_flavor,
 )
+from dra_constructs.tenants.kueue_versions import KueueVersion
 from dra_constructs.tenants.quota import (
     DEFAULT_CLASS_DOMAIN,
     AmdGpu,
     AmdPartition,
+    CounterQuota,
     Mig,
+    MigSlices,
     QuotaKey,
     TenantDeviceClass,
     WholeGpu,
@@ -89,9 +92,10 @@ class KueueQueue:
     """The tenant's Kueue queues: a ClusterQueue in ``cohort`` and a LocalQueue in its namespace.
 
     :param cohort: the cohort the tenants' ClusterQueues share (``None``: no cohort, no borrowing).
-    :param borrowing_limit: devices of each kind the tenant may borrow beyond its quota from the
-        cohort. The tenant's ResourceQuota is raised by the same amount (it is the hard cap; a
-        Kueue-admitted workload the quota refused would never start). Default 0.
+    :param borrowing_limit: devices of each kind (slices, for a ``MigSlices`` quota) the tenant
+        may borrow beyond its quota from the cohort. The tenant's ResourceQuota is raised by the
+        same amount (it is the hard cap; a Kueue-admitted workload the quota refused would never
+        start). Default 0.
     :param other_quotas: nominal quotas of other resources the workloads request (``cpu``,
         ``memory``): Kueue's default quota check refuses workloads requesting a resource the
         ClusterQueue does not cover.
@@ -122,6 +126,9 @@ class TenantPlatform(constructs.Construct):
     :param kueue_config_namespace: namespace of the ConfigMap carrying the Kueue configuration
         snippet (``None``: no ConfigMap; ``kueue_configuration()`` still returns it). Default
         ``kueue-system``.
+    :param kueue_version: the Kueue release the snippet is for (``"0.18"`` or ``"0.19"``, the
+        default): it sets ``featureGates`` for what that release has off by default (counter
+        sources in 0.18).
     """
 
     def __init__(
@@ -135,11 +142,13 @@ class TenantPlatform(constructs.Construct):
         flavor_node_labels: Mapping[str, str] | None = None,
         kueue_config_namespace: str | None = "kueue-system",
         kubernetes_version: str | Target | None = None,
+        kueue_version: str | KueueVersion | None = None,
     ) -> None:
         super().__init__(scope, id)
         where = self.node.path
         _check_unnamespaced_chart(scope, where)
         self.target = resolve_target(scope, kubernetes_version, where)
+        self.kueue_version = KueueVersion.parse(kueue_version, where)
         self.class_domain = check_dns_subdomain(where, "class_domain", class_domain)
         self.flavor = check_dns_subdomain(where, "flavor", flavor)
         self._flavor_node_labels = check_labels(where, "flavor_node_labels", flavor_node_labels)
@@ -148,6 +157,7 @@ class TenantPlatform(constructs.Construct):
                                         else check_dns_label(where, "kueue_config_namespace", kueue_config_namespace))
         self._classes: dict[str, TenantDeviceClass] = {}
         self._kueue_classes: dict[str, str] = {}
+        self._kueue_counters: dict[str, CounterQuota] = {}
         self._kueue_config_map: cdk8s.ApiObject | None = None
         registry = _Registry.of(self)
         if registry.platform is None:
@@ -203,6 +213,8 @@ class TenantPlatform(constructs.Construct):
             _api_object(self, "resource-flavor", resource_flavor(self.flavor, self._flavor_node_labels))
         for device_class in device_classes:
             self._kueue_classes[device_class.name] = device_class.kueue_resource
+            if device_class.counter is not None:
+                self._kueue_counters[device_class.kueue_resource] = device_class.counter
         configuration = self.kueue_configuration()  # validates the mappings as Kueue does
         if self._kueue_config_namespace is None:
             return
@@ -212,7 +224,8 @@ class TenantPlatform(constructs.Construct):
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "dra-constructs-kueue-device-class-mappings",
                              "namespace": self._kueue_config_namespace,
-                             "labels": {**_MANAGED, "dra-constructs.io/component": KUEUE_CONFIG_COMPONENT}},
+                             "labels": {**_MANAGED, "dra-constructs.io/component": KUEUE_CONFIG_COMPONENT,
+                                        KUEUE_VERSION_LABEL: str(self.kueue_version)}},
                 "data": data,
             })
         else:
@@ -220,7 +233,8 @@ class TenantPlatform(constructs.Construct):
 
     def kueue_configuration(self) -> dict[str, Any]:
         """The ``Configuration`` snippet (``resources.deviceClassMappings``) the tenants' queues rely on."""
-        return kueue_configuration(device_class_mappings(self._kueue_classes, self.node.path))
+        return kueue_configuration(device_class_mappings(self._kueue_classes, self.node.path, self._kueue_counters),
+                                   self.kueue_version)
 
 
 class _Registry(constructs.Construct):
@@ -254,7 +268,9 @@ class GpuTenant(constructs.Construct):
     :param namespace: the tenant's namespace (DNS label). Default: the construct id as a DNS label.
     :param quotas: devices the tenant may hold at once, by catalog key:
         ``{Mig(GpuModel.H100_80GB, "1g.10gb"): 7, WholeGpu(GpuModel.H100_80GB): 2}`` (or a driver
-        class name such as ``"mig.nvidia.com"``). Unknown models, profiles or classes raise.
+        class name such as ``"mig.nvidia.com"``); ``MigSlices(model): n`` is ``n`` memory slices of
+        that model in any mix of MIG profiles (Kueue counter-based quota: needs ``kueue=``,
+        Kubernetes 1.35+ and DynamicMIG). Unknown models, profiles or classes raise.
     :param kueue: the tenant's queues (``KueueQueue(...)``, Kubernetes 1.34+). Default: none.
     :param platform: the shared DeviceClasses / Kueue flavor. Default: the App's (created if needed).
     :param admission: emit the guardrails admission policy and the DeviceClass allow-list bound to
@@ -299,6 +315,7 @@ class GpuTenant(constructs.Construct):
         entries = resolve_quotas(quotas, where, self.platform.class_domain)
         self._classes = {device_class.name: device_class for device_class, _ in entries}
         self.quotas: dict[str, int] = {device_class.name: count for device_class, count in entries}
+        self._check_counter_quotas(scope, where, quotas)
         for device_class, _ in entries:
             self.platform.ensure_class(device_class)
 
@@ -315,6 +332,38 @@ class GpuTenant(constructs.Construct):
             self._emit_kueue(kueue, entries)
         if admission:
             self._emit_admission(validation_actions)
+
+    def _check_counter_quotas(self, scope: constructs.Construct, where: str, quotas: Mapping[QuotaKey, int]) -> None:
+        """``MigSlices`` quotas are counted by Kueue on DynamicMIG counters (Kueue 0.18+, every release
+        ``KueueVersion`` accepts): refuse where that cannot work."""
+        counted = [k for k in quotas if isinstance(k, MigSlices)]
+        if not counted:
+            return
+        field = f"quotas[{counted[0]!r}]"
+        if self.kueue is None:
+            raise DraConstructsError(
+                where, field, quotas[counted[0]],
+                "a quota in MIG slices is counted by Kueue (counter-based quota); a ResourceQuota counts only "
+                "devices, so without Kueue nothing would hold the tenant to its slices",
+                "add kueue=KueueQueue(...), or quota devices of one profile (Mig(model, profile))",
+            )
+        if not self.target.supports_kueue_counter_quota:
+            raise DraConstructsError(
+                where, field, str(self.target),
+                "Kueue's counter-based quota needs Kubernetes 1.35+ (partitionable devices); the target is "
+                f"{self.target}",
+                "target 1.35 or later (1.35 with the DRAPartitionableDevices gate; on by default from 1.36), or quota "
+                "devices of one profile (Mig(model, profile))",
+            )
+        mode = self.target.check_mig_mode(resolve_mig_mode(scope), where)
+        if mode != "dynamic":
+            raise DraConstructsError(
+                where, field, mode,
+                "Kueue charges MIG slices from the counters DynamicMIG devices consume; pre-created (static) MIG "
+                "devices consume none, so Kueue would mark every workload inadmissible",
+                "run the NVIDIA driver with DynamicMIG and declare it (set_mig_mode(app, 'dynamic'); the default "
+                "from 1.36), or quota devices of one profile (Mig(model, profile))",
+            )
 
     def _kueue_extra(self, where: str) -> int:
         if self.kueue is None:
@@ -342,10 +391,14 @@ class GpuTenant(constructs.Construct):
         check_dns_label(where, "kueue.local_queue", kueue.local_queue)
         if kueue.cohort is not None:
             check_dns_subdomain(where, "kueue.cohort", kueue.cohort)
+        # A counter resource borrows the memory of borrowing_limit more slices.
+        borrow = {c.kueue_resource: c.counter.nominal(kueue.borrowing_limit)
+                  for c, _ in entries if c.counter is not None}
         _api_object(self, "cluster-queue", cluster_queue(
             cq_name, namespace=self.namespace, flavor=self.platform.flavor,
-            device_quotas=[(c.kueue_resource, n) for c, n in entries], cohort=kueue.cohort,
-            borrowing_limit=kueue.borrowing_limit, other_quotas=dict(kueue.other_quotas), labels=dict(_MANAGED)))
+            device_quotas=[(c.kueue_resource, c.kueue_quota(n)) for c, n in entries], cohort=kueue.cohort,
+            borrowing_limit=kueue.borrowing_limit, other_quotas=dict(kueue.other_quotas), labels=dict(_MANAGED),
+            borrowing_limits=borrow))
         _api_object(self, "local-queue", local_queue(kueue.local_queue, self.namespace, cq_name, dict(_MANAGED)))
 
     def _emit_admission(self, validation_actions: Sequence[str]) -> None:
@@ -371,6 +424,11 @@ class GpuTenant(constructs.Construct):
         from dra_constructs.tenants.quota import device_class_for
 
         device_class = device_class_for(key, self.node.path, self.platform.class_domain)
+        if device_class.name not in self._classes and isinstance(key, Mig):
+            # A quota in slices of the model admits every profile of it (the request pins the profile).
+            slices = device_class_for(MigSlices(key.gpu), self.node.path, self.platform.class_domain)
+            if slices.name in self._classes:
+                return slices.name
         if device_class.name not in self._classes:
             raise DraConstructsError(self.node.path, "key", key, f"tenant {self.namespace!r} has no quota for it",
                                      f"use one of {sorted(self._classes)}, or add it to quotas=")

@@ -9,6 +9,7 @@ exist once per pod, so a template charges once per replica the workload runs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import weakref
@@ -17,9 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.context import AuditContext
 from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, as_list, field_path, mapping_get
 from dra_constructs.tenants.kueue import QUEUE_NAME_LABEL
+from dra_constructs.tenants.kueue_versions import SUPPORTED_KUEUE_MINORS, KueueVersion
 from dra_constructs.tenants.quota import (
     CLAIM_COUNT_RESOURCE,
     DRIVER_CLASS_EXTENDED_NAMES,
@@ -29,6 +32,7 @@ from dra_constructs.tenants.quota import (
 
 __all__ = [
     "KUEUE_CONFIG_COMPONENT",
+    "KUEUE_VERSION_LABEL",
     "TENANT_NAMESPACE_LABEL",
     "Contribution",
     "TenancyIndex",
@@ -40,6 +44,8 @@ __all__ = [
 TENANT_NAMESPACE_LABEL = "dra-constructs.io/tenant"
 #: ``dra-constructs.io/component`` value of the ConfigMap carrying the Kueue configuration snippet.
 KUEUE_CONFIG_COMPONENT = "kueue-configuration"
+#: Label of that ConfigMap naming the Kueue release the snippet is for (DRA014 judges claims by it).
+KUEUE_VERSION_LABEL = "dra-constructs.io/kueue-version"
 ALLOCATION_RESULTS_MAX = 32  # resourceapi.AllocationResultsMaxSize: what "All" is charged
 
 _STANDARD_RESOURCES = frozenset({"cpu", "memory", "storage", "ephemeral-storage", "pods"})
@@ -189,6 +195,8 @@ class TenancyIndex:
         self.local_queues: dict[str, list[Manifest]] = defaultdict(list)
         self.extended_names: dict[str, set[str]] = defaultdict(set)  # extended resource -> classes
         self.kueue_mapped: set[str] | None = None
+        #: The oldest Kueue release the set's configuration snippets name (None: none named).
+        self.kueue_version: KueueVersion | None = None
         for name, resource in DRIVER_CLASS_EXTENDED_NAMES.items():
             self.extended_names[resource].add(name)
         for m in ctx.manifests:
@@ -219,6 +227,13 @@ class TenancyIndex:
         import yaml
 
         mapped = self.kueue_mapped if self.kueue_mapped is not None else set()
+        version = KueueVersion(SUPPORTED_KUEUE_MINORS.start)  # unlabelled or unreadable: the oldest supported
+        label = m.labels().get(KUEUE_VERSION_LABEL)
+        if label is not None:
+            with contextlib.suppress(DraConstructsError):
+                version = KueueVersion.parse(label, m.name)
+        if self.kueue_version is None or version.minor < self.kueue_version.minor:
+            self.kueue_version = version
         for text in as_dict(m.obj.get("data")).values():
             try:
                 config = yaml.safe_load(text) if isinstance(text, str) else None

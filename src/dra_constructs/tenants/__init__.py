@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 
 from dra_constructs._lazy import lazy_getattr
 from dra_constructs.tenants.kueue import QUEUE_NAME_LABEL, kueue_configuration, kueue_inadmissible
-from dra_constructs.tenants.quota import Mig, QuotaKey, TenantDeviceClass, WholeGpu, device_class_for, resolve_quotas
+from dra_constructs.tenants.quota import (
+    Mig,
+    MigSlices,
+    QuotaKey,
+    TenantDeviceClass,
+    WholeGpu,
+    device_class_for,
+    resolve_quotas,
+)
 
 if TYPE_CHECKING:
     from dra_constructs.constructs.tenants import GpuTenant, KueueQueue, TenantPlatform, set_kueue_compatible
@@ -28,6 +36,7 @@ __all__ = [
     "GpuTenant",
     "KueueQueue",
     "Mig",
+    "MigSlices",
     "QuotaKey",
     "TenantDeviceClass",
     "TenantPlatform",

@@ -23,6 +23,7 @@ from dra_constructs.catalog import (
     mig_profile,
 )
 from dra_constructs.catalog.amd import AMD_DEVICE_CLASS, AMD_DEVICE_CLASS_SELECTOR, amd_gpu_spec, amd_partition_profile
+from dra_constructs.catalog.driver import DRIVER
 from dra_constructs.cel import builder
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
@@ -36,7 +37,9 @@ __all__ = [
     "PER_CLASS_SUFFIX",
     "AmdGpu",
     "AmdPartition",
+    "CounterQuota",
     "Mig",
+    "MigSlices",
     "QuotaKey",
     "TenantDeviceClass",
     "WholeGpu",
@@ -78,6 +81,17 @@ class WholeGpu:
 
 
 @dataclass(frozen=True)
+class MigSlices:
+    """A quota key: memory slices of one GPU model's MIG devices, any profile, e.g. ``MigSlices(GpuModel.H100_80GB)``.
+
+    The quota's value is a number of memory slices (8 per H100: ``{MigSlices(H100_80GB): 12}`` is a
+    GPU and a half), held in any mix of profiles. Kueue counts it (counter-based quota, DynamicMIG).
+    """
+
+    gpu: GpuModel | str
+
+
+@dataclass(frozen=True)
 class AmdPartition:
     """A quota key: partitions of one profile of one AMD model, e.g. ``AmdPartition("MI300X", "cpx_nps4")``."""
 
@@ -93,7 +107,55 @@ class AmdGpu:
 
 
 #: What a quota may name: a typed catalog key, or a DeviceClass of the NVIDIA or AMD driver by name.
-QuotaKey = Mig | WholeGpu | AmdPartition | AmdGpu | str
+QuotaKey = Mig | MigSlices | WholeGpu | AmdPartition | AmdGpu | str
+
+#: The DynamicMIG counter Kueue charges for :class:`MigSlices` (``consumesCounters`` of every placement).
+MIG_MEMORY_COUNTER = "memory"
+
+
+@dataclass(frozen=True)
+class CounterQuota:
+    """How Kueue counts a :class:`MigSlices` class: the ``memory`` counter its devices consume.
+
+    Kueue (``pkg/dra/counters.go`` ``computeCounterCharges``, v0.18+) charges a request the
+    largest value of the counter among the devices its DeviceClass, its selectors and the
+    source's ``deviceSelector`` match, times ``count``. A slice is worth ``slice_kib``: the GPU's
+    memory divided by its memory slices. Memory slices partition the GPU's memory, so an instance
+    of ``s`` slices never has more than ``s`` of them, whatever size NVML reports for a profile
+    (the catalog's per-profile sizes are estimates): a quota of ``n`` slices admits every mix of
+    profiles holding at most ``n`` slices.
+
+    :param profiles: ``(memory slices, memory MiB)`` of each MIG profile of the model as the
+        catalog publishes them (for :meth:`most_slices_within`).
+    """
+
+    counter: str
+    driver: str
+    device_selector: str
+    slice_kib: int
+    profiles: tuple[tuple[int, int], ...]
+
+    def nominal_kib(self, slices: int) -> int:
+        """The counter amount of ``slices`` memory slices (KiB)."""
+        return slices * self.slice_kib
+
+    def nominal(self, slices: int) -> str:
+        """``nominalQuota`` (a Quantity) for ``slices`` memory slices."""
+        return f"{self.nominal_kib(slices)}Ki"
+
+    def most_slices_within(self, kib: int) -> int:
+        """The most slices a mix of the catalog's profiles consuming at most ``kib`` of the counter holds.
+
+        Equal to the slice quota while the memory counter separates N slices from N+1: small
+        profiles report a little less memory than their share, so a large quota spent on small
+        profiles only holds a few slices more (the docs give the numbers).
+        """
+        sizes = [(s, m * 1024) for s, m in self.profiles]
+        bound = int(kib / min(m / s for s, m in sizes)) + 1
+        cheapest = [0] + [kib + 1] * bound  # least memory of exactly k slices
+        for k in range(1, bound + 1):
+            cheapest[k] = min([kib + 1] + [cheapest[k - s] + m for s, m in sizes if s <= k])
+        return max(k for k in range(bound + 1) if cheapest[k] <= kib)
 
 
 @dataclass(frozen=True)
@@ -110,6 +172,11 @@ class TenantDeviceClass:
     kueue_resource: str
     managed: bool
     catalog_class: str
+    counter: CounterQuota | None = None
+
+    def kueue_quota(self, count: int) -> int | str:
+        """Kueue's ``nominalQuota`` for a quota of ``count``: devices, or the counter amount of ``count`` slices."""
+        return count if self.counter is None else self.counter.nominal(count)
 
     @property
     def devices_resource(self) -> str:
@@ -160,6 +227,8 @@ def device_class_for(key: QuotaKey, where: str = "GpuTenant", domain: str = DEFA
             f"name a catalog key (Mig(GpuModel.H100_80GB, '1g.10gb'), WholeGpu(GpuModel.H100_80GB)) or one "
             f"of the driver's classes {', '.join(sorted(DEVICE_CLASS_SELECTORS))}",
         )
+    if isinstance(key, MigSlices):
+        return _mig_slices_class(key, where, field, domain)
     if isinstance(key, Mig):
         try:
             spec = gpu_spec(key.gpu, where, f"{field}.gpu")
@@ -187,6 +256,27 @@ def device_class_for(key: QuotaKey, where: str = "GpuTenant", domain: str = DEFA
     raise DraConstructsError(
         where, field, key, "not a quota key",
         "use Mig(GpuModel..., 'profile'), WholeGpu(GpuModel...) or a driver DeviceClass name",
+    )
+
+
+def _mig_slices_class(key: MigSlices, where: str, field: str, domain: str) -> TenantDeviceClass:
+    """One class for every MIG device of a model, counted by Kueue on the DynamicMIG ``memory`` counter."""
+    spec = gpu_spec(key.gpu, where, f"{field}.gpu")  # every catalog model has MIG profiles
+    profiles = [p.name for p in spec.mig_profiles]
+    profile_in = f"{builder.attribute('profile')} in [{', '.join(builder.string_literal(p) for p in profiles)}]"
+    architecture = builder.string_equals(builder.attribute("architecture"), spec.architecture)
+    type_mig = DEVICE_CLASS_SELECTORS[DEVICE_CLASS_MIG]
+    # Kueue evaluates deviceSelector on every device of the driver (whole GPUs too, which have no
+    # profile attribute): the type test comes first so that && stops before reading it.
+    device_selector = builder.all_of([type_mig, architecture, profile_in])
+    slug = _model_slug(spec.key)
+    return TenantDeviceClass(
+        name=f"{slug}.mig.{domain}", description=f"MIG slices of {spec.key}, any profile",
+        selectors=(type_mig, architecture, profile_in), kueue_resource=f"{KUEUE_RESOURCE_PREFIX}/{slug}-mig-memory",
+        managed=True, catalog_class=DEVICE_CLASS_MIG,
+        counter=CounterQuota(MIG_MEMORY_COUNTER, DRIVER, device_selector,
+                             spec.memory_mib * 1024 // max(p.memory_slices for p in spec.mig_profiles),
+                             tuple(sorted({(p.memory_slices, p.memory_mib) for p in spec.mig_profiles}))),
     )
 
 

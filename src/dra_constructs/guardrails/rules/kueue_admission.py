@@ -28,7 +28,7 @@ def _workload_hits(ctx: AuditContext, m: Manifest, queue: str) -> Iterator[Hit]:
         if template is None or template.claim_spec is None:
             continue
         spec, base = template.claim_spec
-        for at, reason in kueue_inadmissible(spec, base):
+        for at, reason in kueue_inadmissible(spec, base, index.kueue_version or "0.18"):
             yield Hit(field_path(path, "resourceClaimTemplateName"),
                       f"workload of {where} uses ResourceClaimTemplate {name!r} ({at}): {reason}; Kueue marks "
                       "such workloads inadmissible")
