@@ -35,6 +35,7 @@ __all__ = [
     "LEVELS",
     "SHARED_VALUE",
     "IsolationLevel",
+    "gpu_taint_value",
     "isolation_problem",
     "own_toleration",
     "shared_toleration",
@@ -93,3 +94,17 @@ def isolation_problem(toleration: Mapping[str, Any], namespace: str | None, excl
     if namespace is not None and value == namespace:
         return None
     return f"tolerates the isolation taint of tenant {value!r} (another namespace): it lands on that tenant's GPUs"
+
+
+def gpu_taint_value(tenants: Mapping[str, bool], shared_taints: bool) -> str | None:
+    """The isolation taint value of a GPU held by ``tenants`` (namespace -> exclusive); None: no taint.
+
+    One exclusive tenant alone: its namespace; shared tenants only: ``Shared`` (where
+    ``shared_taints``, else none); an exclusive tenant beside any other: ``Conflict``.
+    """
+    exclusive = sorted(t for t, e in tenants.items() if e)
+    if not tenants or (not exclusive and not shared_taints):
+        return None
+    if not exclusive:
+        return SHARED_VALUE
+    return exclusive[0] if len(tenants) == 1 else CONFLICT_VALUE

@@ -47,7 +47,7 @@ from dra_constructs.agent.devices import DRIVER, DeviceInfo
 from dra_constructs.agent.kube import ApiError, KubeOps, retrying
 from dra_constructs.agent.state import Phase, StateStore
 from dra_constructs.agent.taints import ANNOTATION_PREFIX, taint_rule
-from dra_constructs.isolation import CONFLICT_VALUE, ISOLATION_TAINT_KEY, SHARED_VALUE
+from dra_constructs.isolation import CONFLICT_VALUE, ISOLATION_TAINT_KEY, gpu_taint_value
 from dra_constructs.target import Target
 
 __all__ = ["EFFECT", "GpuHolders", "Isolation", "exclusive_claim", "isolation_rule_name"]
@@ -113,13 +113,7 @@ class GpuHolders:
 
     def value(self, shared_taints: bool) -> str | None:
         """The GPU's taint value (None: no taint)."""
-        tenants = self.tenants
-        exclusive = [t for t, e in tenants.items() if e]
-        if not tenants or (not exclusive and not shared_taints):
-            return None
-        if not exclusive:
-            return SHARED_VALUE
-        return exclusive[0] if len(tenants) == 1 else CONFLICT_VALUE
+        return gpu_taint_value(self.tenants, shared_taints)
 
 
 class Isolation:
