@@ -61,9 +61,9 @@ def test_the_exclusive_tenant_s_policy_refuses_a_claim_without_its_toleration() 
     [template] = [d for d in docs if d["kind"] == "ResourceClaimTemplate"
                   and d["spec"]["spec"]["devices"]["requests"][0]["name"] == "mig"]
     assert evaluate(policy, template) == []
+    exactly = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
     bare = {**template, "spec": {"spec": {"devices": {"requests": [
-        {"name": "mig", "exactly": {k: v for k, v in template["spec"]["spec"]["devices"]["requests"][0]["exactly"].items()
-                                    if k != "tolerations"}}]}}}}
+        {"name": "mig", "exactly": {k: v for k, v in exactly.items() if k != "tolerations"}}]}}}}
     (message,) = evaluate(policy, bare)
     assert message.startswith("DRA022: request mig of exclusive-gpu tenant team-a")
 

@@ -82,7 +82,8 @@ def _request_tolerations(spec: Mapping[str, Any], request: str) -> list[Mapping[
                 if isinstance(alternative, Mapping) and alternative.get("name") == sub:
                     return list(alternative.get("tolerations") or [])
             return []
-        body = raw.get("exactly") if isinstance(raw.get("exactly"), Mapping) else raw  # v1/v1beta2 vs v1beta1
+        exactly = raw.get("exactly")
+        body: Mapping[str, Any] = exactly if isinstance(exactly, Mapping) else raw  # v1/v1beta2 vs v1beta1
         return list(body.get("tolerations") or [])
     return []
 

@@ -36,7 +36,8 @@ def isolation_validation(namespace: str) -> tuple[dict[str, str], dict[str, Any]
     admin-access ones exempt) and the validation.
     """
     key, ns, shared = (_cel_str(v) for v in (ISOLATION_TAINT_KEY, namespace, SHARED_VALUE))
-    own = f"(has(t.key) && t.key == {key} && (!has(t.operator) || t.operator == 'Equal') && has(t.value) && t.value == {ns})"
+    own = (f"(has(t.key) && t.key == {key} && (!has(t.operator) || t.operator == 'Equal') && has(t.value) && "
+           f"t.value == {ns})")
     other = f"(has(t.key) && t.key == {key} && has(t.value) && t.value == {shared})"
 
     def lacks(x: str) -> str:
@@ -71,7 +72,7 @@ def device_class_policy_manifests(
         f"{allowed})) : (has(r.exactly) ? !(r.exactly.deviceClassName in {allowed}) : "
         f"(has(r.deviceClassName) && !(r.deviceClassName in {allowed})))).map(r, r.name)"
     )
-    policy = {
+    policy: dict[str, Any] = {
         "apiVersion": _API,
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name, "labels": dict(labels)},
