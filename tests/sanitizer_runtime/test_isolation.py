@@ -212,3 +212,13 @@ def test_exclusive_claim_reads_every_request_shape() -> None:
     assert not exclusive_claim(first, "mig/small") and not exclusive_claim(v1, "other")
     other = {"metadata": {"namespace": "team-b"}, "spec": v1["spec"]}
     assert not exclusive_claim(other, "mig")  # another tenant's value is not its own isolation
+
+
+def test_no_isolation_calls_where_the_server_does_not_serve_taint_rules(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    env.kube.serve_taint_rules = False
+    agent = _agent(env)
+    env.rt.guard._missing_api = True  # what the guard's discovery concluded (the gate is off)
+    _set(agent, _exclusive("a", "team-a", "uid-A", [GPU0[0]]))
+    assert _values(env, GPU0) == [None] * 3
+    assert b"dra_sanitizer_isolation_taint_failures_total 0.0" in env.rt.metrics.render()

@@ -137,6 +137,8 @@ class Isolation:
         self._reported: dict[str, frozenset[str]] = {}  # gpu uuid -> tenants of the breach reported
         self._swept = False
         self._warned_off = False
+        #: Whether the server serves devicetaintrules (the guard's discovery; False: the gate is off).
+        self.served: Callable[[], bool] = lambda: True
         self.breaches = Counter("dra_sanitizer_isolation_breaches",
                                 "GPUs found holding an exclusive-gpu tenant's MIG slice beside another tenant's "
                                 "(allocations that raced the isolation taint): reported, nobody killed.",
@@ -150,8 +152,8 @@ class Isolation:
 
     @property
     def active(self) -> bool:
-        """The target has DeviceTaintRule and an API is configured."""
-        return self._kube is not None and self.target.device_taint_rule_api_version is not None
+        """The target has DeviceTaintRule, an API is configured and it serves the kind."""
+        return self._kube is not None and self.target.device_taint_rule_api_version is not None and self.served()
 
     # --- who holds what -----------------------------------------------------------------------
 

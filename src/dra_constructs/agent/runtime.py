@@ -177,6 +177,7 @@ def build_runtime(
     isolation = Isolation(kube_ops, target, config.node_name, inventory=deps.inventory, store=store,
                           event=guard.event, registry=metrics.registry, shared_taints=config.mig_isolation,
                           retries=config.kube.retries, backoff_s=config.kube.retry_backoff_s)
+    isolation.served = lambda: guard.has_taints
     return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration, isolation)
 
 
