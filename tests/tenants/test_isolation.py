@@ -76,3 +76,22 @@ def test_a_target_without_device_taints_refuses_the_level() -> None:
 def test_an_unknown_level_is_refused() -> None:
     with pytest.raises(DraConstructsError, match=r"mig_isolation.*not an isolation level.*exclusive-gpu"):
         _synth("1.34", ("team-a", "exclusive"))
+
+
+def test_an_exclusive_tenant_with_amd_quotas_passes_its_own_checks() -> None:
+    from dra_constructs import AmdPartition
+
+    app = cdk8s.Testing.app()
+    set_kubernetes_version(app, "1.34")
+    chart = cdk8s.Chart(app, "platform")
+    partition = AmdPartition("MI300X", "cpx_nps4")
+    tenant = GpuTenant(chart, "team-a", quotas={partition: 8, SLICE: 2}, mig_isolation="exclusive-gpu")
+    apps = cdk8s.Chart(app, "apps", namespace="team-a")
+    tenant.claim_template(apps, "part", partition)
+    tenant.claim_template(apps, "slice", SLICE)
+    docs = [dict(d) for each in app.charts for d in cdk8s.Testing.synth(each)]  # synth runs the guardrails
+    [policy] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
+                and d["metadata"]["name"] == "dra-tenant-team-a-device-classes"]
+    for template in (d for d in docs if d["kind"] == "ResourceClaimTemplate"):
+        assert evaluate(policy, template) == []
+    assert not [f for f in audit(docs, kubernetes_version="1.34").findings if f.rule == "DRA022"]

@@ -342,7 +342,7 @@ class GpuTenant(constructs.Construct):
 
     @property
     def isolation_tolerations(self) -> tuple[DeviceToleration, ...]:
-        """The device tolerations the tenant's NVIDIA requests carry for its ``mig_isolation`` (empty: none)."""
+        """The device tolerations the tenant's requests carry for its ``mig_isolation`` (empty: none)."""
         if self.mig_isolation is None:
             return ()
         return tuple(DeviceToleration(key=t["key"], operator=t["operator"], value=t["value"])
@@ -421,11 +421,15 @@ class GpuTenant(constructs.Construct):
         class_name = self.device_class(key)
         request: MigRequest | GpuRequest | AmdPartitionRequest | AmdGpuRequest
         if isinstance(key, AmdPartition):
+            # The isolation taint is the NVIDIA agent's; the toleration keeps every request of the tenant alike
+            # (its own policy asks it of each), and tolerates nothing on AMD devices.
             request = AmdPartitionRequest(name=request_name or "partition", gpu=key.gpu, profile=key.profile,
-                                          count=count, selectors=tuple(selectors), device_class_name=class_name)
+                                          count=count, selectors=tuple(selectors), device_class_name=class_name,
+                                          tolerations=self.isolation_tolerations)
         elif isinstance(key, AmdGpu):
             request = AmdGpuRequest(name=request_name or "gpu", models=(key.gpu,), count=count,
-                                    selectors=tuple(selectors), device_class_name=class_name)
+                                    selectors=tuple(selectors), device_class_name=class_name,
+                                    tolerations=self.isolation_tolerations)
         elif isinstance(key, Mig):
             request = MigRequest(name=request_name or "mig", gpu=key.gpu, profile=key.profile, count=count,
                                  selectors=tuple(selectors), device_class_name=class_name,
