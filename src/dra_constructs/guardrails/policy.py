@@ -262,7 +262,7 @@ _BARRIER_TOLERATION = (
 #: tenant's own policy (``tenants/admission.py``), which knows it.
 _TOLERATES_OTHER_TENANT = (
     f"(has(t.key) && t.key == {_cel_str(ISOLATION_TAINT_KEY)} && ((has(t.operator) && t.operator == 'Exists') || "
-    f"!has(t.value) || !(t.value in [variables.namespace, {_cel_str(SHARED_VALUE)}])))"
+    f"!has(t.value) || !(t.value == variables.claimNamespace || t.value == {_cel_str(SHARED_VALUE)})))"
 )
 _ISOLATION_TOLERATION = (
     "(!has(r.exactly) && has(r.tolerations) && !(has(r.adminAccess) && r.adminAccess) && "
@@ -297,7 +297,8 @@ def _claim_variables() -> list[dict[str, str]]:
         {"name": "barrierTolerations",
          "expression": f"variables.requests.filter(r, {_BARRIER_TOLERATION}).map(r, r.name)"},
         {"name": "capacityRequests", "expression": f"variables.requests.filter(r, {_CAPACITY}).map(r, r.name)"},
-        {"name": "namespace", "expression": "has(object.metadata.namespace) ? object.metadata.namespace : ''"},
+        # ("namespace" is a reserved word of CEL: the API server refuses it as a variable name)
+        {"name": "claimNamespace", "expression": "has(object.metadata.namespace) ? object.metadata.namespace : ''"},
         {"name": "isolationTolerations",
          "expression": f"variables.requests.filter(r, {_ISOLATION_TOLERATION}).map(r, r.name)"},
     ]
