@@ -65,6 +65,10 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, str]] = {
     "noncompliant/admin-access-label-self-service.yaml: Namespace//team-ml": ("audit DRA019", _OWN_BINDING),
     "dra-example/demo__examples__admin-access__admin-access.yaml: Namespace//admin-access":
         ("audit DRA019", _OWN_BINDING),
+    # DRA022: the Namespace of the file makes team-a exclusive-gpu (its own toleration required); the generic
+    # policy cannot know a namespace's level (the tenant's own policy does: test_isolation_real.py)
+    "noncompliant/mig-isolation-other-tenant.yaml: ResourceClaimTemplate/team-a/slice":
+        ("audit DRA022", _CROSS_OBJECT),
 }
 
 

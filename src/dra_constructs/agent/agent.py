@@ -176,6 +176,7 @@ class Agent:
                 holders = self._allocated.get(device)
             for tenant in holders.tenants if holders is not None else ():  # allocated again meanwhile
                 self.rt.barrier.mark_allocated(self._devices[device], tenant)
+            self.isolate()  # a finished barrier may lift its GPU's isolation taint
 
     def startup(self) -> None:
         """Recover every device (see module docstring); waits for the resulting barriers."""
@@ -216,6 +217,7 @@ class Agent:
         self._resolved(local)
         self.rt.metrics.api_unknown.set(0)
         self._started.set()
+        self.isolate()
 
     def _resolved(self, local: dict[str, Holders | None]) -> None:
         """The API answers again: say what became of each device guarded locally while it was down."""
@@ -370,7 +372,18 @@ class Agent:
         for name, old in before.items():
             if name not in now:
                 self.submit(name, partial(self.rt.barrier.run, self._devices[name], "deallocated", old.released()))
+        self.isolate()
         self.pods_changed()
+
+    def isolate(self) -> None:
+        """MIG isolation taints for the live claims and the barriers under way (:mod:`.isolation`)."""
+        isolation = self.rt.isolation
+        if isolation is None or not self.api_known or not self._started.is_set():
+            return
+        try:
+            isolation.reconcile(list(self._claims.copy().values()), self.clock)
+        except Exception:  # never ends a watch or a barrier thread; the next reconcile or tick retries
+            _LOG.exception("MIG isolation reconcile failed")
 
     def pods_changed(self) -> None:
         """Without taints: refuse new contexts once every pod of a device's claims is terminating.
@@ -504,3 +517,4 @@ class Agent:
                 self.submit(name, partial(self.rt.barrier.recover, info, barrier_allowed=self._started.is_set()))
         for phase in Phase:
             self.rt.metrics.devices.labels(phase.value).set(counts.get(phase.value, 0))
+        self.isolate()  # retries what the API refused

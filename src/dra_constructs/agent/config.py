@@ -255,6 +255,10 @@ class AgentConfig(BaseModel):
         default=False, description="The NVIDIA DRA driver runs with DynamicMIG: every MIG placement is a device.")
     partition_reset: PartitionReset = Field(
         default=PartitionReset.OFF, description="Cold partition reset at every release (off | mig-instance | gpu).")
+    mig_isolation: bool = Field(
+        default=False, description="Taint GPUs held by shared-gpu tenants (value Shared) so exclusive-gpu tenants' MIG "
+                                   "slices never land beside them (agent/isolation.py); on wherever a tenant is "
+                                   "exclusive-gpu.")
     tenant_boundary: TenantBoundary = Field(
         default_factory=TenantBoundary, description="Security boundary of a claim (recorded; see the docs).")
     reset_timeout_s: float = Field(

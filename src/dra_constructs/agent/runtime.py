@@ -27,6 +27,7 @@ from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceWriter
 from dra_constructs.agent.guard import Guard
 from dra_constructs.agent.health import HealthSource
+from dra_constructs.agent.isolation import Isolation
 from dra_constructs.agent.kube import ApiError, KubeClient, KubeOps, retrying
 from dra_constructs.agent.lifecycle import Lifecycle, seed_from_phases
 from dra_constructs.agent.limits import worker_slots
@@ -56,6 +57,8 @@ class Runtime:
     node: SimulatedNode | None = None
     #: The enumeration ``devices`` came from, with the GPUs / MIG instances NVML could not read.
     enumeration: EnumerationResult | None = None
+    #: MIG isolation taints (:mod:`.isolation`); None where it was not built (tests building a Runtime by hand).
+    isolation: Isolation | None = None
 
     def device(self, name: str) -> DeviceInfo:
         """A device by DRA name or UUID; a clear error naming the devices there are."""
@@ -184,7 +187,11 @@ def build_runtime(
     canary.apply_stored(deps, enumeration.devices)  # a residue verdict of an earlier start still holds
     devices = [*enumeration.devices, *_cut_off_resets(store, deps.inventory)]
     _wire_overlaps(guard, deps.inventory, store)
-    return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration)
+    isolation = Isolation(kube_ops, target, config.node_name, inventory=deps.inventory, store=store,
+                          event=guard.event, registry=metrics.registry, shared_taints=config.mig_isolation,
+                          retries=config.kube.retries, backoff_s=config.kube.retry_backoff_s)
+    isolation.served = lambda: guard.has_taints
+    return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration, isolation)
 
 
 def _amd_reset_unavailable(_kind: str) -> str:

@@ -21,7 +21,8 @@ __all__ = ["ZIPAPP_MODULES", "build_zipapp", "zipapp_members"]
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # .../dra_constructs
 #: Package-relative files and folders the agent needs (folders: every ``.py`` under them).
 ZIPAPP_MODULES: tuple[str, ...] = (
-    "errors.py", "_cli_runner.py", "_io.py", "_safe_load.py", "target.py", "target_gates.py", "catalog",
+    "errors.py", "_cli_runner.py", "_io.py", "_safe_load.py", "target.py", "target_gates.py", "isolation.py",
+    "catalog",
     "agent",
 )
 

@@ -29,7 +29,8 @@ from dra_constructs.constructs.scope import resolve_mig_mode, resolve_target, se
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.policy import POLICY_RULES
 from dra_constructs.guardrails.tenancy import KUEUE_CONFIG_COMPONENT, KUEUE_VERSION_LABEL, TENANT_NAMESPACE_LABEL
-from dra_constructs.requests import GpuRequest, MigRequest
+from dra_constructs.isolation import ISOLATION_LABEL, LEVELS, IsolationLevel, tolerations_for
+from dra_constructs.requests import DeviceToleration, GpuRequest, MigRequest
 from dra_constructs.requests_amd import AmdGpuRequest, AmdPartitionRequest
 from dra_constructs.target import Target
 from dra_constructs.tenants.admission import device_class_policy_manifests
@@ -277,6 +278,12 @@ class GpuTenant(constructs.Construct):
         the namespace. Default True.
     :param validation_actions: the policies' binding actions. Default ``("Deny",)``.
     :param labels: extra Namespace labels (never the admin-access labels).
+    :param mig_isolation: whether the tenant's MIG slices may share a physical GPU with other tenants'
+        (``dra_constructs.isolation``, docs/tenants.md): ``"exclusive-gpu"`` keeps them off GPUs another
+        tenant holds (the sanitizer agent's isolation taint; its claims tolerate only their own),
+        ``"shared-gpu"`` packs them with other shared tenants' (its claims tolerate ``Shared``). Both
+        need device taints (Kubernetes 1.33+) and the agent's ``mig_isolation`` on. Default ``None``:
+        no isolation toleration (today's claims; beside exclusive tenants they get only free GPUs).
     """
 
     def __init__(
@@ -292,12 +299,14 @@ class GpuTenant(constructs.Construct):
         validation_actions: Sequence[str] = ("Deny",),
         labels: Mapping[str, str] | None = None,
         kubernetes_version: str | Target | None = None,
+        mig_isolation: IsolationLevel | None = None,
     ) -> None:
         super().__init__(scope, id)
         where = self.node.path
         _check_unnamespaced_chart(scope, where)
         self.target = resolve_target(scope, kubernetes_version, where)
         self.namespace = check_dns_label(where, "namespace", namespace or to_dns_label(id))
+        self.mig_isolation = self._isolation(where, mig_isolation)
         registry = _Registry.of(self)
         if self.namespace in registry.namespaces:
             raise DraConstructsError(where, "namespace", self.namespace, "another GpuTenant of this App owns it",
@@ -319,8 +328,10 @@ class GpuTenant(constructs.Construct):
         for device_class, _ in entries:
             self.platform.ensure_class(device_class)
 
+        isolation = {ISOLATION_LABEL: self.mig_isolation} if self.mig_isolation else {}
         _api_object(self, "namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": self.namespace, "labels": {**extra, **_MANAGED, TENANT_NAMESPACE_LABEL: self.namespace}}})
+            "name": self.namespace,
+            "labels": {**extra, **_MANAGED, TENANT_NAMESPACE_LABEL: self.namespace, **isolation}}})
         extra_devices = self._kueue_extra(where)
         # The AMD driver's class is closed for tenants with AMD quotas (others: the admission policy refuses it).
         amd = any(c.catalog_class == AMD_DEVICE_CLASS for c, _ in entries)
@@ -365,6 +376,27 @@ class GpuTenant(constructs.Construct):
                 "from 1.36), or quota devices of one profile (Mig(model, profile))",
             )
 
+    def _isolation(self, where: str, level: Any) -> IsolationLevel | None:
+        if level is None:
+            return None
+        if level not in LEVELS:
+            raise DraConstructsError(where, "mig_isolation", level, "not an isolation level",
+                                     f"use one of {', '.join(LEVELS)}, or None")
+        if self.target.device_taint_rule_api_version is None or not self.target.has_request_tolerations:
+            raise DraConstructsError(
+                where, "mig_isolation", level,
+                f"MIG isolation is enforced with device taints (DeviceTaintRule), which Kubernetes {self.target} "
+                "does not have", "target 1.33 or later (set_kubernetes_version(app, '1.33')), or drop mig_isolation")
+        return level  # type: ignore[no-any-return]
+
+    @property
+    def isolation_tolerations(self) -> tuple[DeviceToleration, ...]:
+        """The device tolerations the tenant's requests carry for its ``mig_isolation`` (empty: none)."""
+        if self.mig_isolation is None:
+            return ()
+        return tuple(DeviceToleration(key=t["key"], operator=t["operator"], value=t["value"])
+                     for t in tolerations_for(self.mig_isolation, self.namespace))
+
     def _kueue_extra(self, where: str) -> int:
         if self.kueue is None:
             return 0
@@ -408,7 +440,8 @@ class GpuTenant(constructs.Construct):
         labels = {**_MANAGED, "app.kubernetes.io/component": "guardrails"}
         for manifest in device_class_policy_manifests(f"dra-tenant-{self.namespace}-device-classes",
                                                       self.namespace, sorted(self._classes), labels,
-                                                      validation_actions):
+                                                      validation_actions,
+                                                      exclusive_gpu=self.mig_isolation == "exclusive-gpu"):
             suffix = "binding" if manifest["kind"].endswith("Binding") else "policy"
             _api_object(self, f"device-classes-{suffix}", manifest)
 
@@ -446,17 +479,23 @@ class GpuTenant(constructs.Construct):
         class_name = self.device_class(key)
         request: MigRequest | GpuRequest | AmdPartitionRequest | AmdGpuRequest
         if isinstance(key, AmdPartition):
+            # The isolation taint is the NVIDIA agent's; the toleration keeps every request of the tenant alike
+            # (its own policy asks it of each), and tolerates nothing on AMD devices.
             request = AmdPartitionRequest(name=request_name or "partition", gpu=key.gpu, profile=key.profile,
-                                          count=count, selectors=tuple(selectors), device_class_name=class_name)
+                                          count=count, selectors=tuple(selectors), device_class_name=class_name,
+                                          tolerations=self.isolation_tolerations)
         elif isinstance(key, AmdGpu):
             request = AmdGpuRequest(name=request_name or "gpu", models=(key.gpu,), count=count,
-                                    selectors=tuple(selectors), device_class_name=class_name)
+                                    selectors=tuple(selectors), device_class_name=class_name,
+                                    tolerations=self.isolation_tolerations)
         elif isinstance(key, Mig):
             request = MigRequest(name=request_name or "mig", gpu=key.gpu, profile=key.profile, count=count,
-                                 selectors=tuple(selectors), device_class_name=class_name)
-        elif isinstance(key, WholeGpu) and key.gpu is not None:
+                                 selectors=tuple(selectors), device_class_name=class_name,
+                                 tolerations=self.isolation_tolerations)
+        elif isinstance(key, WholeGpu) and key.gpu is not None:  # DynamicMIG: gpu-N is tainted with its slices
             request = GpuRequest(name=request_name or "gpu", models=(key.gpu,), count=count,
-                                 selectors=tuple(selectors), device_class_name=class_name)
+                                 selectors=tuple(selectors), device_class_name=class_name,
+                                 tolerations=self.isolation_tolerations)
         else:
             raise DraConstructsError(self.node.path, "key", key, "claim_template needs a catalog model",
                                      "use Mig(GpuModel..., 'profile') or WholeGpu(GpuModel...)")

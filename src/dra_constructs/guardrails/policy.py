@@ -3,7 +3,7 @@
 The cluster refuses what never went through dra-constructs: Pods and the pod templates of
 Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, ReplicationControllers and
 CronJobs (DRA001, DRA002, DRA005, DRA006, DRA007, DRA008, DRA020), ResourceClaims /
-ResourceClaimTemplates of every resource.k8s.io version (DRA003, DRA006, DRA007, DRA017), and
+ResourceClaimTemplates of every resource.k8s.io version (DRA003, DRA006, DRA007, DRA017, DRA022), and
 Namespaces (DRA019: the admin-access label, :mod:`.policy_namespaces`). Cross-object rules (DRA004's
 CEL checks, DRA006's shared claims, DRA009, DRA021) stay with the synth validation and the audit.
 
@@ -28,11 +28,13 @@ from dra_constructs.guardrails.rules.barrier_toleration import SANITIZER_TAINT_K
 from dra_constructs.guardrails.rules.env_selection import DEVICE_ENV_VARS, HIDING_VALUES, MPS_PREFIX
 from dra_constructs.guardrails.rules.gvisor_gpu import GVISOR_NAME
 from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION
+from dra_constructs.isolation import ISOLATION_TAINT_KEY, SHARED_VALUE
 
 __all__ = ["POLICY_RULES", "PolicyKind", "admission_policy_manifests"]
 
 #: Rules the admission policy can enforce per object.
-POLICY_RULES = ("DRA001", "DRA002", "DRA003", "DRA005", "DRA006", "DRA007", "DRA008", "DRA017", "DRA019", "DRA020")
+POLICY_RULES = ("DRA001", "DRA002", "DRA003", "DRA005", "DRA006", "DRA007", "DRA008", "DRA017", "DRA019", "DRA020",
+                "DRA022")
 
 _API = "admissionregistration.k8s.io/v1"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,198}[a-z0-9])?$")
@@ -254,6 +256,22 @@ _BARRIER_TOLERATION = (
     f"s.tolerations.exists(t, {_TOLERATES_BARRIER})))"
 )
 
+#: CEL: toleration ``t`` tolerates the MIG isolation taint of another tenant (DRA022, per object): the key
+#: with operator Exists, or a value other than the claim's own namespace and ``Shared``. Whether the
+#: namespace is exclusive-gpu (then ``Shared`` and a missing own toleration are refused too) is the
+#: tenant's own policy (``tenants/admission.py``), which knows it.
+_TOLERATES_OTHER_TENANT = (
+    f"(has(t.key) && t.key == {_cel_str(ISOLATION_TAINT_KEY)} && ((has(t.operator) && t.operator == 'Exists') || "
+    f"!has(t.value) || !(t.value == variables.claimNamespace || t.value == {_cel_str(SHARED_VALUE)})))"
+)
+_ISOLATION_TOLERATION = (
+    "(!has(r.exactly) && has(r.tolerations) && !(has(r.adminAccess) && r.adminAccess) && "
+    f"r.tolerations.exists(t, {_TOLERATES_OTHER_TENANT})) || "
+    "(has(r.exactly) && has(r.exactly.tolerations) && !(has(r.exactly.adminAccess) && r.exactly.adminAccess) && "
+    f"r.exactly.tolerations.exists(t, {_TOLERATES_OTHER_TENANT})) || "
+    f"(has(r.firstAvailable) && r.firstAvailable.exists(s, has(s.tolerations) && "
+    f"s.tolerations.exists(t, {_TOLERATES_OTHER_TENANT})))"
+)
 
 # A request (v1 ``exactly``, v1beta1 top level, or a firstAvailable subrequest) asking for a share of a GPU
 # class's capacity (KEP-5075); GPU class as AuditContext.is_gpu_class decides from the name alone.
@@ -279,6 +297,10 @@ def _claim_variables() -> list[dict[str, str]]:
         {"name": "barrierTolerations",
          "expression": f"variables.requests.filter(r, {_BARRIER_TOLERATION}).map(r, r.name)"},
         {"name": "capacityRequests", "expression": f"variables.requests.filter(r, {_CAPACITY}).map(r, r.name)"},
+        # ("namespace" is a reserved word of CEL: the API server refuses it as a variable name)
+        {"name": "claimNamespace", "expression": "has(object.metadata.namespace) ? object.metadata.namespace : ''"},
+        {"name": "isolationTolerations",
+         "expression": f"variables.requests.filter(r, {_ISOLATION_TOLERATION}).map(r, r.name)"},
     ]
 
 
@@ -326,6 +348,15 @@ def _claim_validations(rules: Sequence[str]) -> list[dict[str, Any]]:
             "messageExpression": "'DRA017: request ' + variables.barrierTolerations[0] + ' tolerates the sanitizer "
                                  f"device taint {SANITIZER_TAINT_KEY} (or every taint): it could be allocated "
                                  "quarantined or mid-barrier devices; remove the toleration'",
+            "reason": "Forbidden",
+        })
+    if "DRA022" in rules:
+        out.append({
+            "expression": f"{_not_suppressed('DRA022')} || size(variables.isolationTolerations) == 0",
+            "messageExpression": "'DRA022: request ' + variables.isolationTolerations[0] + ' tolerates the MIG "
+                                 f"isolation taint {ISOLATION_TAINT_KEY} of another tenant (operator Exists, or a "
+                                 "value other than its namespace and Shared): it lands on GPUs exclusive-gpu tenants "
+                                 "hold; tolerate only Equal to your own namespace or to Shared'",
             "reason": "Forbidden",
         })
     return out

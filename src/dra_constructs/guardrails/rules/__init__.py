@@ -16,6 +16,7 @@ from dra_constructs.guardrails.rules import (
     grace_period,
     gvisor_gpu,
     kueue_admission,
+    mig_isolation,
     removed_shapes,
     selectors,
     software_sharing,
@@ -52,6 +53,7 @@ RULES: tuple[Rule, ...] = (
     admin_access_namespace.RULE,
     gvisor_gpu.RULE,
     cross_tenant_shares.RULE,
+    mig_isolation.RULE,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}

@@ -1,0 +1,260 @@
+"""MIG isolation: keep an exclusive-gpu tenant's MIG slices off GPUs another tenant holds.
+
+What MIG does not isolate (timing channels through memory barriers, NVLink contention; see
+:mod:`dra_constructs.isolation` and docs/threat-model.md) needs whole physical GPUs per tenant.
+The scheduler cannot see "this GPU holds another tenant's slice", so the agent tells it with a
+device taint (key ``isolation.dra-constructs.io/gpu``, effect ``NoSchedule``) on every MIG device
+of each GPU that holds a slice; for DynamicMIG also on the other placements and the whole
+``gpu-N``. Each GPU's value follows from who holds it:
+
+- a claim is *exclusive* when the request its device was allocated for tolerates the isolation
+  taint with its own namespace as value (what ``GpuTenant(mig_isolation="exclusive-gpu")``
+  renders and the guardrails demand of such a tenant); tenant = namespace;
+- holders: the live claims of the GPU's devices, plus the tenant stored for each of its devices
+  still mid-barrier or quarantined (the released tenant's processes may still run until the drain
+  ends: the taint is removed only after the barrier);
+- one exclusive tenant alone: value = that namespace; shared tenants only: ``Shared`` (only with
+  ``mig_isolation`` on, which every shared tenant's toleration then answers); an exclusive tenant
+  beside any other: ``Conflict``, tolerated by nobody, and the breach is reported (Warning Event
+  ``IsolationBreached``, metric ``dra_sanitizer_isolation_breaches_total``, error log). Nothing is
+  killed: which of the two allocations "won" is not the agent's to decide (fail closed: it keeps
+  every guard and kills nothing it is not sure of); the GPU takes nobody new until they are gone.
+
+A stored tenant whose level the agent has not seen (an agent restart mid-barrier) counts as
+exclusive: the strictest value, dropped when its barrier ends. Off (``mig_isolation: false``, the
+default), the agent places no ``Shared`` taints; an exclusive claim still gets its GPU tainted (it
+asked for it) and the agent warns once that other tenants' GPUs are not closed to it.
+
+Rules are named ``dra-isolation-<node>-<device>`` (hashed when long), one per device, applied only
+when a value changes; a failed call is retried at the next reconcile. The first reconcile after
+start deletes the rules of devices that need none (left by an earlier run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from dra_constructs.agent.clock import Clock
+from dra_constructs.agent.devices import DRIVER, DeviceInfo
+from dra_constructs.agent.kube import ApiError, KubeOps, retrying
+from dra_constructs.agent.state import Phase, StateStore
+from dra_constructs.agent.taints import ANNOTATION_PREFIX, taint_rule
+from dra_constructs.isolation import CONFLICT_VALUE, ISOLATION_TAINT_KEY, gpu_taint_value
+from dra_constructs.target import Target
+
+__all__ = ["EFFECT", "GpuHolders", "Isolation", "exclusive_claim", "isolation_rule_name"]
+
+_LOG = logging.getLogger("dra_sanitizer.isolation")
+EFFECT = "NoSchedule"  # keeps new allocations away; evicts nobody
+_NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+#: Phases whose stored tenant still holds the GPU when no live claim does (released, barrier pending or
+#: running, quarantined): its processes may run until the drain ends.
+_LINGERING = frozenset(Phase) - {Phase.CLEAN, Phase.UNKNOWN}
+
+Event = Callable[[str, str, str, Clock, bool], bool]
+
+
+def isolation_rule_name(node: str, device: str) -> str:
+    """``dra-isolation-<node>-<device>``; hashed down when longer than a DNS subdomain allows."""
+    name = f"dra-isolation-{node}-{device}".lower()
+    if len(name) > 253 or not _NAME_OK.match(name):
+        digest = hashlib.sha256(f"{node}/{device}".encode()).hexdigest()[:16]
+        name = f"dra-isolation-{re.sub(r'[^a-z0-9-]', '-', device.lower())[:200]}-{digest}"
+    return name
+
+
+def _request_tolerations(spec: Mapping[str, Any], request: str) -> list[Mapping[str, Any]]:
+    """Tolerations of ``request`` (``name`` or ``name/sub``) in a claim spec of any version."""
+    base, _, sub = request.partition("/")
+    for raw in (spec.get("devices") or {}).get("requests") or []:
+        if not isinstance(raw, Mapping) or raw.get("name") != base:
+            continue
+        if sub:
+            for alternative in raw.get("firstAvailable") or []:
+                if isinstance(alternative, Mapping) and alternative.get("name") == sub:
+                    return list(alternative.get("tolerations") or [])
+            return []
+        exactly = raw.get("exactly")
+        body: Mapping[str, Any] = exactly if isinstance(exactly, Mapping) else raw  # v1/v1beta2 vs v1beta1
+        return list(body.get("tolerations") or [])
+    return []
+
+
+def exclusive_claim(claim: Mapping[str, Any], request: str | None) -> bool:
+    """Whether ``request`` of ``claim`` tolerates the isolation taint of the claim's own namespace."""
+    namespace = (claim.get("metadata") or {}).get("namespace")
+    if not namespace or not request:
+        return False
+    return any(t.get("key") == ISOLATION_TAINT_KEY and t.get("operator", "Equal") == "Equal"
+               and t.get("value") == namespace
+               for t in _request_tolerations(claim.get("spec") or {}, request))
+
+
+@dataclass(frozen=True)
+class GpuHolders:
+    """Who holds one physical GPU: namespace -> exclusive, live (claims) and lingering (barriers)."""
+
+    live: Mapping[str, bool]
+    lingering: Mapping[str, bool]
+
+    @property
+    def tenants(self) -> dict[str, bool]:
+        merged = dict(self.lingering)
+        for namespace, exclusive in self.live.items():
+            merged[namespace] = merged.get(namespace, False) or exclusive
+        return merged
+
+    def value(self, shared_taints: bool) -> str | None:
+        """The GPU's taint value (None: no taint)."""
+        return gpu_taint_value(self.tenants, shared_taints)
+
+
+class Isolation:
+    """Places, changes and removes the isolation DeviceTaintRules of one node's GPUs."""
+
+    def __init__(self, kube: KubeOps | None, target: Target, node: str, *, inventory: dict[str, DeviceInfo],
+                 store: StateStore, event: Event, registry: CollectorRegistry, shared_taints: bool,
+                 retries: int, backoff_s: float) -> None:
+        self._kube = kube
+        self.target = target
+        self.node = node
+        self._inventory = inventory
+        self._store = store
+        self._event = event
+        self.shared_taints = shared_taints
+        self._retries, self._backoff = retries, backoff_s
+        self._lock = threading.Lock()
+        self._applied: dict[str, str] = {}   # device -> value of its rule (as the API last took it)
+        self._levels: dict[str, bool] = {}   # namespace -> exclusive, as last seen on a live claim
+        self._reported: dict[str, frozenset[str]] = {}  # gpu uuid -> tenants of the breach reported
+        self._swept = False
+        self._warned_off = False
+        #: Whether the server serves devicetaintrules (the guard's discovery; False: the gate is off).
+        self.served: Callable[[], bool] = lambda: True
+        self.breaches = Counter("dra_sanitizer_isolation_breaches",
+                                "GPUs found holding an exclusive-gpu tenant's MIG slice beside another tenant's "
+                                "(allocations that raced the isolation taint): reported, nobody killed.",
+                                registry=registry)
+        self.conflicts = Gauge("dra_sanitizer_isolation_conflict_gpus",
+                               "GPUs whose isolation taint is Conflict (nobody new is allocated there).",
+                               registry=registry)
+        self.failures = Counter("dra_sanitizer_isolation_taint_failures",
+                                "Isolation DeviceTaintRule changes the API refused (retried next reconcile).",
+                                registry=registry)
+
+    @property
+    def active(self) -> bool:
+        """The target has DeviceTaintRule, an API is configured and it serves the kind."""
+        return self._kube is not None and self.target.device_taint_rule_api_version is not None and self.served()
+
+    # --- who holds what -----------------------------------------------------------------------
+
+    def holders(self, claims: list[dict[str, Any]]) -> dict[str, GpuHolders]:
+        """Per GPU UUID (GPUs with MIG devices only): the live and lingering tenants."""
+        live: dict[str, dict[str, bool]] = {}
+        allocated: set[str] = set()
+        for claim in claims:
+            meta = claim.get("metadata") or {}
+            namespace = meta.get("namespace")
+            results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
+            for result in results or []:
+                if result.get("driver") != DRIVER or result.get("pool") != self.node or result.get("adminAccess"):
+                    continue
+                device = self._inventory.get(str(result.get("device")))
+                if device is None or not namespace:
+                    continue
+                allocated.add(device.name)
+                exclusive = exclusive_claim(claim, result.get("request"))
+                self._levels[str(namespace)] = exclusive
+                gpu = live.setdefault(device.gpu_uuid, {})
+                gpu[str(namespace)] = gpu.get(str(namespace), False) or exclusive
+        lingering: dict[str, dict[str, bool]] = {}
+        for name, device in list(self._inventory.items()):
+            if name in allocated:
+                continue
+            state = self._store.load(name)
+            if state.phase in _LINGERING and state.tenant_namespace:
+                ns = state.tenant_namespace
+                lingering.setdefault(device.gpu_uuid, {})[ns] = self._levels.get(ns, True)  # unknown: strictest
+        gpus = {d.gpu_uuid for d in self._inventory.values() if d.is_mig}
+        return {gpu: GpuHolders(live.get(gpu, {}), lingering.get(gpu, {})) for gpu in gpus}
+
+    # --- reconcile ----------------------------------------------------------------------------
+
+    def reconcile(self, claims: list[dict[str, Any]], clock: Clock) -> dict[str, str | None]:
+        """Bring every MIG device's isolation rule to its GPU's value; the values by GPU UUID."""
+        if not self.active:
+            return {}
+        with self._lock:
+            by_gpu = self.holders(claims)
+            values = {gpu: holders.value(self.shared_taints) for gpu, holders in by_gpu.items()}
+            self._report(by_gpu, values, clock)
+            self.conflicts.set(sum(1 for v in values.values() if v == CONFLICT_VALUE))
+            for name, device in sorted(self._inventory.items()):
+                if device.gpu_uuid not in values:
+                    continue
+                wanted = values[device.gpu_uuid]
+                if wanted is not None and self._applied.get(name) != wanted:
+                    self._apply(device, wanted, by_gpu[device.gpu_uuid], clock)
+                elif wanted is None and (name in self._applied or not self._swept):
+                    self._delete(name, clock)
+            self._swept = True
+            return values
+
+    def _apply(self, device: DeviceInfo, value: str, holders: GpuHolders, clock: Clock) -> None:
+        assert self._kube is not None
+        who = ", ".join(sorted(holders.tenants)) or "nobody"
+        body = taint_rule(self.target, self.node, device.name, key=ISOLATION_TAINT_KEY, effect=EFFECT, value=value,
+                          reason=f"MIG isolation: GPU {device.gpu_uuid} held by {who}")
+        body["metadata"]["name"] = isolation_rule_name(self.node, device.name)
+        body["metadata"]["labels"][f"{ANNOTATION_PREFIX}/purpose"] = "isolation"
+        kube = self._kube
+        if self._call(lambda: kube.apply_taint_rule(body), clock, device.name):
+            self._applied[device.name] = value
+
+    def _delete(self, name: str, clock: Clock) -> None:
+        api_version = self.target.device_taint_rule_api_version
+        kube = self._kube
+        assert kube is not None and api_version is not None
+        rule = isolation_rule_name(self.node, name)
+        if self._call(lambda: kube.delete_taint_rule(api_version, rule), clock, name):
+            self._applied.pop(name, None)
+
+    def _call(self, call: Callable[[], Any], clock: Clock, device: str) -> bool:
+        try:
+            retrying(call, clock, self._retries, self._backoff)
+        except ApiError as error:
+            self.failures.inc()
+            _LOG.error("isolation taint of %s: %s (retried at the next reconcile)", device, error)
+            return False
+        return True
+
+    def _report(self, by_gpu: dict[str, GpuHolders], values: dict[str, str | None], clock: Clock) -> None:
+        if not self.shared_taints and not self._warned_off and any(any(h.live.values()) for h in by_gpu.values()):
+            self._warned_off = True
+            _LOG.warning("a claim asks for exclusive-gpu MIG isolation but mig_isolation is off on this agent: other "
+                         "tenants' GPUs are not closed to it (no Shared taints); turn mig_isolation on")
+        for gpu, value in sorted(values.items()):
+            if value != CONFLICT_VALUE:
+                self._reported.pop(gpu, None)
+                continue
+            tenants = frozenset(by_gpu[gpu].tenants)
+            if self._reported.get(gpu) == tenants:
+                continue
+            self._reported[gpu] = tenants
+            self.breaches.inc()
+            exclusive = sorted(t for t, e in by_gpu[gpu].tenants.items() if e)
+            message = (f"GPU {gpu} holds MIG slices of tenants {', '.join(sorted(tenants))}, of which "
+                       f"{', '.join(exclusive)} asked for exclusive-gpu isolation (allocations raced the isolation "
+                       "taint); nothing is killed, the GPU takes no new claim (taint Conflict) until they are gone")
+            _LOG.error("%s", message)
+            device = min(d.name for d in self._inventory.values() if d.gpu_uuid == gpu)
+            self._event(device, "IsolationBreached", message, clock, True)
