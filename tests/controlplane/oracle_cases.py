@@ -38,6 +38,7 @@ __all__ = [
     "fit_verdicts",
     "fixed_cases",
     "generated_cases",
+    "packing_cases",
     "prune",
     "server_classes",
 ]
@@ -415,6 +416,58 @@ def fixed_cases(target: Target) -> list[Case]:
     ]
 
 
+#: Per GPU, MIG devices that use all 7 compute slices (short names; see ``packing_cases``).
+FILLS = {"a": ["3g", "2g", "1g", "1g"], "b": ["4g", "3g"], "c": ["2g", "2g", "2g", "1g"]}
+
+
+def packing_cases(target: Target) -> list[Case]:
+    """Exact packings of the densest catalog nodes (8 GPUs, DynamicMIG, every placement; issue 24 item 4).
+
+    One node per case. Claims of two requests fill all 8 GPUs exactly (16 claims: a Pod names at
+    most 32), in orders that make the scheduler backtrack; ``+1`` cases add one 1g claim that
+    cannot fit. ``fit`` answered "gave up" on most of them before its exact packing check.
+    """
+    def profiles(model: str) -> dict[str, str]:
+        names = [p.name for p in next(s for s in GPU_SPECS if s.key == model).mig_profiles]
+        return {"1g": names[0], "2g": names[3], "3g": names[4], "4g": names[5]}
+
+    def mig(name: str, profile: str, count: int = 1) -> dict[str, Any]:
+        return exactly(name, "mig.nvidia.com", [PROFILE.format(profile)], count)
+
+    cases = []
+    plans = [  # model, fills, order of the claims, one more 1g, same GPU per claim
+        ("A100_80GB", "aaaaaaaa", "largest", False, False),
+        ("A100_80GB", "aaaaaaaa", "largest", True, False),
+        ("H100_80GB", "aabcabca", "shuffled", False, False),
+        ("H200_141GB", "aabcabca", "shuffled", True, False),
+        ("B200_180GB", "aaaaaaaa", "filled", False, False),
+        ("B200_180GB", "aaaaaaaa", "filled", True, True),
+        ("H100_NVL_94GB", "aaaaaaaa", "largest", False, True),
+    ]
+    for index, (model, fills, order, one_more, same_gpu) in enumerate(plans):
+        case_id = f"p{index:02d}"
+        names = profiles(model)
+        slices, nodes = relocate(case_id, catalog_resource_slices(
+            [model], gpus_per_node=8, mig_mode="dynamic", split_counter_sets=target.counter_sets_in_own_slice))
+        pairs = []  # per GPU two claims of two devices each: (3g|4g|2g, 1g|3g|2g)
+        for fill in fills:
+            devices = FILLS[fill]
+            pairs += [devices[:2], devices[2:]]
+        if order == "largest":
+            pairs.sort(key=lambda pair: -int(pair[0][0]))
+        elif order == "shuffled":
+            random.Random(case_id).shuffle(pairs)
+        constraints = [{"matchAttribute": "gpu.nvidia.com/parentUUID"}] if same_gpu else []
+        claims = [claim(f"{case_id}-c{i}", [mig(f"r{j}", names[p]) for j, p in enumerate(pair)], constraints)
+                  for i, pair in enumerate(pairs)]
+        if one_more:
+            claims.append(claim(f"{case_id}-x", [mig("r0", names["1g"])]))
+        title = f"packing: {model} x8 {fills} {order}" + (" +1g" if one_more else "") + (
+            " same GPU" if same_gpu else "")
+        cases.append(Case(case_id, title, nodes, slices, claims))
+    return cases
+
+
 def generated_cases(target: Target, n: int = 240, seed: int = 20261201) -> list[Case]:
     """``n`` cases: static MIG, DynamicMIG (some counting Pods), GPU + NIC, synthetic features."""
     rng = random.Random(seed)
@@ -493,7 +546,7 @@ def all_cases(target: Target) -> list[Case]:
 @functools.cache
 def _all_cases(version: str) -> tuple[Case, ...]:
     target = Target.parse(version)
-    return (*example_cases(target), *fixed_cases(target), *generated_cases(target))
+    return (*example_cases(target), *fixed_cases(target), *packing_cases(target), *generated_cases(target))
 
 
 def _slice_node(body: Mapping[str, Any]) -> str | None:
