@@ -118,10 +118,12 @@ def packings(args: argparse.Namespace) -> int:
                 "selectors": [{"cel": {"expression": SELECTOR.format(short[p])}}]}}]}}, "bench")
                 for i, p in enumerate(wanted)]
             row: dict[str, Any] = {"model": model, "packing": title, "claims": len(claims)}
-            for label, options in (("fit", {}), ("plain", {"packing_after": None, "step_budget": 50_000})):
+            for label, plain in (("fit", False), ("plain", True)):
                 cpus = []
                 for _ in range(args.repeat):
-                    allocator = Allocator(inventory, default_device_classes(), gates, target, **options)
+                    allocator = (Allocator(inventory, default_device_classes(), gates, target, packing_after=None,
+                                           step_budget=50_000) if plain else
+                                 Allocator(inventory, default_device_classes(), gates, target))
                     result, cpu, _ = timed(lambda a=allocator, c=claims, n=inventory.nodes[0]: a.allocate(c, n))
                     cpus.append(cpu)
                 verdict = "fits" if result.allocatable else "gave up" if (result.reason or "").startswith(

@@ -956,7 +956,8 @@ class _NodeSearch:
             groups.append(PackingGroup(key, tuple(positions), names, amounts))
 
         def remaining(group: PackingGroup) -> tuple[int, ...]:
-            left, used = limits[group.key], self.consumed.get(group.key, {})
+            key: tuple[int, str] = group.key  # type: ignore[assignment]  # counter-set groups only
+            left, used = limits[key], self.consumed.get(key, {})
             return tuple(math.floor((left[name] - used.get(name, 0)) * k)
                          for name, k in zip(group.names, scales[group.key], strict=True))
 
