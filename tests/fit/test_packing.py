@@ -146,3 +146,24 @@ def test_the_packing_check_keeps_the_first_solution(claims: list[Claim]) -> None
         return
     assert (pruned.allocatable, pruned.devices) == (plain.allocatable, plain.devices)
     assert pruned.steps <= plain.steps
+
+
+def test_packing_counts_what_the_counter_sets_hold_together() -> None:
+    """Two counter sets of 4 slots; devices of 3 slots (type 0) and 1 slot (type 1) at positions 0-3 / 4-7."""
+    from dra_constructs.fit.packing import Packing, PackingGroup
+
+    groups = [PackingGroup(("set", g), (4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3), ("slots",),
+                           ((3,), (1,), (1,), (1,))) for g in range(2)]
+    used = {0: 0, 1: 0}
+    taken: set[int] = set()
+    packing = Packing(groups, lambda group: (4 - used[group.key[1]],), lambda p: p not in taken)  # type: ignore[index]
+    big, small = frozenset({0, 4}), frozenset({1, 2, 3, 5, 6, 7})
+    assert packing.fits((big, small), (2, 2)) is True  # 3+1 on each set
+    assert packing.fits((big, small), (2, 3)) is False  # two 3s leave 2 slots
+    assert packing.fits((big, small), (1, 4)) is True  # 3+1 and 1+1+1
+    taken.add(1)  # one 1-slot device of set 0 allocated, its slot used
+    used[0] = 1
+    assert packing.fits((big, small), (2, 1)) is True  # set 0 has 3 slots left: the 3 alone; set 1: 3+1
+    assert packing.fits((big, small), (2, 2)) is False
+    assert packing.fits((big, small), (1, 4)) is False  # at most 3 of the 1s beside one 3
+    assert packing.fits((big, small), (0, 5)) is True  # 1+1 and 1+1+1
