@@ -445,7 +445,6 @@ def packing_cases(target: Target) -> list[Case]:
         ("A100_80GB", 8, "aaaaaaaa", "largest", True, True, False),
         ("H200_141GB", 8, "aabcabca", "shuffled", True, True, False),
         ("B200_180GB", 8, "aaaaaaaa", "filled", True, True, True),
-        ("H100_80GB", 8, "aaaaaaaa", "largest", True, False, True),
     ]
     for index, (model, gpus, fills, order, two, one_more, same_gpu) in enumerate(plans):
         case_id = f"p{index:02d}"
