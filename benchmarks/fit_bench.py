@@ -19,6 +19,15 @@ shared machine's load inflates wall time) and wall time:
   interpreter start, imports, JSON reading).
 
     python benchmarks/fit_bench.py [--repeat 3] [--nodes 64] [--templates 100]
+
+``--packings``: instead, the hardest packings of the densest catalog nodes (8 GPUs in DynamicMIG,
+every placement; issue 24 item 4): one-device claims that fill all 8 GPUs exactly (per GPU
+3g+2g+1g+1g, or mixed with 4g+3g and 2g+2g+2g+1g), in several orders, and the same plus one 1g
+that does not fit. Each is solved by ``fit``'s allocator (the exact packing check on) and, in the
+same run, by the plain search with the old 50,000-step budget (``packing_after=None``, what
+``fit`` did before); steps, verdict and CPU time of both, and their ratio.
+
+    python benchmarks/fit_bench.py --packings [--repeat 3] [--models A100_80GB,B200_180GB]
 """
 
 from __future__ import annotations
@@ -67,6 +76,69 @@ def templates(count: int) -> list[dict[str, Any]]:
     } for i in range(count)]
 
 
+FILLS = {"a": ["3g", "2g", "1g", "1g"], "b": ["4g", "3g"], "c": ["2g", "2g", "2g", "1g"]}
+PACKINGS = {  # name: (fill per GPU, order, extra claims)
+    "3g+2g+1g+1g x8, largest first": ("aaaaaaaa", "largest", []),
+    "3g+2g+1g+1g x8, smallest first": ("aaaaaaaa", "smallest", []),
+    "3g+2g+1g+1g x8, interleaved": ("aaaaaaaa", "filled", []),
+    "mixed fills, shuffled": ("aabcabca", "shuffled", []),
+    "3g+2g+1g+1g x8 + one 1g (no fit)": ("aaaaaaaa", "largest", ["1g"]),
+    "mixed fills + one 1g (no fit), shuffled": ("aabcabca", "shuffled", ["1g"]),
+}
+
+
+def packings(args: argparse.Namespace) -> int:
+    """The densest nodes' hardest packings: the allocator against the plain search, same run."""
+    import random
+
+    from dra_constructs.catalog import GPU_SPECS, catalog_resource_slices
+    from dra_constructs.fit import Inventory, claim_from_spec, default_device_classes
+    from dra_constructs.fit.allocator import Allocator
+    from dra_constructs.target import Target
+
+    target = Target.parse("1.36")
+    gates = target.default_feature_gates
+    rows = []
+    for model in args.models.split(","):
+        names = [p.name for p in next(s for s in GPU_SPECS if s.key == model).mig_profiles]
+        short = {"1g": names[0], "2g": names[3], "3g": names[4], "4g": names[5]}
+        inventory = Inventory.from_slices(catalog_resource_slices([model], gpus_per_node=8, mig_mode="dynamic",
+                                                                  split_counter_sets=True))
+        for title, (fills, order, extra) in PACKINGS.items():
+            wanted = [p for fill in fills for p in FILLS[fill]]
+            if order == "largest":
+                wanted.sort(key=lambda p: -int(p[0]))
+            elif order == "smallest":
+                wanted.sort(key=lambda p: int(p[0]))
+            elif order == "shuffled":
+                random.Random(7).shuffle(wanted)
+            wanted += extra
+            claims = [claim_from_spec(f"c{i}", {"devices": {"requests": [{"name": "mig", "exactly": {
+                "deviceClassName": "mig.nvidia.com",
+                "selectors": [{"cel": {"expression": SELECTOR.format(short[p])}}]}}]}}, "bench")
+                for i, p in enumerate(wanted)]
+            row: dict[str, Any] = {"model": model, "packing": title, "claims": len(claims)}
+            for label, plain in (("fit", False), ("plain", True)):
+                cpus = []
+                for _ in range(args.repeat):
+                    allocator = (Allocator(inventory, default_device_classes(), gates, target, packing_after=None,
+                                           step_budget=50_000) if plain else
+                                 Allocator(inventory, default_device_classes(), gates, target))
+                    result, cpu, _ = timed(lambda a=allocator, c=claims, n=inventory.nodes[0]: a.allocate(c, n))
+                    cpus.append(cpu)
+                verdict = "fits" if result.allocatable else "gave up" if (result.reason or "").startswith(
+                    "gave up") else "does not fit"
+                row[label] = {"verdict": verdict, "steps": result.steps, "cpu_s": round(statistics.median(cpus), 3)}
+            row["cpu_ratio"] = round(row["fit"]["cpu_s"] / row["plain"]["cpu_s"], 3)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(json.dumps({"cases": len(rows), "gave_up": sum(r["fit"]["verdict"] == "gave up" for r in rows),
+                      "plain_gave_up": sum(r["plain"]["verdict"] == "gave up" for r in rows),
+                      "max_fit_cpu_s": max(r["fit"]["cpu_s"] for r in rows),
+                      "max_fit_steps": max(r["fit"]["steps"] for r in rows)}, indent=1))
+    return 0
+
+
 def timed(func: Any) -> tuple[Any, float, float]:
     cpu, wall = time.process_time(), time.perf_counter()
     result = func()
@@ -79,7 +151,11 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--templates", type=int, default=100)
     parser.add_argument("--no-cli", action="store_true", help="skip the end-to-end command run")
+    parser.add_argument("--packings", action="store_true", help="the densest nodes' hardest packings instead")
+    parser.add_argument("--models", default="A100_80GB,B200_180GB", help="with --packings: catalog models")
     args = parser.parse_args()
+    if args.packings:
+        return packings(args)
 
     from dra_constructs.catalog import DEVICE_CLASS_SELECTORS
     from dra_constructs.cel import devices_from_slices, match_devices

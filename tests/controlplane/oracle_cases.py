@@ -38,6 +38,7 @@ __all__ = [
     "fit_verdicts",
     "fixed_cases",
     "generated_cases",
+    "packing_cases",
     "prune",
     "server_classes",
 ]
@@ -415,6 +416,61 @@ def fixed_cases(target: Target) -> list[Case]:
     ]
 
 
+#: Per GPU, MIG devices that use all 7 compute slices (short names; see ``packing_cases``).
+FILLS = {"a": ["3g", "2g", "1g", "1g"], "b": ["4g", "3g"], "c": ["2g", "2g", "2g", "1g"]}
+
+
+def packing_cases(target: Target) -> list[Case]:
+    """Exact packings of the densest catalog nodes (8 GPUs, DynamicMIG, every placement; issue 24 item 4).
+
+    One node per case. Claims (of one or two requests: a Pod names at most 32) fill every GPU
+    exactly, in orders that make the scheduler backtrack; ``+1g`` cases add one 1g claim that
+    cannot fit. ``fit`` answered "gave up" on most of them before its exact packing check. Pods that
+    fit only after more steps than the scheduler makes in its filter timeout are left out (the
+    scheduler would time out where ``fit`` answers: docs/fit.md).
+    """
+    def profiles(model: str) -> dict[str, str]:
+        names = [p.name for p in next(s for s in GPU_SPECS if s.key == model).mig_profiles]
+        return {"1g": names[0], "2g": names[3], "3g": names[4], "4g": names[5]}
+
+    def mig(name: str, profile: str, count: int = 1) -> dict[str, Any]:
+        return exactly(name, "mig.nvidia.com", [PROFILE.format(profile)], count)
+
+    cases = []
+    plans = [  # model, GPUs, fills, order of the claims, two devices a claim, one more 1g, same GPU per claim
+        # the plain search (the scheduler's) takes ~81,000 steps (fit gave up at 50,000; now ~175)
+        ("A100_80GB", 4, "aaaa", "largest", False, False, False),
+        ("A100_80GB", 4, "abca", "shuffled", True, False, False),
+        # one 1g too many: the scheduler proves it or times out, unschedulable either way
+        ("A100_80GB", 8, "aaaaaaaa", "largest", True, True, False),
+        ("H200_141GB", 8, "aabcabca", "shuffled", True, True, False),
+        ("B200_180GB", 8, "aaaaaaaa", "filled", True, True, True),
+    ]
+    for index, (model, gpus, fills, order, two, one_more, same_gpu) in enumerate(plans):
+        case_id = f"p{index:02d}"
+        names = profiles(model)
+        slices, nodes = relocate(case_id, catalog_resource_slices(
+            [model], gpus_per_node=gpus, mig_mode="dynamic", split_counter_sets=target.counter_sets_in_own_slice))
+        pairs: list[list[str]] = []  # the claims' devices: per GPU one claim each, or two claims of two
+        for fill in fills:
+            devices = FILLS[fill]
+            half = len(devices) // 2
+            pairs += [devices[:half], devices[half:]] if two else [[d] for d in devices]
+        if order == "largest":
+            pairs.sort(key=lambda pair: -int(pair[0][0]))
+        elif order == "shuffled":
+            random.Random(case_id).shuffle(pairs)
+        constraints = [{"matchAttribute": "gpu.nvidia.com/parentUUID"}] if same_gpu else []
+        claims = [claim(f"{case_id}-c{i}", [mig(f"r{j}", names[p]) for j, p in enumerate(pair)], constraints)
+                  for i, pair in enumerate(pairs)]
+        if one_more:
+            claims.append(claim(f"{case_id}-x", [mig("r0", names["1g"])]))
+        title = f"packing: {model} x{gpus} {fills} {order}" + (" +1g" if one_more else "") + (
+            " same GPU" if same_gpu else "")
+        cases.append(Case(case_id, title, nodes, slices, claims))
+    return cases
+
+
 def generated_cases(target: Target, n: int = 240, seed: int = 20261201) -> list[Case]:
     """``n`` cases: static MIG, DynamicMIG (some counting Pods), GPU + NIC, synthetic features."""
     rng = random.Random(seed)
@@ -493,7 +549,7 @@ def all_cases(target: Target) -> list[Case]:
 @functools.cache
 def _all_cases(version: str) -> tuple[Case, ...]:
     target = Target.parse(version)
-    return (*example_cases(target), *fixed_cases(target), *generated_cases(target))
+    return (*example_cases(target), *fixed_cases(target), *packing_cases(target), *generated_cases(target))
 
 
 def _slice_node(body: Mapping[str, Any]) -> str | None:

@@ -19,6 +19,7 @@ candidates share). A step budget plays the part of the scheduler's filter timeou
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from dra_constructs.fit.capacity import (
     violates_policy,
 )
 from dra_constructs.fit.model import Claim, Constraint, DeviceClass, FitDevice, Inventory, Node, Pool, SubRequest
+from dra_constructs.fit.packing import Packing, PackingGroup
 from dra_constructs.fit.pools import PoolIndex, counter_set_slice, invalid_reason, node_pools
 from dra_constructs.target import Target
 
@@ -45,8 +47,19 @@ ALLOCATION_RESULTS_MAX_SIZE = 32
 #: Why a device is refused when existing shares hold capacity of a device without allowMultipleAllocations.
 SHARED_UNSHAREABLE = ("capacity held by existing shares (shareID in --allocated) of a device that is not "
                       "allowMultipleAllocations")
-#: Calls of the search step per node before it gives up (the scheduler's filter times out too).
-DEFAULT_STEP_BUDGET = 50_000
+#: The scheduler's filter timeout: ``DynamicResourcesArgs.filterTimeout``, 10 s by default
+#: (``DRASchedulerFilterTimeout``, beta and on from 1.34); past it the node is unschedulable.
+SCHEDULER_FILTER_TIMEOUT_S = 10
+#: ``allocateOne`` calls the scheduler makes a second (issue 24: an exact packing of ~52,000 calls
+#: took it about 1 s).
+SCHEDULER_STEPS_PER_SECOND = 50_000
+#: Search steps per node before ``fit`` gives up: what the scheduler does within its filter
+#: timeout. Each step here is one the scheduler takes too (the same order; only branches with no
+#: solution are cut), so a search longer than this is longer than the scheduler's timeout there.
+DEFAULT_STEP_BUDGET = SCHEDULER_FILTER_TIMEOUT_S * SCHEDULER_STEPS_PER_SECOND
+#: Steps of plain search before the exact packing check joins in: searches that end sooner
+#: (nearly all) do not pay for it.
+PACKING_AFTER = 50
 
 
 @dataclass
@@ -218,7 +231,8 @@ class Allocator:
 
     def __init__(self, inventory: Inventory, classes: Mapping[str, DeviceClass], gates: Mapping[str, bool],
                  target: Target, allocated: AllocatedState | None = None,
-                 step_budget: int = DEFAULT_STEP_BUDGET, upstream_quirks: bool = True) -> None:
+                 step_budget: int = DEFAULT_STEP_BUDGET, upstream_quirks: bool = True,
+                 packing_after: int | None = PACKING_AFTER) -> None:
         self.inventory = inventory
         self.classes = classes
         self.gates = gates
@@ -227,6 +241,9 @@ class Allocator:
         self.step_budget = step_budget
         #: Mirror the upstream allocator where it departs from the plain rules (see ``_try``).
         self.upstream_quirks = upstream_quirks
+        #: Steps of plain search before the exact packing check (``fit/packing.py``) cuts branches
+        #: (``None``: never); it never changes the answer, only how many steps find it.
+        self.packing_after = packing_after
         self._matches: dict[str, dict[int, bool | str]] = {}
         self._matchers: dict[str, Any] = {}
         self._available: dict[int, dict[str, dict[str, Fraction]]] = {}
@@ -329,6 +346,9 @@ class _NodeSearch:
         self._group_cache: dict[frozenset[int], tuple[int, list[tuple[tuple[int, str], int, dict[str, Any]]]]] = {}
         self._suffix_cache: dict[tuple[int, int, int], list[tuple[frozenset[int], int]]] = {}
         self._failed: set[Any] = set()
+        self._packing: Packing | None = None
+        self.packing_after = allocator.packing_after or 0
+        self._demands: dict[tuple[int, int, int], tuple[tuple[frozenset[int], ...], list[int], int | None]] = {}
 
     # --- setup -----------------------------------------------------------------------------
 
@@ -431,6 +451,7 @@ class _NodeSearch:
         try:
             self._gather()
             self._resolve()
+            self._packing = self._make_packing() if self.a.packing_after is not None else None
             done = self._one(0, 0, 0, 0, False, 0)
         except _Stop as stop:
             return NodeResult(self.node.name, False, reason=str(stop), steps=self.steps)
@@ -457,8 +478,10 @@ class _NodeSearch:
     def _step(self) -> None:
         self.steps += 1
         if self.steps > self.a.step_budget:
-            raise _Stop(f"gave up after {self.a.step_budget} search steps (the scheduler's filter would time out "
-                        "too): simplify the claims or split the Pod")
+            raise _Stop(f"gave up after {self.a.step_budget:,} search steps: the scheduler's search takes at least "
+                        f"as many and would pass its filter timeout ({SCHEDULER_FILTER_TIMEOUT_S} s, filterTimeout of "
+                        f"DynamicResources, ~{SCHEDULER_STEPS_PER_SECOND:,} steps a second), leaving the node "
+                        "unschedulable: simplify the claims or split the Pod")
 
     def _one(self, claim: int, request: int, sub: int, device: int, in_sub: bool, start: int) -> bool:
         """``allocateOne``."""
@@ -502,6 +525,9 @@ class _NodeSearch:
             self._deallocate(claim, alt, position)
             return False
         if device == 0 and not self._bound_ok(claim, request, sub, device):
+            return False
+        if self._packing is not None and self.steps > self.packing_after and not self._packs(
+                claim, request, sub, device, alt):
             return False
         low = start
         if request == 0 and device == 0 and claim > 0 and self._same_as_previous(claim):
@@ -884,6 +910,89 @@ class _NodeSearch:
                 self._record_failure(claim, alt, why, f"{need - device} more device(s) needed")
                 return False
         return True
+
+    def _make_packing(self) -> Packing | None:
+        """The exact packing check (``fit/packing.py``), where cutting a branch cannot change the answer.
+
+        Off where a branch the check cuts could end the scheduler's search another way than by
+        failing: a CEL runtime error on a candidate, a capacity request (an unrepresentable amount
+        aborts), a claim that may pass the 32-device limit (``errAllocationResultMaxSizeExceeded``
+        backtracks past the request), an ``All`` request beside constraints (a refused device aborts).
+        """
+        for claim_index, claim in enumerate(self.claims):
+            most = 0
+            for request_index in range(len(claim.requests)):
+                alts = self.alts[(claim_index, request_index)]
+                if any(alt.errors or alt.spec.capacity or (alt.all_devices is not None and claim.constraints)
+                       for alt in alts):
+                    return None
+                most += max(alt.need for alt in alts)
+            if most > ALLOCATION_RESULTS_MAX_SIZE:
+                return None
+        groups: list[PackingGroup] = []
+        limits: dict[Any, dict[str, Fraction]] = {}
+        members: dict[tuple[int, str], list[int]] = {}
+        for position, fit in enumerate(self.devices):
+            if not self.pool_ok[position] or self._is_multi(position):
+                continue
+            available = self.a.available_counters(fit.pool)
+            counter_set = next((s for s, _ in fit.consumes if s in available), None)
+            if counter_set is None:
+                groups.append(PackingGroup(("device", position), (position,), (), ((),)))
+                continue
+            key = (id(fit.pool), counter_set)
+            limits[key] = available[counter_set]
+            members.setdefault(key, []).append(position)
+        scales: dict[Any, tuple[int, ...]] = {}
+        for key, positions in members.items():
+            names = tuple(limits[key])
+            exact = [dict(next(c for s, c in self.devices[p].consumes if s == key[1])) for p in positions]
+            # integers: each counter in units of the finest amount a device consumes of it (exact,
+            # and Fraction arithmetic is what the enumeration would otherwise spend its time on)
+            scale = tuple(math.lcm(1, *(Fraction(e.get(name, 0)).denominator for e in exact)) for name in names)
+            scales[key] = scale
+            amounts = tuple(tuple(int(Fraction(e.get(name, 0)) * k) for name, k in zip(names, scale, strict=True))
+                            for e in exact)
+            groups.append(PackingGroup(key, tuple(positions), names, amounts))
+
+        def remaining(group: PackingGroup) -> tuple[int, ...]:
+            key: tuple[int, str] = group.key  # type: ignore[assignment]  # counter-set groups only
+            left, used = limits[key], self.consumed.get(key, {})
+            return tuple(math.floor((left[name] - used.get(name, 0)) * k)
+                         for name, k in zip(group.names, scales[group.key], strict=True))
+
+        return Packing(groups, remaining, lambda position: not self._in_use(position))
+
+    def _packs(self, claim: int, request: int, sub: int, device: int, alt: _Alt) -> bool:
+        """Whether the free devices can still hold every exclusive request from here on (``fit/packing.py``)."""
+        assert self._packing is not None
+        key = (claim, request, sub)
+        found = self._demands.get(key)
+        if found is None:
+            types: list[frozenset[int]] = []
+            need: list[int] = []
+            current: int | None = None
+            for index, (candidates, count) in enumerate(self._remaining(claim, request, sub, 0)):
+                if any(self._is_multi(p) for p in candidates):
+                    continue  # a shared device serves any number: no bound
+                if candidates not in types:
+                    types.append(candidates)
+                    need.append(0)
+                t = types.index(candidates)
+                need[t] += count
+                if index == 0 and not alt.admin:
+                    current = t
+            found = self._demands[key] = (tuple(types), need, current)
+        types_, base, current_ = found
+        demand = list(base)
+        if current_ is not None:
+            demand[current_] -= device
+        if self._packing.fits(types_, tuple(demand)) is not False:
+            return True
+        self._record_failure(claim, alt, Counter({
+            "no packing of the devices still free holds the requests left (counters left per counter set)": 1}),
+            f"{sum(demand)} more device(s) needed")
+        return False
 
     # --- explanations ----------------------------------------------------------------------
 

@@ -1,0 +1,169 @@
+"""Exact packings of the densest catalog nodes: answered, not given up, with the scheduler's devices.
+
+The exact packing check (``fit/packing.py``) only cuts branches that hold no solution, so the first
+solution (the devices) is the one the plain search finds; the property below compares the two on
+small nodes, where the plain search ends quickly.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dra_constructs.catalog import GPU_SPECS
+from dra_constructs.fit import Claim, default_device_classes
+from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, Allocator
+from dra_constructs.target import Target
+
+from .helpers import PROFILE, checked_fit, claim, dynamic, mig, only, request
+
+SEVEN_SLICE = [s for s in GPU_SPECS if len(s.mig_profiles) == 7]
+
+
+def _profiles(model: str) -> dict[str, str]:
+    """1g (one memory slice), 1g with two slices, 2g, 3g, 4g of a 7-compute-slice model, by short name."""
+    names = [p.name for p in next(s for s in GPU_SPECS if s.key == model).mig_profiles]
+    return {"1g": names[0], "1g2": names[2], "2g": names[3], "3g": names[4], "4g": names[5]}
+
+
+#: Per GPU, profiles that use all 7 compute slices of the GPU (3g+2g+1g+1g also every memory slice
+#: a 1g can reach: 3g must sit at slice 4).
+FILLS = {"a": ["3g", "2g", "1g", "1g"], "b": ["4g", "3g"], "c": ["2g", "2g", "2g", "1g"]}
+
+
+def packing(model: str, gpus: list[str], order: str, extra: list[str] = ()) -> list[Claim]:  # type: ignore[assignment]
+    """One single-device claim per MIG device of the fills ``gpus`` (one letter a GPU), in ``order``."""
+    names = _profiles(model)
+    wanted = [p for fill in gpus for p in FILLS[fill]] + list(extra)
+    if order == "grouped":
+        wanted.sort(key=lambda p: (-int(p[0]), p))
+    elif order == "grouped-small-first":
+        wanted.sort(key=lambda p: (int(p[0]), p))
+    elif order == "shuffled":
+        random.Random(len(wanted)).shuffle(wanted)
+    return [mig(f"c{i:02d}", names[p]) for i, p in enumerate(wanted)]
+
+
+@pytest.mark.parametrize("order", ["as-filled", "grouped", "grouped-small-first", "shuffled"])
+def test_eight_a100s_filled_exactly_are_allocated(order: str) -> None:
+    inventory = dynamic("A100_80GB", gpus=8)
+    result = only(checked_fit(packing("A100_80GB", ["a"] * 8, order), inventory))
+    assert result.allocatable, result.reason
+    assert result.steps < DEFAULT_STEP_BUDGET // 100
+
+
+@pytest.mark.parametrize("spec", SEVEN_SLICE, ids=lambda s: s.key)
+def test_every_dense_node_answers_mixed_exact_packings(spec: Any) -> None:
+    inventory = dynamic(spec.key, gpus=8)
+    fills = ["a", "a", "b", "c", "a", "b", "c", "a"]
+    for order in ("grouped", "shuffled"):
+        fits = only(checked_fit(packing(spec.key, fills, order), inventory))
+        assert fits.allocatable, (order, fits.reason)
+        one_more = only(checked_fit(packing(spec.key, fills, order, extra=["1g"]), inventory))
+        assert not one_more.allocatable
+        assert one_more.reason is not None and "gave up" not in one_more.reason
+
+
+def test_one_device_too_many_is_proved_at_once() -> None:
+    """33 claims where 32 fill the node: no search, the packing shows it (it gave up at 50,000 steps)."""
+    inventory = dynamic("A100_80GB", gpus=8)
+    result = only(checked_fit(packing("A100_80GB", ["a"] * 8, "grouped", extra=["1g"]), inventory))
+    assert not result.allocatable
+    assert result.steps < 2000
+    assert result.reason is not None and "gave up" not in result.reason
+
+
+def test_match_attribute_claims_fill_each_gpu() -> None:
+    """Eight claims, each 3g + 2g + 2 x 1g on one GPU (matchAttribute parentUUID), then one more 1g."""
+    names = _profiles("H100_80GB")
+    inventory = dynamic("H100_80GB", gpus=8)
+    same_gpu = [{"matchAttribute": "gpu.nvidia.com/parentUUID"}]
+    claims = [claim(f"g{i}", request("big", selectors=[PROFILE.format(names["3g"])]),
+                    request("mid", selectors=[PROFILE.format(names["2g"])]),
+                    request("small", selectors=[PROFILE.format(names["1g"])], count=2), constraints=same_gpu)
+              for i in range(8)]
+    assert only(checked_fit(claims, inventory)).allocatable
+    more = only(checked_fit([*claims, mig("x", names["1g"])], inventory))
+    assert not more.allocatable and "gave up" not in (more.reason or "")
+
+
+def test_gave_up_names_the_scheduler_timeout() -> None:
+    inventory = dynamic("A100_80GB", gpus=8)
+    result = Allocator(inventory, default_device_classes(), TARGET.default_feature_gates, TARGET, step_budget=100,
+                       packing_after=None).allocate(packing("A100_80GB", ["a"] * 8, "grouped"), inventory.nodes[0])
+    assert not result.allocatable
+    assert result.reason is not None and "gave up after 100 search steps" in result.reason
+    assert "filter timeout (10 s" in result.reason
+
+
+# --- the check never changes the answer --------------------------------------------------------
+
+TARGET = Target.parse("1.36")
+PLAIN_BUDGET = 200_000
+
+
+@st.composite
+def pods(draw: Any) -> list[Claim]:
+    names = list(_profiles("A100_80GB").values())
+    claims = []
+    for c in range(draw(st.integers(1, 9))):
+        requests = []
+        for r in range(draw(st.integers(1, 2))):
+            roll = draw(st.integers(0, 9))
+            if roll < 7:
+                requests.append(request(f"r{r}", selectors=[PROFILE.format(draw(st.sampled_from(names)))],
+                                        count=draw(st.integers(1, 3))))
+            elif roll < 8:
+                requests.append(request(f"r{r}", count=draw(st.integers(1, 2))))
+            else:
+                requests.append({"name": f"r{r}", "firstAvailable": [
+                    {"name": "a", "deviceClassName": "mig.nvidia.com", "count": 2,
+                     "selectors": [{"cel": {"expression": PROFILE.format(draw(st.sampled_from(names)))}}]},
+                    {"name": "b", "deviceClassName": "mig.nvidia.com", "count": 1,
+                     "selectors": [{"cel": {"expression": PROFILE.format(draw(st.sampled_from(names)))}}]}]})
+        together = len(requests) > 1 and all("exactly" in r for r in requests) and draw(st.booleans())
+        claims.append(claim(f"c{c}", *requests,
+                            constraints=[{"matchAttribute": "gpu.nvidia.com/parentUUID"}] if together else []))
+    return claims
+
+
+INVENTORY = dynamic("A100_80GB", gpus=2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pods())
+def test_the_packing_check_keeps_the_first_solution(claims: list[Claim]) -> None:
+    gates = TARGET.default_feature_gates
+    plain = Allocator(INVENTORY, default_device_classes(), gates, TARGET, step_budget=PLAIN_BUDGET,
+                      packing_after=None).allocate(claims, INVENTORY.nodes[0])
+    pruned = Allocator(INVENTORY, default_device_classes(), gates, TARGET,
+                       packing_after=0).allocate(claims, INVENTORY.nodes[0])
+    if plain.reason and plain.reason.startswith("gave up"):
+        return
+    assert (pruned.allocatable, pruned.devices) == (plain.allocatable, plain.devices)
+    assert pruned.steps <= plain.steps
+
+
+def test_packing_counts_what_the_counter_sets_hold_together() -> None:
+    """Two counter sets of 4 slots; devices of 3 slots (type 0) and 1 slot (type 1) at positions 0-3 / 4-7."""
+    from dra_constructs.fit.packing import Packing, PackingGroup
+
+    groups = [PackingGroup(("set", g), (4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3), ("slots",),
+                           ((3,), (1,), (1,), (1,))) for g in range(2)]
+    used = {0: 0, 1: 0}
+    taken: set[int] = set()
+    packing = Packing(groups, lambda group: (4 - used[group.key[1]],), lambda p: p not in taken)  # type: ignore[index]
+    big, small = frozenset({0, 4}), frozenset({1, 2, 3, 5, 6, 7})
+    assert packing.fits((big, small), (2, 2)) is True  # 3+1 on each set
+    assert packing.fits((big, small), (2, 3)) is False  # two 3s leave 2 slots
+    assert packing.fits((big, small), (1, 4)) is True  # 3+1 and 1+1+1
+    taken.add(1)  # one 1-slot device of set 0 allocated, its slot used
+    used[0] = 1
+    assert packing.fits((big, small), (2, 1)) is True  # set 0 has 3 slots left: the 3 alone; set 1: 3+1
+    assert packing.fits((big, small), (2, 2)) is False
+    assert packing.fits((big, small), (1, 4)) is False  # at most 3 of the 1s beside one 3
+    assert packing.fits((big, small), (0, 5)) is True  # 1+1 and 1+1+1
