@@ -15,7 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from dra_constructs.cel import _astpb
-from dra_constructs.cel._env import EnvKey, check_env, env_key
+from dra_constructs.cel._deep import compile_deep
+from dra_constructs.cel._depth import cel_go_depth_error
+from dra_constructs.cel._env import EnvKey, check_env, check_env_with, env_key
 from dra_constructs.cel._fold import folding_issue, folds_conversions
 from dra_constructs.cel._gotypes import go_types
 from dra_constructs.cel._nesting import collapse_redundant_parens
@@ -207,13 +209,51 @@ def _engine_error(error: Exception, expression: str) -> str:
     return "\n".join(lines)
 
 
+class _Serialized:
+    """A checked AST spliced from pieces (``_deep``), serialized as cel-cpp serializes one."""
+
+    def __init__(self, serialized: bytes) -> None:
+        self.serialized = serialized
+
+    def serialize(self) -> bytes:
+        return self.serialized
+
+
+def _env_key_for(expression: str, key: EnvKey) -> EnvKey:
+    return key if not _HAS_DEVICE_MAP.search(expression) else replace(key, qualified=False)
+
+
+def _compile_deep(expression: str, key: EnvKey) -> tuple[Any, str | None] | None:
+    """An expression past cel-cpp's depth limit (32): cel-go's own depth error past its limits
+    (250), else the expression compiled in pieces (``_deep``); ``None`` when neither applies."""
+    depth_error = cel_go_depth_error(expression)
+    if depth_error is not None:
+        return None, depth_error
+    env_key_used = _env_key_for(expression, key)
+
+    def compile_text(env: Any, text: str) -> tuple[Any, str | None]:
+        try:
+            return env.compile(text), None
+        except Exception as error:
+            return None, _engine_error(error, text)
+
+    result = compile_deep(expression, lambda extra: check_env_with(env_key_used, extra), compile_text)
+    if result is None:
+        return None
+    serialized, error = result
+    return (None, error) if serialized is None else (_Serialized(serialized), None)
+
+
 def _compile(expression: str, key: EnvKey) -> tuple[Any, str | None]:
     """``(expression, None)`` or ``(None, error)`` from cel-cpp."""
-    env = check_env(key if not _HAS_DEVICE_MAP.search(expression) else replace(key, qualified=False))
+    env = check_env(_env_key_for(expression, key))
     try:
         return env.compile(expression), None
     except Exception as error:  # cel-cpp reports compile errors as RuntimeError
         if "recursion" in str(error):  # cel-cpp's nesting limit is 32, cel-go's 250
+            deep = _compile_deep(expression, key)
+            if deep is not None:
+                return deep
             collapsed = collapse_redundant_parens(expression)
             if collapsed != expression:
                 program, retry_error = _compile(collapsed, key)
