@@ -1045,6 +1045,9 @@ def program_for(serialized: bytes, checked: Any, key: EnvKey) -> Any:
         try:
             program = runtime_env(key).deserialize(_astpb.encode_checked(rewrite(checked)))
         except Exception as error:  # an engine refusal is this selector's run-time error, never a crash
+            if "Cannot parse serialized" in str(error):  # C++ protobuf's depth limit of 100 messages
+                raise CelRuntimeError("not evaluated here: the checked AST nests deeper than cel-cpp can load "
+                                      "(protobuf depth limit 100; the API server evaluates it)") from None
             raise CelRuntimeError(go_message(str(error))) from None
         if len(_programs) > 1 << 14:
             _programs.clear()
