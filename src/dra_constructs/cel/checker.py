@@ -237,7 +237,10 @@ def _compile_deep(expression: str, key: EnvKey) -> tuple[Any, str | None] | None
         except Exception as error:
             return None, _engine_error(error, text)
 
-    result = compile_deep(expression, lambda extra: check_env_with(env_key_used, extra), compile_text)
+    try:
+        result = compile_deep(expression, lambda extra: check_env_with(env_key_used, extra), compile_text)
+    except Exception:  # a piece the engine or the splice cannot take: cel-cpp's own error stands
+        result = None
     if result is None:
         return None
     serialized, error = result
