@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from controlplane.cluster import ControlPlane
-from dra_constructs.cel import check
-
 from test_nesting import BOUNDARIES
+
+from dra_constructs.cel import check
 
 pytestmark = pytest.mark.controlplane
 
