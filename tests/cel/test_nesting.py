@@ -134,7 +134,8 @@ def test_splice_equals_one_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     def compile_text(env, text):  # type: ignore[no-untyped-def]
         return env.compile(text), None
 
-    result = _deep.compile_deep(expression, lambda extra: check_env_with(key, extra), compile_text)
+    result = _deep.compile_deep(expression, lambda extra: check_env_with(key, _deep.declarations(extra)),
+                                compile_text)
     assert result is not None and result[0] is not None
     spliced = decode_checked(result[0])
 

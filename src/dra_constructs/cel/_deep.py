@@ -25,7 +25,7 @@ from cel_expr_python import cel
 from dra_constructs.cel import _astpb
 from dra_constructs.cel._depth import Node, parse
 
-__all__ = ["PIECE_HEIGHT", "compile_deep"]
+__all__ = ["PIECE_HEIGHT", "compile_deep", "declarations"]
 
 #: Levels of the parse tree one piece may hold; every cel-cpp counter grows at most one per
 #: level, so pieces stay well below its 32.
@@ -216,18 +216,24 @@ def _splice(root: Any, pieces: dict[str, Any]) -> Any:
     return out
 
 
-def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, Any], ...]], Any],
+def declarations(extra: tuple[tuple[str, bytes], ...]) -> tuple[tuple[str, Any], ...]:
+    """``(name, cel.Type)`` of placeholders given as ``(name, serialized cel.expr.Type)``."""
+    return tuple((name, cel_type(_astpb.Type.FromString(raw))) for name, raw in extra)
+
+
+def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], ...]], Any],
                  compile_text: Callable[[Any, str], tuple[Any, str | None]]) -> tuple[bytes | None, str | None] | None:
     """``(serialized CheckedExpr, None)``, ``(None, error)`` or ``None`` (cannot be cut).
 
-    ``make_env(extra)`` is the checker's environment with ``extra`` variables declared;
-    ``compile_text(env, text)`` compiles one piece text into ``(program, error)``.
+    ``make_env(extra)`` is the checker's environment with the placeholders ``extra`` (name,
+    serialized ``cel.expr.Type``: hashable, so environments can be cached) declared
+    (:func:`declarations`); ``compile_text(env, text)`` compiles one piece into ``(program, error)``.
     """
     tree = parse(expression)
     pieces = None if tree is None else _cut(tree, expression)
     if pieces is None or len(pieces) < 2:
         return None
-    declared: list[tuple[str, Any]] = []
+    declared: list[tuple[str, bytes]] = []
     checked_pieces: dict[str, Any] = {}
     try:
         for piece in pieces:
@@ -242,7 +248,7 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, Any], ...
                 spliced = _splice(checked, {p.name: checked_pieces[p.name] for p in pieces[:-1]})
                 return _astpb.encode_checked(spliced), None
             checked_pieces[piece.name] = checked
-            declared.append((piece.name, cel_type(checked.type_map[checked.expr.id])))
+            declared.append((piece.name, checked.type_map[checked.expr.id].SerializeToString()))
     except _Unsupported:
         return None
     return None  # pragma: no cover - the whole expression is always the last piece

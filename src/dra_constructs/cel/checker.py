@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Literal
 
 from dra_constructs.cel import _astpb
-from dra_constructs.cel._deep import compile_deep
+from dra_constructs.cel._deep import compile_deep, declarations
 from dra_constructs.cel._depth import cel_go_depth_error
 from dra_constructs.cel._env import EnvKey, check_env, check_env_with, env_key
 from dra_constructs.cel._fold import folding_issue, folds_conversions
@@ -223,6 +224,12 @@ def _env_key_for(expression: str, key: EnvKey) -> EnvKey:
     return key if not _HAS_DEVICE_MAP.search(expression) else replace(key, qualified=False)
 
 
+@lru_cache(maxsize=64)
+def _piece_env(key: EnvKey, extra: tuple[tuple[str, bytes], ...]) -> Any:
+    """The environment of one piece (placeholders of equal types repeat between deep expressions)."""
+    return check_env_with(key, declarations(extra))
+
+
 def _compile_deep(expression: str, key: EnvKey) -> tuple[Any, str | None] | None:
     """An expression past cel-cpp's depth limit (32): cel-go's own depth error past its limits
     (250), else the expression compiled in pieces (``_deep``); ``None`` when neither applies."""
@@ -238,7 +245,7 @@ def _compile_deep(expression: str, key: EnvKey) -> tuple[Any, str | None] | None
             return None, _engine_error(error, text)
 
     try:
-        result = compile_deep(expression, lambda extra: check_env_with(env_key_used, extra), compile_text)
+        result = compile_deep(expression, lambda extra: _piece_env(env_key_used, extra), compile_text)
     except Exception:  # a piece the engine or the splice cannot take: cel-cpp's own error stands
         result = None
     if result is None:
