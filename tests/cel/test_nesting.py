@@ -171,3 +171,22 @@ def test_collapse_keeps_calls_strings_and_offsets() -> None:
     collapsed = collapse_redundant_parens(text)
     assert len(collapsed) == len(text)
     assert collapsed == "f((x)) &&   ('((')    || x in  (y) "
+
+
+@pytest.mark.parametrize("expression", [
+    "device.attributes['gpu.nvidia.com'].productName.matches(r'^H\\d+') && !(device.driver in ['a', \"b\"])",
+    "'''multi\nline''' != \"\"\"x\"\"\" && b'\\x00' != b'' && rb'\\d' != b''",
+    "-1 < 2u && 0x1F == 31 && 1.5e3 > .5 && -x.y == 1 && --1 == 1",
+    "{'a': 1, 'b': [1, 2,],}.exists(k, v, v > 0) ? true : false",
+    "google.protobuf.Int64Value{value: 1} == 1 && .device.driver == ''",
+    "device.attributes.?x.orValue({}).size() == 0 && [?optional.none()].size() == 0 && m[?'k'].hasValue()",
+    "cel.bind(d, device, d.driver == 'x') // a comment\n|| has(device.attributes.x)",
+])
+def test_depth_model_parses_the_grammar(expression: str) -> None:
+    assert parse(expression) is not None
+    assert cel_go_depth_error(expression) is None
+
+
+@pytest.mark.parametrize("text", ["(", "a +", "'unterminated", "1 ? 2", "a.(b)", "[1, 2", "{1: }", "`x`y`"])
+def test_depth_model_leaves_syntax_errors_to_the_engine(text: str) -> None:
+    assert parse(text) is None and cel_go_depth_error(text) is None
