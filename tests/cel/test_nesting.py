@@ -190,3 +190,9 @@ def test_depth_model_parses_the_grammar(expression: str) -> None:
 @pytest.mark.parametrize("text", ["(", "a +", "'unterminated", "1 ? 2", "a.(b)", "[1, 2", "{1: }", "`x`y`"])
 def test_depth_model_leaves_syntax_errors_to_the_engine(text: str) -> None:
     assert parse(text) is None and cel_go_depth_error(text) is None
+
+
+def test_deep_two_variable_exists_one() -> None:
+    deep = "{'a': 1}.exists_one(k, v, v > 0) && " + nested_and(40)
+    assert check(deep, "1.34").verdict == "OK"
+    assert check(deep, "1.32").verdict == "Invalid"  # two-variable comprehensions: from 1.33

@@ -242,6 +242,11 @@ def _compile_deep(expression: str, key: EnvKey) -> tuple[Any, str | None] | None
         try:
             return env.compile(text), None
         except Exception as error:
+            if key.target.cel_has_two_var_comprehensions and "exists_one" in text:
+                try:
+                    return env.compile(_rename_exists_one(text)), None
+                except Exception:
+                    pass
             return None, _engine_error(error, text)
 
     try:
