@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from dra_constructs.cel import CelRuntimeError, Device, _deep, check, evaluate
@@ -196,3 +198,12 @@ def test_deep_two_variable_exists_one() -> None:
     deep = "{'a': 1}.exists_one(k, v, v > 0) && " + nested_and(40)
     assert check(deep, "1.34").verdict == "OK"
     assert check(deep, "1.32").verdict == "Invalid"  # two-variable comprehensions: from 1.33
+
+
+def test_errors_in_several_pieces_are_all_reported_in_order() -> None:
+    first = "(device.driver == 1 && " * 20
+    second = "(1 + 'a' == 2 && " * 20
+    expression = first + second + "true" + ")" * 40
+    error = check(expression, "1.34").error or ""
+    columns = [int(c) for c in re.findall(r"ERROR: <input>:1:(\d+): found no matching overload", error)]
+    assert len(columns) == 40 and columns == sorted(columns), error[:500]

@@ -16,6 +16,7 @@ error stands (``docs/cel.md``, known gaps).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -235,23 +236,48 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
         return None
     declared: list[tuple[str, bytes]] = []
     checked_pieces: dict[str, Any] = {}
+    errors: list[str] = []
     try:
         for piece in pieces:
             text = _piece_text(expression, piece)
             program, error = compile_text(make_env(tuple(declared)), text)
             if program is None:
-                if error is not None and "recursion" in error:
+                if error is None or "recursion" in error or "ERROR: <input>:" not in error:
                     return None
-                return None, _original_lines(error or "", text, expression)
+                errors.extend(_blocks(_original_lines(error, text, expression)))
+                # like cel-go's error type, `dyn` lets the rest be checked without follow-on errors
+                declared.append((piece.name, _DYN_TYPE))
+                continue
             checked = _astpb.decode_checked(program.serialize())
-            if not piece.name:
+            if not piece.name and not errors:
                 spliced = _splice(checked, {p.name: checked_pieces[p.name] for p in pieces[:-1]})
                 return _astpb.encode_checked(spliced), None
             checked_pieces[piece.name] = checked
             declared.append((piece.name, checked.type_map[checked.expr.id].SerializeToString()))
     except _Unsupported:
         return None
-    return None  # pragma: no cover - the whole expression is always the last piece
+    return None, "\n".join(sorted(errors, key=_location))
+
+
+_DYN_TYPE = _astpb.Type(dyn={}).SerializeToString()
+_LOCATION = re.compile(r"^ERROR: <input>:(-?\d+):(-?\d+): ")
+
+
+def _blocks(error: str) -> list[str]:
+    """One engine message split into its errors (each ``ERROR: ...`` line and its source lines)."""
+    blocks: list[str] = []
+    for line in error.split("\n"):
+        if line.startswith("ERROR: ") or not blocks:
+            blocks.append(line)
+        else:
+            blocks[-1] += "\n" + line
+    return blocks
+
+
+def _location(block: str) -> tuple[int, int]:
+    """cel-go prints errors ordered by line, then column."""
+    found = _LOCATION.match(block)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
 
 
 def _original_lines(error: str, text: str, expression: str) -> str:
