@@ -83,7 +83,7 @@ def test_cel_go_limit_of_each_construct(build, limit: int, message: str) -> None
     assert (past.verdict, past.error) == ("Invalid", message)
 
 
-@pytest.mark.parametrize("build", [parens, nested_and, plus_chain, calls, global_calls, ternaries])
+@pytest.mark.parametrize("build", [parens, nested_and, plus_chain, lists, calls, global_calls, ternaries])
 def test_at_the_limit_compiles(build) -> None:  # type: ignore[no-untyped-def]
     limit = next(b[1] for b in BOUNDARIES if b[0] is build)
     result = check(build(limit), "1.34")

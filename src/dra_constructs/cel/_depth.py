@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-__all__ = ["CEL_GO_MAX_DEPTH", "Node", "cel_go_depth_error", "parse"]
+__all__ = ["CEL_GO_MAX_DEPTH", "Node", "cel_go_depth_error", "deep_stack", "parse"]
 
 #: cel-go's ``parser.MaxRecursionDepth`` default (``parser.go``); Kubernetes keeps it.
 CEL_GO_MAX_DEPTH = 250
@@ -356,14 +358,21 @@ class _Parser:
         return out
 
 
-def _run(text: str, limit: int) -> Node:
-    """Parse with room on the stack: about ten frames per nesting level, 250 levels."""
+@contextmanager
+def deep_stack() -> Iterator[None]:
+    """Room on Python's stack for recursive walks of a tree up to cel-go's 250 levels (the parser
+    here takes about ten frames a level, the checker's passes about five)."""
     previous = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(previous, 12 * (CEL_GO_MAX_DEPTH + 2) * 2))
+    sys.setrecursionlimit(max(previous, sys.getrecursionlimit() + 24 * (CEL_GO_MAX_DEPTH + 2)))
     try:
-        return _Parser(text, limit).start()
+        yield
     finally:
         sys.setrecursionlimit(previous)
+
+
+def _run(text: str, limit: int) -> Node:
+    with deep_stack():
+        return _Parser(text, limit).start()
 
 
 def parse(text: str, limit: int = CEL_GO_MAX_DEPTH) -> Node | None:

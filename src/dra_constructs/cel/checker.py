@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from dra_constructs.cel import _astpb
 from dra_constructs.cel._deep import compile_deep, declarations
-from dra_constructs.cel._depth import cel_go_depth_error
+from dra_constructs.cel._depth import cel_go_depth_error, deep_stack
 from dra_constructs.cel._env import EnvKey, check_env, check_env_with, env_key
 from dra_constructs.cel._fold import folding_issue, folds_conversions
 from dra_constructs.cel._gotypes import go_types
@@ -326,6 +326,14 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
     if program is None:
         message = f"compilation failed: {error}"
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    if isinstance(program, _Serialized):  # compiled in pieces: the passes below walk up to 250 levels
+        with deep_stack():
+            return _judge_compiled(expression, target, key, program)
+    return _judge_compiled(expression, target, key, program)
+
+
+def _judge_compiled(expression: str, target: Target, key: EnvKey, program: Any) -> tuple[CelCheck, Compiled | None]:
+    name = str(target)
     backtick = backtick_offset(expression)
     if backtick is not None:
         message = "compilation failed: " + backtick_issue(expression, backtick, target.cel_knows_ident_escape_syntax)
