@@ -2,7 +2,7 @@
 
 Each construct of ``test_nesting.BOUNDARIES`` at cel-go's limit (accepted) and one past it (rejected
 with the parser's message), on 1.37 and 1.34: 40 ResourceClaimTemplates, plus the column of an
-error deep inside parentheses.
+error deep inside parentheses and the ordered errors of two pieces.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def test_boundary_table_against_the_api_server(request: pytest.FixtureRequest, m
     plane: ControlPlane = request.getfixturevalue(f"control_plane_{minor.replace('.', '')}")
     rows = [(build.__name__, n, build(n)) for build, limit, _ in BOUNDARIES for n in (limit, limit + 1)]
     rows.append(("deep error", 0, "(device.driver == 'x' || " * 40 + "device.driver == 1" + ")" * 40))
+    rows.append(("errors in two pieces", 0, "(device.driver == 1 && " * 20 + "(1 + 'a' == 2 && " * 20 + "true"
+                 + ")" * 40))
     mismatches = []
     for index, (name, n, expression) in enumerate(rows):
         ours = check(expression, minor)
