@@ -4,6 +4,7 @@
    quantity and version comparisons, regular expressions, guards, comprehensions, binds),
    cold (nothing cached) and again (every expression cached). Baseline in the same process:
    cel-cpp's own compile of the same expressions (the floor the checker builds on).
+   Also 10 expressions nested past cel-cpp's 32 levels (compiled in pieces, ``_deep``).
 2. ``match``: 100 selectors x 1,000 catalog devices, cold (devices prepared on first use)
    and again. Baseline: cel-cpp evaluating a trivial program on the same activations.
 
@@ -101,6 +102,13 @@ def main() -> None:
     verdicts = {check(e, target).verdict for e in exprs}
     print(f"  verdicts seen: {sorted(verdicts)}; cold/baseline ratio {cold / compile_s:.2f}; "
           f"per check {cold / len(exprs) * 1e6:.0f} us cold, {warm / len(exprs) * 1e6:.1f} us cached")
+
+    deep = [f"(device.driver == 'd{i}' || " * 60 + "device.attributes['gpu.nvidia.com'].index == 3"
+            + ")" * 60 for i in range(10)]
+    deep_s = timed("deep: 10 expressions 60 levels deep (compiled in pieces)",
+                   lambda: [check(e, target) for e in deep])
+    print(f"  per deep expression {deep_s / len(deep) * 1e3:.0f} ms; verdicts "
+          f"{sorted({check(e, target).verdict for e in deep})}")
 
     devices = catalog_devices()[:1000]
     selectors = [e for e in expressions(100, "m") if check(e, target).ok]

@@ -1,33 +1,171 @@
-"""Nesting: cel-cpp stops at depth 32, cel-go at 250; redundant parentheses are collapsed."""
+"""Nesting: cel-go's two parser limits (250) exactly; cel-cpp (32) reached in pieces below them."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from dra_constructs.cel import Device, check, evaluate
+from dra_constructs.cel import CelRuntimeError, Device, _deep, check, evaluate
+from dra_constructs.cel._astpb import decode_checked
+from dra_constructs.cel._depth import LISTENER_ERROR, VISITOR_ERROR, cel_go_depth_error, parse
+from dra_constructs.cel._env import check_env, check_env_with, env_key
 from dra_constructs.cel._nesting import collapse_redundant_parens
+from dra_constructs.cel.checker import compile_selector
+from dra_constructs.target import Target
 
 INDEX = "device.attributes['gpu.nvidia.com'].index == 3"
 GPU = Device("gpu.nvidia.com", "p", "d", {"index": {"int": 3}}, {})
+LISTENER = f"compilation failed: {LISTENER_ERROR}"
+VISITOR = f"compilation failed: {VISITOR_ERROR}"
 
 
-@pytest.mark.parametrize("depth", [33, 50, 249])
-def test_redundant_parentheses_up_to_cel_go_limit(depth: int) -> None:
-    expression = "(" * depth + INDEX + ")" * depth
-    result = check(expression, "1.34")
+def parens(n: int) -> str:
+    return "(" * n + "true" + ")" * n
+
+
+def parens_around_index(n: int) -> str:  # the index `['gpu.nvidia.com']` opens one more `expr`
+    return "(" * n + INDEX + ")" * n
+
+
+def nested_and(n: int) -> str:
+    return "(true && " * n + "true" + ")" * n
+
+
+def plus_chain(n: int) -> str:  # n operands: n - 1 nested `+` and the `>`
+    return " + ".join(["1"] * n) + " > 0"
+
+
+def lists(n: int) -> str:  # each level a list literal and a member call (list types stay shallow)
+    return "[" * n + "1" + "].size()" * n + " == 1"
+
+
+def calls(n: int) -> str:
+    return "'a'" + ".lowerAscii()" * n + " == 'a'"
+
+
+def selections(n: int) -> str:
+    return "device.attributes['gpu.nvidia.com'].index" + ".x" * (n - 1) + " == 1"
+
+
+def global_calls(n: int) -> str:
+    return "int(" * n + "1" + ")" * n + " == 1"
+
+
+def ternaries(n: int) -> str:
+    return "true ? true : " * n + "false"
+
+
+def indexes(n: int) -> str:
+    return "[[1]]" + "[0]" * n + " == 1"
+
+
+# (builder, largest n cel-go accepts, its message one past it)
+BOUNDARIES = [
+    (parens, 249, LISTENER),
+    (parens_around_index, 248, LISTENER),
+    (nested_and, 249, LISTENER),
+    (plus_chain, 250, VISITOR),
+    (lists, 249, LISTENER),
+    (calls, 249, VISITOR),
+    (selections, 247, VISITOR),
+    (global_calls, 249, LISTENER),
+    (ternaries, 249, LISTENER),
+    (indexes, 249, VISITOR),
+]
+
+
+@pytest.mark.parametrize(("build", "limit", "message"), BOUNDARIES, ids=[b[0].__name__ for b in BOUNDARIES])
+def test_cel_go_limit_of_each_construct(build, limit: int, message: str) -> None:  # type: ignore[no-untyped-def]
+    assert cel_go_depth_error(build(limit)) is None
+    assert f"compilation failed: {cel_go_depth_error(build(limit + 1))}" == message
+    past = check(build(limit + 1), "1.34")
+    assert (past.verdict, past.error) == ("Invalid", message)
+
+
+@pytest.mark.parametrize("build", [parens, nested_and, plus_chain, lists, calls, global_calls, ternaries])
+def test_at_the_limit_compiles(build) -> None:  # type: ignore[no-untyped-def]
+    limit = next(b[1] for b in BOUNDARIES if b[0] is build)
+    result = check(build(limit), "1.34")
+    assert result.verdict == "OK", result.error
+
+
+def test_deep_selections_type_check() -> None:
+    # an attribute value is `any`: selecting from it is `dyn`, and so on down the chain
+    assert check(selections(247), "1.34").verdict == "OK"
+    wrong = check("device.driver" + ".x" * 60 + " == 1", "1.34")  # a string has no fields: at `.x`
+    assert wrong.verdict == "Invalid" and (wrong.error or "").startswith("compilation failed: ERROR: <input>:1:14: ")
+
+
+def test_deep_expression_keeps_cost_and_evaluates() -> None:
+    deep = nested_and(40)[:-40] + " && " + INDEX + ")" * 40
+    result = check(deep, "1.34")
     assert (result.verdict, result.cost) == ("OK", check(INDEX, "1.34").cost)
-    assert evaluate(expression, GPU, "1.34") is True
+    assert evaluate(deep, GPU, "1.34") is True
+    assert check(plus_chain(60), "1.34").cost == 60  # 59 additions and one comparison
 
 
-def test_past_cel_go_limit_is_invalid() -> None:
-    assert check("(" * 250 + INDEX + ")" * 250, "1.34").verdict == "Invalid"
+def test_evaluating_past_cel_cpp_protobuf_depth_is_a_named_run_time_error() -> None:
+    with pytest.raises(CelRuntimeError, match="protobuf depth limit"):
+        evaluate(plus_chain(120), GPU, "1.34")
 
 
-def test_error_inside_deep_parentheses_keeps_its_column_and_source_line() -> None:
-    expression = "(" * 40 + "device.driver == 1" + ")" * 40
+def test_error_deep_inside_keeps_its_column_and_source_line() -> None:
+    expression = "(device.driver == 'x' || " * 40 + "device.driver == 1" + ")" * 40
     error = check(expression, "1.34").error or ""
-    assert error.startswith("compilation failed: ERROR: <input>:1:55: found no matching overload for '_==_'")
+    column = 25 * 40 + len("device.driver ") + 1
+    assert error.startswith(f"compilation failed: ERROR: <input>:1:{column}: found no matching overload for '_==_'")
     assert f" | {expression}\n" in error
+
+
+def test_multiline_deep_error_line() -> None:
+    expression = "(true &&\n" * 40 + "1 + 'a' == 2" + ")" * 40
+    error = check(expression, "1.34").error or ""
+    assert error.startswith("compilation failed: ERROR: <input>:41:3: found no matching overload for '_+_'"), error
+    assert "\n | 1 + 'a' == 2" + ")" * 40 + "\n" in error
+
+
+def test_splice_equals_one_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces spliced back are the AST cel-cpp builds whole: same node types, references, positions."""
+    expression = ("(device.attributes['gpu.nvidia.com'].index + 1 > 2 || "
+                  "[1, 2].map(x, x * 2).exists(y, y == 4) && 'ab'.startsWith('a') && ") * 3 + "true" + ")" * 3
+    key = env_key(Target.parse("1.34"))
+    whole = decode_checked(check_env(key).compile(expression).serialize())
+    monkeypatch.setattr(_deep, "PIECE_HEIGHT", 4)
+
+    def compile_text(env, text):  # type: ignore[no-untyped-def]
+        return env.compile(text), None
+
+    result = _deep.compile_deep(expression, lambda extra: check_env_with(key, _deep.declarations(extra)),
+                                compile_text)
+    assert result is not None and result[0] is not None
+    spliced = decode_checked(result[0])
+
+    def shape(checked):  # type: ignore[no-untyped-def]
+        by_position = {}
+        for node_id, position in checked.source_info.positions.items():
+            ref = checked.reference_map.get(node_id)
+            by_position.setdefault(position, []).append((
+                str(checked.type_map[node_id]) if node_id in checked.type_map else None,
+                (ref.name, tuple(ref.overload_id)) if ref is not None else None))
+        return sorted((k, sorted(v, key=str)) for k, v in by_position.items())
+
+    assert shape(spliced) == shape(whole)
+    assert len(spliced.type_map) == len(whole.type_map)
+    assert len(spliced.reference_map) == len(whole.reference_map)
+
+
+def test_bound_variables_are_not_cut_out() -> None:
+    deep = "[1].all(x, " + "(x > 0 && " * 40 + "true" + ")" * 40 + ")"
+    tree = parse(deep)
+    assert tree is not None
+    result = check(deep, "1.34")  # every deep subtree reads `x`: no cut fits, cel-cpp's limit stands
+    assert result.verdict == "Invalid" and "recursion" in (result.error or "")
+
+
+def test_compiled_selector_of_a_deep_expression() -> None:
+    compiled = compile_selector(nested_and(60), "1.34")
+    assert not isinstance(compiled, type(check("true"))) and compiled.cost == check(nested_and(60), "1.34").cost
 
 
 def test_collapse_keeps_calls_strings_and_offsets() -> None:
@@ -38,9 +176,34 @@ def test_collapse_keeps_calls_strings_and_offsets() -> None:
 
 
 @pytest.mark.parametrize("expression", [
-    " + ".join(["1"] * 32) + " > 0",  # a left-nested chain: not redundant, still cel-cpp's limit
-    "(true && " * 34 + "true" + ")" * 34,
+    "device.attributes['gpu.nvidia.com'].productName.matches(r'^H\\d+') && !(device.driver in ['a', \"b\"])",
+    "'''multi\nline''' != \"\"\"x\"\"\" && b'\\x00' != b'' && rb'\\d' != b''",
+    "-1 < 2u && 0x1F == 31 && 1.5e3 > .5 && -x.y == 1 && --1 == 1",
+    "{'a': 1, 'b': [1, 2,],}.exists(k, v, v > 0) ? true : false",
+    "google.protobuf.Int64Value{value: 1} == 1 && .device.driver == ''",
+    "device.attributes.?x.orValue({}).size() == 0 && [?optional.none()].size() == 0 && m[?'k'].hasValue()",
+    "cel.bind(d, device, d.driver == 'x') // a comment\n|| has(device.attributes.x)",
 ])
-def test_non_redundant_nesting_beyond_32_is_a_documented_gap(expression: str) -> None:
-    result = check(expression, "1.34")
-    assert result.verdict == "Invalid" and "recursion" in (result.error or "")
+def test_depth_model_parses_the_grammar(expression: str) -> None:
+    assert parse(expression) is not None
+    assert cel_go_depth_error(expression) is None
+
+
+@pytest.mark.parametrize("text", ["(", "a +", "'unterminated", "1 ? 2", "a.(b)", "[1, 2", "{1: }", "`x`y`"])
+def test_depth_model_leaves_syntax_errors_to_the_engine(text: str) -> None:
+    assert parse(text) is None and cel_go_depth_error(text) is None
+
+
+def test_deep_two_variable_exists_one() -> None:
+    deep = "{'a': 1}.exists_one(k, v, v > 0) && " + nested_and(40)
+    assert check(deep, "1.34").verdict == "OK"
+    assert check(deep, "1.32").verdict == "Invalid"  # two-variable comprehensions: from 1.33
+
+
+def test_errors_in_several_pieces_are_all_reported_in_order() -> None:
+    first = "(device.driver == 1 && " * 20
+    second = "(1 + 'a' == 2 && " * 20
+    expression = first + second + "true" + ")" * 40
+    error = check(expression, "1.34").error or ""
+    columns = [int(c) for c in re.findall(r"ERROR: <input>:1:(\d+): found no matching overload", error)]
+    assert len(columns) == 40 and columns == sorted(columns), error[:500]

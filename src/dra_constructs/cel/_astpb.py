@@ -142,7 +142,18 @@ def decode_checked(serialized: bytes) -> Any:
     del any_value
     value = _any_payload(serialized)
     checked = CheckedExpr()
-    checked.ParseFromString(value)
+    try:
+        checked.ParseFromString(value)
+    except Exception as error:  # upb's default depth limit (100 messages) on an AST nested deeper
+        if "MaxDepth" not in str(error):
+            raise
+        from google._upb import _message as upb
+
+        upb.SetAllowOversizeProtos(True)  # the only switch upb has for its depth limit
+        try:
+            checked.ParseFromString(value)
+        finally:
+            upb.SetAllowOversizeProtos(False)
     return checked
 
 

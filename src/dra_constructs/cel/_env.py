@@ -23,7 +23,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, struct_pb2
 from dra_constructs.cel._decls import CIDR, IP, QUANTITY, env_yaml
 from dra_constructs.target import Target
 
-__all__ = ["EnvKey", "check_env", "env_key"]
+__all__ = ["EnvKey", "check_env", "check_env_with", "env_key"]
 
 _F = descriptor_pb2.FieldDescriptorProto
 _LOCK = threading.Lock()
@@ -83,8 +83,13 @@ def attribute_types() -> dict[str, Any]:
 @cache
 def check_env(key: EnvKey) -> Any:
     """The type-checking environment (declarations only, no function implementations)."""
+    return check_env_with(key, ())
+
+
+def check_env_with(key: EnvKey, extra: tuple[tuple[str, Any], ...]) -> Any:
+    """:func:`check_env` with ``extra`` variables (name, ``cel.Type``) declared; not cached."""
     with _LOCK:
-        variables: dict[str, Any] = {"device": cel.Type("kubernetes.DRADevice")}
+        variables: dict[str, Any] = {"device": cel.Type("kubernetes.DRADevice"), **dict(extra)}
         if key.qualified:
             variables.update(attribute_types())
         if key.target.cel_declares_ip_cidr_type_names:

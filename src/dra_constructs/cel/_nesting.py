@@ -1,20 +1,19 @@
 """Redundant parentheses, removed so that cel-cpp's nesting limit (32) does not reject them.
 
 This build of cel-cpp stops at a nesting depth of 32 (``Expression recursion limit exceeded.
-limit: 32``); cel-go's parser allows 250 per grammar rule. Parentheses that only wrap another
-parenthesized expression (``((x))``) change nothing, so :func:`collapse_redundant_parens`
-replaces the outer pair by spaces (every offset, hence every error column, stays the same)
-and the checker compiles that text instead. Deep nesting that is not redundant
-(``(a && (b || (c && ...))))``, chains of 32 or more ``+`` operands) is still rejected here:
-``docs/cel.md`` gives the exact boundary.
+limit: 32``); cel-go's parser allows 250 (:mod:`_depth`). The checker first compiles a deep
+expression in pieces (:mod:`_deep`); when no cut fits (every deep part reads a variable a
+macro binds around it), this is the fallback: parentheses that only wrap another parenthesized
+expression (``((x))``) change nothing, so :func:`collapse_redundant_parens` replaces the outer
+pair by spaces (every offset, hence every error column, stays the same) and the checker
+compiles that text instead. ``docs/cel.md`` gives what is still out of reach.
 """
 
 from __future__ import annotations
 
-__all__ = ["CEL_GO_MAX_DEPTH", "collapse_redundant_parens"]
+from dra_constructs.cel._depth import CEL_GO_MAX_DEPTH
 
-#: cel-go's parser recursion limit (``parser.MaxRecursionDepth`` default).
-CEL_GO_MAX_DEPTH = 250
+__all__ = ["CEL_GO_MAX_DEPTH", "collapse_redundant_parens"]
 
 
 def _pairs(text: str) -> tuple[dict[int, int], bool]:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Literal
 
 from dra_constructs.cel import _astpb
-from dra_constructs.cel._env import EnvKey, check_env, env_key
+from dra_constructs.cel._deep import compile_deep, declarations
+from dra_constructs.cel._depth import cel_go_depth_error, deep_stack
+from dra_constructs.cel._env import EnvKey, check_env, check_env_with, env_key
 from dra_constructs.cel._fold import folding_issue, folds_conversions
 from dra_constructs.cel._gotypes import go_types
 from dra_constructs.cel._nesting import collapse_redundant_parens
@@ -207,13 +210,65 @@ def _engine_error(error: Exception, expression: str) -> str:
     return "\n".join(lines)
 
 
+class _Serialized:
+    """A checked AST spliced from pieces (``_deep``), serialized as cel-cpp serializes one."""
+
+    def __init__(self, serialized: bytes) -> None:
+        self.serialized = serialized
+
+    def serialize(self) -> bytes:
+        return self.serialized
+
+
+def _env_key_for(expression: str, key: EnvKey) -> EnvKey:
+    return key if not _HAS_DEVICE_MAP.search(expression) else replace(key, qualified=False)
+
+
+@lru_cache(maxsize=64)
+def _piece_env(key: EnvKey, extra: tuple[tuple[str, bytes], ...]) -> Any:
+    """The environment of one piece (placeholders of equal types repeat between deep expressions)."""
+    return check_env_with(key, declarations(extra))
+
+
+def _compile_deep(expression: str, key: EnvKey) -> tuple[Any, str | None] | None:
+    """An expression past cel-cpp's depth limit (32): cel-go's own depth error past its limits
+    (250), else the expression compiled in pieces (``_deep``); ``None`` when neither applies."""
+    depth_error = cel_go_depth_error(expression)
+    if depth_error is not None:
+        return None, depth_error
+    env_key_used = _env_key_for(expression, key)
+
+    def compile_text(env: Any, text: str) -> tuple[Any, str | None]:
+        try:
+            return env.compile(text), None
+        except Exception as error:
+            if key.target.cel_has_two_var_comprehensions and "exists_one" in text:
+                try:
+                    return env.compile(_rename_exists_one(text)), None
+                except Exception:
+                    pass
+            return None, _engine_error(error, text)
+
+    try:
+        result = compile_deep(expression, lambda extra: _piece_env(env_key_used, extra), compile_text)
+    except Exception:  # a piece the engine or the splice cannot take: cel-cpp's own error stands
+        result = None
+    if result is None:
+        return None
+    serialized, error = result
+    return (None, error) if serialized is None else (_Serialized(serialized), None)
+
+
 def _compile(expression: str, key: EnvKey) -> tuple[Any, str | None]:
     """``(expression, None)`` or ``(None, error)`` from cel-cpp."""
-    env = check_env(key if not _HAS_DEVICE_MAP.search(expression) else replace(key, qualified=False))
+    env = check_env(_env_key_for(expression, key))
     try:
         return env.compile(expression), None
     except Exception as error:  # cel-cpp reports compile errors as RuntimeError
         if "recursion" in str(error):  # cel-cpp's nesting limit is 32, cel-go's 250
+            deep = _compile_deep(expression, key)
+            if deep is not None:
+                return deep
             collapsed = collapse_redundant_parens(expression)
             if collapsed != expression:
                 program, retry_error = _compile(collapsed, key)
@@ -271,6 +326,14 @@ def _judge(expression: str, target: Target, key: EnvKey) -> tuple[CelCheck, Comp
     if program is None:
         message = f"compilation failed: {error}"
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
+    if isinstance(program, _Serialized):  # compiled in pieces: the passes below walk up to 250 levels
+        with deep_stack():
+            return _judge_compiled(expression, target, key, program)
+    return _judge_compiled(expression, target, key, program)
+
+
+def _judge_compiled(expression: str, target: Target, key: EnvKey, program: Any) -> tuple[CelCheck, Compiled | None]:
+    name = str(target)
     backtick = backtick_offset(expression)
     if backtick is not None:
         message = "compilation failed: " + backtick_issue(expression, backtick, target.cel_knows_ident_escape_syntax)

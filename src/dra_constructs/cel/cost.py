@@ -189,6 +189,13 @@ def _dra_size(path: Sequence[str] | None, device: _Decl) -> Est | None:
 
 # --- the estimator ---------------------------------------------------------------------------
 
+def _sum(costs: list[Est]) -> Est:
+    total = ZERO
+    for cost in costs:
+        total = total.add(cost)
+    return total
+
+
 class _Node:
     """cel-go ``AstNode`` (path, type, derived size), computed when first asked for."""
 
@@ -521,19 +528,24 @@ class _Coster:
             self._copy_sizes(e, call.args[0])
             return ONE.add(arg_cost)
         arg_costs = [self.cost(a) for a in call.args]
-        arg_nodes = [self.node(a) for a in call.args]
         overloads = self.overloads(e)
         if not overloads:
             return ZERO
+        # AstNodes only for calls whose price depends on sizes (most calls cost 1 + their arguments)
+        priced = call.function in _K8S_PRICED or not _PRICED_OVERLOADS.isdisjoint(overloads)
+        arg_nodes = [self.node(a) for a in call.args] if priced else []
         total = ZERO
         target: _Node | None = None
         if call.HasField("target"):
             total = total.add(self.cost(call.target))
-            target = self.node(call.target)
+            target = self.node(call.target) if priced else None
         fn = Est(MAX_UINT64, 0)
         result: Est | None = None
         for overload in overloads:
-            est, size = self.function_cost(e, call.function, overload, target, arg_nodes, arg_costs)
+            if priced:
+                est, size = self.function_cost(e, call.function, overload, target, arg_nodes, arg_costs)
+            else:  # function_cost's common case, without building the nodes it would not read
+                est, size = ONE.add(_sum(arg_costs)), None
             fn = fn.union(est)
             if size is not None:
                 result = size if result is None else result.union(size)

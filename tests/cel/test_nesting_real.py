@@ -1,0 +1,54 @@
+"""The nesting boundary table against the real API server (``dryRun``): one object per row.
+
+Each construct of ``test_nesting.BOUNDARIES`` at cel-go's limit (accepted) and one past it (rejected
+with the parser's message), on 1.37 and 1.34: 40 ResourceClaimTemplates, plus the column of an
+error deep inside parentheses and the ordered errors of two pieces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from controlplane.cluster import ControlPlane
+from test_nesting import BOUNDARIES
+
+from dra_constructs.cel import check
+
+pytestmark = pytest.mark.controlplane
+
+PLANES = [pytest.param(minor, marks=pytest.mark.xdist_group(f"kcp-{minor}"), id=minor) for minor in ("1.37", "1.34")]
+
+
+def _template(index: int, expression: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": f"nesting-{index}", "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.example.com", "selectors": [{"cel": {"expression": expression}}]}}]}}},
+    }
+
+
+def _verdict(plane: ControlPlane, index: int, expression: str) -> tuple[bool, str]:
+    resp = plane.create(_template(index, expression))
+    if resp.ok:
+        return True, ""
+    causes = resp.body.get("details", {}).get("causes", [])
+    assert resp.status == 422 and causes, resp.body
+    return False, "\n".join(c.get("message", "") for c in causes)
+
+
+@pytest.mark.parametrize("minor", PLANES)
+def test_boundary_table_against_the_api_server(request: pytest.FixtureRequest, minor: str) -> None:
+    plane: ControlPlane = request.getfixturevalue(f"control_plane_{minor.replace('.', '')}")
+    rows = [(build.__name__, n, build(n)) for build, limit, _ in BOUNDARIES for n in (limit, limit + 1)]
+    rows.append(("deep error", 0, "(device.driver == 'x' || " * 40 + "device.driver == 1" + ")" * 40))
+    rows.append(("errors in two pieces", 0, "(device.driver == 1 && " * 20 + "(1 + 'a' == 2 && " * 20 + "true"
+                 + ")" * 40))
+    mismatches = []
+    for index, (name, n, expression) in enumerate(rows):
+        ours = check(expression, minor)
+        accepted, message = _verdict(plane, index, expression)
+        if accepted != ours.ok or (not accepted and (ours.error or "") not in message):
+            mismatches.append((name, n, accepted, message[-300:], ours.verdict, (ours.error or "")[:300]))
+    assert not mismatches, mismatches
