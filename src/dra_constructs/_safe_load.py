@@ -456,10 +456,31 @@ def _fast_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     # space before the colon. ``\\":`` (an escaped quote in a string, e.g. last-applied JSON) is no key.
     spaced = len(_KEY_WITH_SPACE.findall(text)) if re.search(r'"\s', text) else 0
     bound = text.count('":') - text.count('\\":') + text.count('\\\\":') + spaced
+    if not _LONG_DIGITS.search(text) and _dumped_keys(value, max_depth) == bound:
+        return value  # at least ``bound`` keys and within the depth: proven without walking it
     keys, deep, floats = _keys_and_depth(value, max_depth)
     if deep or keys != bound or (floats and _LONG_DIGITS.search(text)):
         return _UNSET
     return value
+
+
+def _dumped_keys(value: Any, max_depth: int) -> int | None:
+    """A lower bound of the keys of ``value``, or ``None`` when it may nest deeper than ``max_depth``.
+
+    Counted in C on orjson's 2-space indented output instead of walking the value in Python:
+    strings hold no raw newline and escape every quote, so a line's indent is twice the depth of
+    the container holding its entry (an empty container is an entry one level up: a container
+    deeper than ``max_depth`` puts a line at 2 x ``max_depth`` spaces or more, and then the exact
+    walk decides), and every key is ``"name": `` with an unescaped quote (``\\": `` is an escaped
+    quote in a string - or a key ending in a backslash, which this only under-counts).
+    """
+    try:
+        dumped = _orjson.dumps(value, option=_orjson.OPT_INDENT_2)
+    except _orjson.JSONEncodeError:  # nested past orjson's own limit
+        return None
+    if b"\n" + b" " * (2 * max_depth) in dumped:
+        return None
+    return int(dumped.count(b'": ') - dumped.count(b'\\": '))
 
 
 def _keys_and_depth(value: Any, max_depth: int = MAX_DEPTH) -> tuple[int, bool, bool]:

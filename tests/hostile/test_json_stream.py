@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from dra_constructs import _safe_load
 from dra_constructs._io import ReadBudget
 from dra_constructs._json_stream import NotStreamable, list_items
 from dra_constructs._safe_load import MAX_DEPTH
@@ -125,3 +128,51 @@ def test_items_larger_than_a_block(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(stream, "BLOCK_BYTES", 100)
     path = write(tmp_path, kubectl([config_map(f"c{i}", big="y" * 300) for i in range(7)]))
     assert streamed(path) == whole(path)
+
+
+# --- the orjson fast path proves keys and depth from its indented output (``_safe_load._dumped_keys``) ---
+
+KEYS = st.text(alphabet='ab"\\: ', max_size=4)
+VALUES = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text(alphabet='x"\\: {}[]', max_size=5),
+                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+                      max_leaves=12)
+
+
+def careful(text: str, max_depth: int) -> Any:
+    """The checked stdlib path: duplicates and depth refused (``None``), else the value."""
+    try:
+        value = json.loads(text, object_pairs_hook=_safe_load._duplicate_keys)
+    except _safe_load._DuplicateKey:
+        return None
+    return None if _safe_load._too_deep(value, max_depth) else value
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(VALUES, st.sampled_from([None, 1, 4]), st.booleans(), st.booleans(), st.integers(1, 6))
+def test_the_fast_path_accepts_only_what_the_checked_path_accepts(value: Any, indent: int | None, duplicate: bool,
+                                                                   unicode_quotes: bool, max_depth: int) -> None:
+    text = json.dumps({"k": value, "z": 1}, indent=indent)
+    if duplicate:  # the last key again (what orjson would silently keep)
+        text = text[: text.rindex("}")].rstrip() + ', "z": 2}'
+    if unicode_quotes:  # quotes in strings the text bound does not see; orjson's output writes them \"
+        text = text.replace('\\"', "\\u0022")
+    fast = _safe_load._fast_json(text, max_depth)
+    if fast is not _safe_load._UNSET:
+        assert careful(text, max_depth) == fast
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4])
+def test_an_empty_container_one_level_too_deep_is_seen(depth: int) -> None:
+    for inner in ([], {}):
+        value: Any = inner
+        for _ in range(depth - 1):
+            value = [value]
+        fast = _safe_load._fast_json(json.dumps(value), 3)
+        assert (fast is _safe_load._UNSET) == (depth > 3), (depth, inner)
+
+
+def test_a_quote_the_text_escapes_as_unicode_does_not_hide_a_duplicate_key() -> None:
+    text = '{"k": "a\\u0022: b", "z": 1, "z": 2}'  # orjson writes the quote \\" : one more "name": in its output
+    assert _safe_load._fast_json(text) is _safe_load._UNSET
+    with pytest.raises(DraConstructsError, match="duplicate key"):
+        _safe_load.json_document(text, "f.json")
