@@ -176,3 +176,9 @@ def test_a_quote_the_text_escapes_as_unicode_does_not_hide_a_duplicate_key() -> 
     assert _safe_load._fast_json(text) is _safe_load._UNSET
     with pytest.raises(DraConstructsError, match="duplicate key"):
         _safe_load.json_document(text, "f.json")
+
+
+@pytest.mark.parametrize("number", ["-9223372036854775809", "18446744073709551616", "-92233720368547758090"])
+def test_integers_orjson_reads_as_floats_stay_integers(number: str) -> None:
+    """orjson gives a float below -2**63 (19 digits) and from 2**64; the checked path an int."""
+    assert _safe_load.json_document(f'{{"n": {number}}}', "f.json") == {"n": int(number)}

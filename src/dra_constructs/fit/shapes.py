@@ -102,6 +102,7 @@ class FleetReader:
         self.slices: list[_Slice] = []
         self.others: list[dict[str, Any]] = []
         self.groupable = True
+        self._checked: set[bytes] = set()
         self._unread: dict[tuple[str, str], bool] = {}
 
     def read_path(self, path: str, budget: ReadBudget, stdin: IO[str] | None = None,
@@ -128,7 +129,6 @@ class FleetReader:
         if obj.get("kind") != "ResourceSlice":
             self.others.append(obj)
             return
-        check_slice_limits([obj], self.target)
         spec = _dict(obj.get("spec"))
         pool = spec.get("pool")
         key = (str(spec.get("driver") or ""), str(_dict(pool).get("name") or ""))
@@ -140,6 +140,10 @@ class FleetReader:
         digest = self._digest(obj, spec, key[0]) if own and self.groupable else None
         if digest is None:
             self.groupable = False
+        if digest is None or digest not in self._checked:  # the limits read only what the hash holds
+            check_slice_limits([obj], self.target)
+            if digest is not None:
+                self._checked.add(digest)
         self.slices.append(_Slice(key, node if own else None, name, digest, source))
 
     def _digest(self, obj: dict[str, Any], spec: dict[str, Any], driver: str) -> bytes | None:
