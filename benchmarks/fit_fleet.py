@@ -40,27 +40,33 @@ from typing import Any
 from fit_bench import templates  # the same 100 MIG claim templates as the single-fleet benchmark
 
 
-def node_texts(nodes: int) -> Any:
-    """Per node, its slices as compact JSON (a list): the catalog's node with its own names and UUIDs."""
+def node_texts(nodes: int, indent: int | None = None) -> Any:
+    """Per node, its slices as JSON (a list): the catalog's node with its own names and UUIDs.
+
+    The text of one node is made once (``indent``: as the items of a kubectl ``List``); every node
+    is that text with its names and its UUIDs (uuid5 of node and original UUID) put in.
+    """
     from dra_constructs.catalog import catalog_resource_slices
 
     base = json.dumps(catalog_resource_slices(["A100_80GB"], gpus_per_node=8, mig_mode="dynamic",
-                                              split_counter_sets=True), separators=(",", ":"))
+                                              split_counter_sets=True), indent=indent,
+                      separators=None if indent else (",", ":"))
+    if indent:
+        base = base.replace("\n", "\n" + " " * indent)
+    parts = re.split(r"(GPU-[0-9a-f-]{36})", base)
     for n in range(nodes):
         name = f"node-{n:05d}"
-        text = base.replace("catalog-a100-80gb", name)
-        yield re.sub(r"GPU-[0-9a-f-]{36}",
-                     lambda m, name=name: f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, name + m.group())}", text)
+        yield "".join(part.replace("catalog-a100-80gb", name) if i % 2 == 0
+                      else f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, name + part)}" for i, part in enumerate(parts))
 
 
 def write_fleet(nodes: int, path: Path) -> int:
     """``nodes`` nodes as ``kubectl get resourceslices -o json`` prints them (a ``List``, 4-space indent)."""
     with path.open("w") as out:
         out.write('{\n    "apiVersion": "v1",\n    "items": [')
-        for n, text in enumerate(node_texts(nodes)):
-            items = json.dumps(json.loads(text), indent=4)[1:-2]  # the items, without the list's brackets
-            out.write(("," if n else "") + items.replace("\n", "\n    "))
-        out.write('\n    ],\n    "kind": "List"\n}\n')
+        for n, text in enumerate(node_texts(nodes, indent=4)):
+            out.write(("," if n else "") + text[1:text.rindex("]")].rstrip())
+        out.write('\n    ],\n    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n    }\n}\n')
     return path.stat().st_size
 
 
