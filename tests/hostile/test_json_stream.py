@@ -163,6 +163,7 @@ def test_the_fast_path_accepts_only_what_the_checked_path_accepts(value: Any, in
 
 @pytest.mark.parametrize("depth", [2, 3, 4])
 def test_an_empty_container_one_level_too_deep_is_seen(depth: int) -> None:
+    inner: Any
     for inner in ([], {}):
         value: Any = inner
         for _ in range(depth - 1):

@@ -196,8 +196,8 @@ class FleetReader:
         owners: dict[str, list[tuple[str, str]]] = {}
         groupable = self.groupable and (self.read is None or (read is not None and read <= self.read))
         for key, slices in pools.items():
-            names = {s.node for s in slices}
-            if len(names) != 1 or None in names:
+            nodes_named = {s.node for s in slices}
+            if len(nodes_named) != 1 or None in nodes_named:
                 groupable = False
                 break
             owners.setdefault(str(slices[0].node), []).append(key)
