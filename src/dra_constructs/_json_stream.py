@@ -31,7 +31,7 @@ from dra_constructs._io import ReadBudget, _refuse_special
 from dra_constructs._safe_load import json_document
 from dra_constructs.errors import DraConstructsError
 
-__all__ = ["BLOCK_BYTES", "Item", "NotStreamable", "list_items", "read_item"]
+__all__ = ["BLOCK_BYTES", "Chunk", "Item", "NotStreamable", "list_chunks", "list_items", "parse_item", "read_item"]
 
 #: Bytes read at a time; memory holds about two blocks plus one item.
 BLOCK_BYTES = 8 << 20
@@ -48,6 +48,16 @@ class Item:
     """One item of the list: its value, the line it opens on, and its bytes' span in the file."""
 
     value: Any
+    line: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One item's text (not parsed yet), the line it opens on, and its span in the file."""
+
+    data: bytes
     line: int
     start: int
     end: int
@@ -73,7 +83,8 @@ def _open(path: str, budget: ReadBudget) -> BinaryIO:
     return handle
 
 
-def _parse(chunk: bytes, path: str, line: int) -> Any:
+def parse_item(chunk: bytes, path: str, line: int) -> Any:
+    """An item's text parsed and checked (depth counted from the file's root); else :class:`NotStreamable`."""
     try:
         return json_document(chunk.decode("utf-8"), path, first_line=line, nested=2)
     except (UnicodeDecodeError, DraConstructsError):
@@ -86,11 +97,17 @@ def list_items(path: str, budget: ReadBudget) -> Iterator[Item]:
     Raises :class:`NotStreamable` (possibly after some items) when the file must be read whole;
     :class:`~.errors.DraConstructsError` when it cannot be read at all (special file, over budget).
     """
+    for chunk in list_chunks(path, budget):
+        yield Item(parse_item(chunk.data, path, chunk.line), chunk.line, chunk.start, chunk.end)
+
+
+def list_chunks(path: str, budget: ReadBudget) -> Iterator[Chunk]:
+    """The items' texts, unparsed (:func:`parse_item` parses one); as :func:`list_items` otherwise."""
     with _open(path, budget) as handle:
         yield from _items(handle, path)
 
 
-def _items(handle: BinaryIO, path: str) -> Iterator[Item]:
+def _items(handle: BinaryIO, path: str) -> Iterator[Chunk]:
     buffer = bytearray(handle.read(BLOCK_BYTES))
     header = _HEADER.search(buffer)
     if header is None or buffer.startswith(b"\xef\xbb\xbf"):
@@ -123,7 +140,7 @@ def _items(handle: BinaryIO, path: str) -> Iterator[Item]:
                 break
             buffer += block
         chunk = bytes(buffer[start:stop])
-        yield Item(_parse(chunk, path, line), line, base + start, base + stop)
+        yield Chunk(chunk, line, base + start, base + stop)
         line += chunk.count(b"\n")
         if buffer.startswith(separator, stop):
             start, line = stop + len(separator) - 1, line + 1

@@ -11,6 +11,7 @@ import pytest
 
 from dra_constructs._io import ReadBudget
 from dra_constructs.cli import main
+from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit import AllocatedState, Claim, FitReport, Inventory, collect, default_device_classes, fit
 from dra_constructs.fit.fleet import read_attributes
 from dra_constructs.fit.shapes import FleetReader, FleetShapes, fit_fleet
@@ -167,3 +168,64 @@ def test_the_command_line_answers_alike_streamed_and_read_whole(tmp_path: Path,
                  str(tmp_path / "slices.json"), str(tmp_path / "claims.yaml")])
     out = capsys.readouterr().out
     assert code == 0 and out.startswith("same-3: allocatable\n") and "gpu.nvidia.com/same-3/" in out
+
+
+def read_slices(path: Path, claims: Sequence[Claim]) -> list[tuple[Any, ...]]:
+    reader = FleetReader(read_attributes(claims, default_device_classes(), TARGET), TARGET)
+    reader.read_path(str(path), ReadBudget.of(None))
+    return [(s.pool, s.node, s.name, s.digest, s.source) for s in reader.slices]
+
+
+def test_a_slice_like_one_parsed_before_is_read_from_its_text_alike(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import dra_constructs.fit.shapes as shapes
+
+    objects, _ = fleet_objects()
+    for slice_ in objects[3:6]:  # a uid and a resourceVersion of its own: metadata is left out
+        slice_["metadata"].update(uid=f"uid-{slice_['metadata']['name']}", resourceVersion="17")
+    path = tmp_path / "slices.json"
+    path.write_text(kubectl_json(objects))
+    parsed: list[int] = []
+    original = shapes.parse_item
+
+    def counting(data: bytes, file: str, line: int) -> Any:
+        parsed.append(line)
+        return original(data, file, line)
+
+    monkeypatch.setattr(shapes, "parse_item", counting)
+    claims = CASES["fits"]
+    fast = read_slices(path, claims)
+    items = len(objects)
+    assert len(parsed) < items / 2  # most slices are like one before
+    monkeypatch.setattr(shapes, "_MAX_TEMPLATES", 0)
+    parsed.clear()
+    assert read_slices(path, claims) == fast and len(parsed) == items
+
+
+@pytest.mark.parametrize("change", ["tab in a uuid", "a read value", "a bad byte in a uuid"])
+def test_an_item_unlike_its_template_is_parsed(tmp_path: Path, change: str) -> None:
+    objects = node_slices("a") + node_slices("b")
+    text = kubectl_json(objects)
+    cut = text.index('"name": "b-gpu.nvidia.com-gpu-0"')  # the second node's first GPU slice
+    head, tail = text[:cut], text[cut:]
+    if change == "tab in a uuid":
+        tail = tail.replace('"string": "GPU-', '"string": "\tGPU-', 1)
+    elif change == "a read value":
+        tail = tail.replace('"string": "1g.10gb"', '"string": "1g.20gb"', 1)
+    path = tmp_path / "slices.json"
+    data = (head + tail).encode()
+    if change == "a bad byte in a uuid":
+        at = data.index(b'"string": "GPU-', cut) + len(b'"string": "')
+        data = data[:at] + b"\xff" + data[at + 1:]
+    path.write_bytes(data)
+    claims = CASES["fits"]
+    if change == "a read value":  # its own hash: the node has a shape of its own
+        same = tmp_path / "same.json"
+        same.write_text(kubectl_json(objects))
+        assert len({s[3] for s in read_slices(path, claims)}) == len({s[3] for s in read_slices(same, claims)}) + 1
+        return
+    reader = FleetReader(read_attributes(claims, default_device_classes(), TARGET), TARGET)
+    with pytest.raises(DraConstructsError) as raised:  # parsed, the file is read whole: the loader's error
+        reader.read_path(str(path), ReadBudget.of(None))
+    expected = "control character" if change == "tab in a uuid" else "not UTF-8"
+    assert expected in str(raised.value) or "malformed JSON" in str(raised.value), raised.value

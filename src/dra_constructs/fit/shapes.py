@@ -34,12 +34,13 @@ from typing import IO, Any
 import orjson
 
 from dra_constructs._io import ReadBudget
-from dra_constructs._json_stream import NotStreamable, list_items, read_item
+from dra_constructs._json_stream import NotStreamable, list_chunks, parse_item, read_item
 from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit import FitReport, fit
 from dra_constructs.fit.allocator import AllocatedState, NodeResult
 from dra_constructs.fit.fleet import FleetCache, NodeNames, carry
+from dra_constructs.fit.likeness import Template
 from dra_constructs.fit.limits import check_slice_limits
 from dra_constructs.fit.model import Claim, DeviceClass, Inventory, Node
 from dra_constructs.guardrails.loader import STDIN, document_objects, load_paths
@@ -48,6 +49,11 @@ from dra_constructs.target import Target
 __all__ = ["FleetReader", "FleetShapes", "fit_fleet"]
 
 _BLANK = {"string": ""}
+#: Slices kept as templates (``fit/likeness.py``): a node has a few kinds of slice (each costs
+#: ~20 ms to learn; beyond these, slices are parsed as before), and of one layout (the text
+#: outside strings: a node's GPUs) a few.
+_MAX_TEMPLATES = 256
+_MAX_TEMPLATES_ALIKE = 16
 _Span = tuple[str, int, int, int]  # file, start, end, line: an item to read again
 
 
@@ -104,6 +110,8 @@ class FleetReader:
         self.groupable = True
         self._checked: set[bytes] = set()
         self._unread: dict[tuple[str, str], bool] = {}
+        self._templates: dict[tuple[bytes, ...], list[tuple[Template, _Slice]]] = {}
+        self._learnt = 0
 
     def read_path(self, path: str, budget: ReadBudget, stdin: IO[str] | None = None,
                   progress: Progress | None = None) -> None:
@@ -111,10 +119,15 @@ class FleetReader:
         if path != STDIN and path.lower().endswith(".json") and os.path.isfile(path):
             marks, left = (len(self.slices), len(self.others)), budget.left
             try:
-                for count, item in enumerate(list_items(path, budget), 1):
-                    for obj, _line in document_objects(item.value, path, item.line):
-                        span: _Span = (path, item.start, item.end, item.line)
-                        self.add(obj, span if obj is item.value else obj)
+                for count, chunk in enumerate(list_chunks(path, budget), 1):
+                    span: _Span = (path, chunk.start, chunk.end, chunk.line)
+                    if not self._like(chunk.data, span):
+                        value = parse_item(chunk.data, path, chunk.line)
+                        for obj, _line in document_objects(value, path, chunk.line):
+                            added = len(self.slices)
+                            self.add(obj, span if obj is value else obj)
+                            if obj is value and len(self.slices) > added:
+                                self._learn(chunk.data, obj)
                     if progress is not None and count % 256 == 0:
                         progress.update(count, unit="slices")
                 return
@@ -123,6 +136,59 @@ class FleetReader:
                 budget.left = left  # read again, whole, by the loader (which reports any error)
         for manifest in load_paths([path], stdin, budget=budget, progress=progress):
             self.add(manifest.obj, manifest.obj)
+
+    def _like(self, data: bytes, span: _Span) -> bool:
+        """Add the item as a slice like one parsed before (``fit/likeness.py``), if it is one."""
+        if not self._templates or b"\\" in data:
+            return False
+        parts = data.split(b'"')
+        for template, slice_ in self._templates.get(tuple(parts[0::2]), ()):
+            like = template.like(parts)
+            if like is not None:
+                self.slices.append(_Slice((slice_.pool[0], like.pool), like.node, like.name, slice_.digest, span))
+                return True
+        return False
+
+    def _learn(self, data: bytes, obj: dict[str, Any]) -> None:
+        """The slice just added (``obj``), if hashed and with no backslash in its text, as a template."""
+        last = self.slices[-1]
+        if not self.groupable or last.digest is None or b"\\" in data or self._learnt >= _MAX_TEMPLATES:
+            return
+        kind = self._templates.setdefault(tuple(data.split(b'"')[0::2]), [])
+        if len(kind) >= _MAX_TEMPLATES_ALIKE:  # (slices that differ in what is read: parsed, never alike)
+            return
+        spec = obj["spec"]
+        driver = last.pool[0]
+
+        def changeable(path: tuple[Any, ...]) -> bool:
+            if path[0] == "metadata" or path in (("spec", "nodeName"), ("spec", "pool", "name")):
+                return True
+            return self._blanked(path, spec, driver)
+
+        self._learnt += 1
+        try:
+            kind.append((Template(data, changeable), last))
+        except ValueError:  # no metadata.name (the hash names it by position)
+            return
+
+    def _blanked(self, path: tuple[Any, ...], spec: dict[str, Any], driver: str) -> bool:
+        """Whether the string at ``path`` is an attribute value ``_digest`` leaves out."""
+        if self.read is None or len(path) not in (6, 7) or path[:2] != ("spec", "devices") or path[-1] != "string":
+            return False
+        devices = spec.get("devices")
+        if not isinstance(devices, list) or not isinstance(path[2], int) or path[2] >= len(devices):
+            return False
+        device = devices[path[2]]
+        if type(device) is not dict:
+            return False
+        basic = device.get("basic")
+        body = basic if type(basic) is dict and basic else device
+        if path[3:-2] != (("basic", "attributes") if body is basic else ("attributes",)):
+            return False
+        attributes = body.get("attributes")
+        value = attributes.get(path[-2]) if type(attributes) is dict else None
+        return (type(value) is dict and len(value) == 1 and type(value.get("string")) is str
+                and self._is_unread(driver, path[-2]))
 
     def add(self, obj: dict[str, Any], source: dict[str, Any] | _Span) -> None:
         """One object: a ResourceSlice is checked against the API's limits and hashed."""
