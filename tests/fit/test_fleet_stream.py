@@ -186,7 +186,7 @@ def test_a_slice_like_one_parsed_before_is_read_from_its_text_alike(tmp_path: Pa
     path = tmp_path / "slices.json"
     path.write_text(kubectl_json(objects))
     parsed: list[int] = []
-    original = shapes.parse_item
+    original = shapes.parse_item  # type: ignore[attr-defined]
 
     def counting(data: bytes, file: str, line: int) -> Any:
         parsed.append(line)

@@ -56,7 +56,7 @@ def string_paths(parts: list[bytes]) -> list[tuple[Any, ...] | None]:
 
 def _getter(indices: list[int]) -> Callable[[list[bytes]], tuple[bytes, ...]]:
     if len(indices) >= 2:
-        return itemgetter(*indices)  # type: ignore[return-value]
+        return itemgetter(*indices)
     return lambda values: tuple(values[i] for i in indices)
 
 
