@@ -4,18 +4,19 @@
 The fleet is what ``kubectl get resourceslices -o json`` prints for N copies of the catalog's
 DynamicMIG node for 1.36 (a counter-set slice + one slice per GPU, 26 devices a GPU: the full GPU
 and its 25 MIG placements), each copy with its own node, pool and slice names and GPU UUIDs: 208
-devices a node. It is written to a file (compact JSON, one ``List``) and measured in a fresh
-process per fleet size, step by step, CPU time (``time.process_time``: the shared machine's load
-inflates wall time) and wall time, with the peak RSS (``resource.getrusage``) after each step:
+devices a node. It is written to a file as kubectl prints it (a ``List``, 4-space indent: ~0.8 MiB
+a node) and measured in a fresh process per fleet size, step by step, CPU time
+(``time.process_time``: the shared machine's load inflates wall time) and wall time, with the
+peak RSS (``resource.getrusage``) after each step, as ``dra-constructs fit`` runs them:
 
-- ``read``: the file to objects, through the command line's reader (``load_paths``: orjson, the
-  duplicate-key and depth checks, the line index of the items); beyond ``--file-up-to`` nodes the
-  fleet is built in the measuring process instead (``orjson.loads`` per node, no file, no checks);
-- ``parse``: ``Inventory.from_slices`` (pools, devices, counters);
-- ``fit``: ``fit(...)`` of the 100 templates (one Pod: they do not fit together, every node must
-  prove it) with the fleet deduplication (``fit/fleet.py``);
-- ``fit_per_node`` (``--per-node``, the smaller fleets): the same with ``dedupe=False``, the
-  answers compared node by node.
+- ``read``: ``FleetReader`` (``fit/shapes.py``): the file item by item (``_json_stream.py``:
+  orjson and every input limit per item), each slice checked against the API's limits and
+  hashed, the slices grouped into nodes and one node of each shape read again;
+- ``parse``: ``Inventory.from_slices`` of those nodes;
+- ``fit``: ``fit_fleet`` of the 100 templates (one Pod: they do not fit together, every node must
+  prove it), the answer carried to every node of a shape;
+- with ``--per-node`` (the smaller fleets): the whole file through ``load_paths``, the whole
+  inventory, ``fit(..., dedupe=False)`` node by node, the answers compared node by node.
 
     python benchmarks/fit_fleet.py [--nodes 500 5000] [--per-node-up-to 500] [--templates 100]
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 import resource
 import subprocess
@@ -38,27 +40,33 @@ from typing import Any
 from fit_bench import templates  # the same 100 MIG claim templates as the single-fleet benchmark
 
 
-def node_texts(nodes: int) -> Any:
-    """Per node, its slices as compact JSON (a list): the catalog's node with its own names and UUIDs."""
+def node_texts(nodes: int, indent: int | None = None) -> Any:
+    """Per node, its slices as JSON (a list): the catalog's node with its own names and UUIDs.
+
+    The text of one node is made once (``indent``: as the items of a kubectl ``List``); every node
+    is that text with its names and its UUIDs (uuid5 of node and original UUID) put in.
+    """
     from dra_constructs.catalog import catalog_resource_slices
 
     base = json.dumps(catalog_resource_slices(["A100_80GB"], gpus_per_node=8, mig_mode="dynamic",
-                                              split_counter_sets=True), separators=(",", ":"))
+                                              split_counter_sets=True), indent=indent,
+                      separators=None if indent else (",", ":"))
+    if indent:
+        base = base.replace("\n", "\n" + " " * indent)
+    parts = re.split(r"(GPU-[0-9a-f-]{36})", base)
     for n in range(nodes):
         name = f"node-{n:05d}"
-        text = base.replace("catalog-a100-80gb", name)
-        yield re.sub(r"GPU-[0-9a-f-]{36}",
-                     lambda m, name=name: f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, name + m.group())}", text)
+        yield "".join(part.replace("catalog-a100-80gb", name) if i % 2 == 0
+                      else f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, name + part)}" for i, part in enumerate(parts))
 
 
 def write_fleet(nodes: int, path: Path) -> int:
     """``nodes`` nodes as ``kubectl get resourceslices -o json`` prints them (a ``List``, 4-space indent)."""
     with path.open("w") as out:
         out.write('{\n    "apiVersion": "v1",\n    "items": [')
-        for n, text in enumerate(node_texts(nodes)):
-            items = json.dumps(json.loads(text), indent=4)[1:-2]  # the items, without the list's brackets
-            out.write(("," if n else "") + items.replace("\n", "\n    "))
-        out.write('\n    ],\n    "kind": "List"\n}\n')
+        for n, text in enumerate(node_texts(nodes, indent=4)):
+            out.write(("," if n else "") + text[1:text.rindex("]")].rstrip())
+        out.write('\n    ],\n    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n    }\n}\n')
     return path.stat().st_size
 
 
@@ -68,12 +76,15 @@ def rss_mb() -> float:
 
 def child(path: str, count: int, per_node: bool) -> dict[str, Any]:
     """One fleet in this process: each step's CPU and wall seconds and the peak RSS after it."""
-    from dra_constructs.fit import Inventory, collect, fit
-    from dra_constructs.guardrails.loader import load_paths
+    from dra_constructs._io import ReadBudget
+    from dra_constructs.fit import Inventory, collect, default_device_classes, fit
+    from dra_constructs.fit.fleet import read_attributes
+    from dra_constructs.fit.shapes import FleetReader, fit_fleet
     from dra_constructs.target import Target
 
     target = Target.parse("1.36")
     claims = collect(templates(count), []).claims
+    classes = default_device_classes()
     steps: dict[str, Any] = {"rss_start_mb": rss_mb()}
 
     def step(name: str, func: Any) -> Any:
@@ -83,25 +94,33 @@ def child(path: str, count: int, per_node: bool) -> dict[str, Any]:
                        "rss_peak_mb": round(rss_mb())}
         return result
 
-    if path.startswith("memory:"):  # the fleet built here (orjson per node): no file, no loader checks
-        import orjson
+    def read() -> Any:  # as ``dra-constructs fit`` reads --slices
+        reader = FleetReader(read_attributes(claims, classes, target), target)
+        reader.read_path(path, ReadBudget.of(None))
+        state = collect([], reader.others)
+        return state, reader.shapes(state.nodes, state.allocated, state.taint_rules,
+                                    read_attributes(claims, classes, target))
 
-        texts = list(node_texts(int(path.removeprefix("memory:"))))
-        slices = step("read", lambda: [obj for text in texts for obj in orjson.loads(text)])
-        del texts
-    else:
-        slices = step("read", lambda: [m.obj for m in load_paths([path], max_bytes=None)])
-    inventory = step("parse", functools.partial(Inventory.from_slices, slices))
-    slices.clear()
-    report = step("fit", lambda: fit(claims, inventory, target=target))
-    steps["nodes"] = len(inventory.nodes)
-    steps["devices"] = len(inventory)
+    state, shapes = step("read", read)
+    inventory = step("parse", lambda: Inventory.from_slices(shapes.slices, shapes.nodes, state.taint_rules))
+    report = step("fit", lambda: fit_fleet(claims, inventory, shapes, target=target, classes=classes,
+                                           gates=target.default_feature_gates, allocated=state.allocated))
+    steps["nodes"] = len(report.nodes)
+    steps["shapes_parsed"] = len(inventory.nodes)
+    steps["devices_parsed"] = len(inventory)
     steps["allocatable_nodes"] = sum(r.allocatable for r in report.nodes.values())
     steps["reason_first_node"] = next(iter(report.nodes.values())).reason
     if per_node:
-        slow = step("fit_per_node", lambda: fit(claims, inventory, target=target, dedupe=False))
-        steps["same_answers"] = slow.nodes == report.nodes
-        steps["per_node_over_dedupe_cpu"] = round(steps["fit_per_node"]["cpu_s"] / max(steps["fit"]["cpu_s"], 1e-9), 1)
+        from dra_constructs.guardrails.loader import load_paths
+
+        del inventory, shapes
+        whole = step("read_whole", lambda: [m.obj for m in load_paths([path], max_bytes=None)])
+        everything = step("parse_whole", functools.partial(Inventory.from_slices, whole))
+        whole.clear()
+        slow = step("fit_per_node", lambda: fit(claims, everything, target=target, dedupe=False))
+        steps["same_answers"] = slow.nodes == report.nodes and list(slow.nodes) == list(report.nodes)
+        steps["per_node_over_streamed_cpu"] = round(
+            steps["fit_per_node"]["cpu_s"] / max(steps["fit"]["cpu_s"], 1e-9), 1)
     return steps
 
 
@@ -110,8 +129,6 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000])
     parser.add_argument("--per-node-up-to", type=int, default=500, help="also solve node by node up to this size")
     parser.add_argument("--templates", type=int, default=100)
-    parser.add_argument("--file-up-to", type=int, default=500,
-                        help="read the fleet from a kubectl-style JSON file up to this size (beyond: built in memory)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--per-node", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -123,17 +140,15 @@ def main() -> int:
         for nodes in args.nodes:
             path = Path(tmp) / f"fleet-{nodes}.json"
             start = time.perf_counter()
-            size = write_fleet(nodes, path) if nodes <= args.file_up_to else 0
-            source = str(path) if size else f"memory:{nodes}"
-            command = [sys.executable, __file__, "--child", source, "--templates", str(args.templates)]
+            size = write_fleet(nodes, path)
+            command = [sys.executable, __file__, "--child", str(path), "--templates", str(args.templates)]
             if nodes <= args.per_node_up_to:
                 command.append("--per-node")
             out = subprocess.run(command, capture_output=True, text=True, check=False)
             if out.returncode != 0:
                 results.append({"fleet_nodes": nodes, "failed": out.stderr[-2000:]})
             else:
-                results.append({"fleet_nodes": nodes, "source": "file" if size else "memory",
-                                "json_mb": round(size / 2**20, 1),
+                results.append({"fleet_nodes": nodes, "json_mb": round(size / 2**20, 1), "load": os.getloadavg()[0],
                                 "generate_s": round(time.perf_counter() - start, 1), **json.loads(out.stdout)})
             path.unlink(missing_ok=True)
             print(json.dumps(results[-1]), flush=True)

@@ -386,15 +386,15 @@ def _refuse_constant(name: str) -> Any:
     raise _Constant(name)
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether ``value`` nests more than :data:`MAX_DEPTH` lists and dicts (iteratively)."""
+def _too_deep(value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests more than ``max_depth`` lists and dicts (iteratively)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
         if children is None:
             continue
-        if depth > MAX_DEPTH:
+        if depth > max_depth:
             return True
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
@@ -433,11 +433,19 @@ def _line_at(text: str, index: int) -> int:
 
 
 _KEY_WITH_SPACE = re.compile(r'"\s+:')
-#: orjson reads integers of 2**64 and more as floats (json.loads: ints); such texts go the careful way.
-_LONG_DIGITS = re.compile(r"[0-9]{20}")
+#: orjson reads integers of 2**64 and more (and below -2**63: 19 digits) as floats (json.loads: ints);
+#: such texts go the careful way. Runs of digits are found on the bytes with every digit made ``0``
+#: (``bytes.translate`` and a substring search: a regex took 20x as long on a slice dump).
+_DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+_NINETEEN_ZEROS = b"0" * 19
 
 
-def _fast_json(text: str) -> Any:
+def _long_digits(text: str) -> bool:
+    """Whether ``text`` has 19 digits in a row (an integer orjson may read as a float)."""
+    return _NINETEEN_ZEROS in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZERO)
+
+
+def _fast_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     """``text`` parsed by orjson when that gives what the checked path would, else :data:`_UNSET`.
 
     orjson refuses NaN/Infinity, lone surrogates and overflowing floats (the careful path below
@@ -456,14 +464,36 @@ def _fast_json(text: str) -> Any:
     # space before the colon. ``\\":`` (an escaped quote in a string, e.g. last-applied JSON) is no key.
     spaced = len(_KEY_WITH_SPACE.findall(text)) if re.search(r'"\s', text) else 0
     bound = text.count('":') - text.count('\\":') + text.count('\\\\":') + spaced
-    keys, deep, floats = _keys_and_depth(value)
-    if deep or keys != bound or (floats and _LONG_DIGITS.search(text)):
+    long_digits = _long_digits(text)
+    if not long_digits and _dumped_keys(value, max_depth) == bound:
+        return value  # at least ``bound`` keys and within the depth: proven without walking it
+    keys, deep, floats = _keys_and_depth(value, max_depth)
+    if deep or keys != bound or (floats and long_digits):
         return _UNSET
     return value
 
 
-def _keys_and_depth(value: Any) -> tuple[int, bool, bool]:
-    """Keys of every mapping in ``value``, whether it nests deeper than :data:`MAX_DEPTH`, whether it holds floats."""
+def _dumped_keys(value: Any, max_depth: int) -> int | None:
+    """A lower bound of the keys of ``value``, or ``None`` when it may nest deeper than ``max_depth``.
+
+    Counted in C on orjson's 2-space indented output instead of walking the value in Python:
+    strings hold no raw newline and escape every quote, so a line's indent is twice the depth of
+    the container holding its entry (an empty container is an entry one level up: a container
+    deeper than ``max_depth`` puts a line at 2 x ``max_depth`` spaces or more, and then the exact
+    walk decides), and every key is ``"name": `` with an unescaped quote (``\\": `` is an escaped
+    quote in a string - or a key ending in a backslash, which this only under-counts).
+    """
+    try:
+        dumped = _orjson.dumps(value, option=_orjson.OPT_INDENT_2)
+    except _orjson.JSONEncodeError:  # nested past orjson's own limit
+        return None
+    if b"\n" + b" " * (2 * max_depth) in dumped:
+        return None
+    return int(dumped.count(b'": ') - dumped.count(b'\\": '))
+
+
+def _keys_and_depth(value: Any, max_depth: int = MAX_DEPTH) -> tuple[int, bool, bool]:
+    """Keys of every mapping in ``value``, whether it nests deeper than ``max_depth``, whether it holds floats."""
     keys = 0
     floats = type(value) is float  # a top-level number, too
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -477,7 +507,7 @@ def _keys_and_depth(value: Any) -> tuple[int, bool, bool]:
             children = item
         else:
             continue
-        if depth > MAX_DEPTH:
+        if depth > max_depth:
             return keys, True, floats
         for child in children:
             kind = type(child)
@@ -488,16 +518,19 @@ def _keys_and_depth(value: Any) -> tuple[int, bool, bool]:
     return keys, False, floats
 
 
-def json_document(text: str, where: str, field: str = "document", *, first_line: int | None = None) -> Any:
+def json_document(text: str, where: str, field: str = "document", *, first_line: int | None = None,
+                  nested: int = 0) -> Any:
     """One JSON value, checked against the limits.
 
     Parsed by orjson when the result is provably the same as the checked stdlib path's (no
     duplicate keys, no surrogate escapes, within the depth), else by ``json.loads`` with the checks.
     ``first_line``: the line ``text`` starts on in its file (a JSON-lines line); errors without
-    a position (depth) then name it too.
+    a position (depth) then name it too. ``nested``: the levels the value sits under in its file
+    (an item of a ``List`` read on its own: 2), which count towards the depth limit.
     """
+    max_depth = MAX_DEPTH - nested
     if not _SURROGATE_ESCAPE.search(text):
-        fast = _fast_json(text)
+        fast = _fast_json(text, max_depth)
         if fast is not _UNSET:
             return fast
     base = first_line or 1
@@ -524,7 +557,7 @@ def json_document(text: str, where: str, field: str = "document", *, first_line:
     except ValueError as error:  # an integer of more than 4,300 digits
         raise _error(where, first_line, field, None, f"a value cannot be read ({error})",
                      "write numbers as Kubernetes does (64-bit integers)") from None
-    if _too_deep(value):
+    if _too_deep(value, max_depth):
         raise _error(where, first_line, field, f"depth>{MAX_DEPTH}",
                      f"nested deeper than {MAX_DEPTH} levels", f"flatten the document ({_LIMITS_DOC})")
     if _SURROGATE_ESCAPE.search(text):

@@ -15,14 +15,16 @@ import json
 import sys
 from typing import Any
 
+from dra_constructs._io import ReadBudget
 from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.fit import FitReport, FleetCache, collect, default_device_classes, feature_gates, fit
+from dra_constructs.fit import FitReport, FleetCache, collect, default_device_classes, feature_gates
 from dra_constructs.fit.allocator import DeviceResult
 from dra_constructs.fit.capacity import format_quantity
+from dra_constructs.fit.fleet import read_attributes
 from dra_constructs.fit.inputs import check_selectors, pod_groups
-from dra_constructs.fit.limits import check_slice_limits
 from dra_constructs.fit.model import Inventory
+from dra_constructs.fit.shapes import FleetReader, fit_fleet
 from dra_constructs.guardrails.loader import MAX_AUDIT_INPUT_BYTES, STDIN, load_paths, size_arg
 from dra_constructs.target import DEFAULT_KUBERNETES_VERSION, Target
 
@@ -76,33 +78,44 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_paths(args.manifests, stdin=stdin, max_bytes=limit)
         manifests = [m.obj for m in loaded]
         progress.step("reading slices")
-        slices = [m.obj for m in load_paths(args.slices, stdin=stdin, progress=progress, max_bytes=limit)]
+        early = collect(manifests, [])  # what the claims read: the values the slices' hashes keep
+        reader = FleetReader(read_attributes(early.claims, {**default_device_classes(), **early.classes}, target),
+                             target)
+        budget = ReadBudget.of(limit)
+        for path in args.slices:
+            reader.read_path(path, budget, stdin, progress)
         allocated = [m.obj for m in load_paths(args.allocated, stdin=stdin, max_bytes=limit)] if args.allocated else []
-        inputs = collect(manifests, slices, allocated)
+        inputs = collect(manifests, reader.others, allocated)
         if not inputs.claims:
             raise DraConstructsError(", ".join(args.manifests), "kind", None,
                                      "no ResourceClaim or ResourceClaimTemplate in the manifests",
                                      "pass the manifests that hold the Pod's claims")
-        if not inputs.slices:
+        if not reader.slices:
             raise DraConstructsError(", ".join(args.slices), "kind", None, "no ResourceSlice in the slice files",
                                      "pass kubectl get resourceslices -o yaml")
-        check_slice_limits(inputs.slices, target)
-        inventory = Inventory.from_slices(inputs.slices, inputs.nodes, inputs.taint_rules)
-        known = {n.name for n in inventory.nodes}
+        classes = {**default_device_classes(), **inputs.classes}
+        progress.step("grouping nodes")
+        shapes = reader.shapes(inputs.nodes, inputs.allocated, inputs.taint_rules,
+                               read_attributes(inputs.claims, classes, target))
+        del reader
+        inputs.slices = shapes.slices
+        inventory = Inventory.from_slices(inputs.slices, shapes.nodes, inputs.taint_rules)
+        known = {n.name for n in inventory.nodes} | set(shapes.order)
         for name in args.node or []:
             if name not in known:
                 raise DraConstructsError("--node", "node", name, "no slice or Node object names this node",
                                          f"use one of {', '.join(sorted(known))}")
         check_selectors(inputs, target)
-        classes = {**default_device_classes(), **inputs.classes}
         groups = pod_groups(loaded, inputs)
         reports = []
         fleet = FleetCache()  # node keys computed once for all Pods
         for number, group in enumerate(groups, 1):
             progress.step("fitting" if len(groups) == 1 else f"fitting {number}/{len(groups)}")
-            reports.append((group, fit(list(group.claims), inventory, target=target, classes=classes, gates=gates,
-                                       allocated=inputs.allocated, nodes=args.node, count=args.count, fleet=fleet,
-                                       progress=lambda done, total: progress.update(done, total, "nodes"))))
+            reports.append((group, fit_fleet(list(group.claims), inventory, shapes, target=target, classes=classes,
+                                             gates=gates, allocated=inputs.allocated,
+                                             taint_rules=inputs.taint_rules, nodes=args.node, count=args.count,
+                                             fleet=fleet,
+                                             progress=lambda done, total: progress.update(done, total, "nodes"))))
     allocatable = all(report.allocatable for _, report in reports)
     if args.format == "json":
         if len(reports) == 1:

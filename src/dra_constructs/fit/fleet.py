@@ -29,10 +29,11 @@ from dra_constructs.cel.inventory import Device
 from dra_constructs.cel.matching import selector_reads
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit.allocator import Allocator, NodeResult
-from dra_constructs.fit.model import Claim, FitDevice, Node, Pool, SliceInfo
+from dra_constructs.fit.model import Claim, DeviceClass, FitDevice, Node, Pool, SliceInfo
 from dra_constructs.fit.pools import node_pools
+from dra_constructs.target import Target
 
-__all__ = ["FleetCache", "FleetKeys", "NodeNames", "carry"]
+__all__ = ["FleetCache", "FleetKeys", "NodeNames", "carry", "claim_reads", "read_attributes"]
 
 
 @dataclass(frozen=True)
@@ -173,18 +174,32 @@ class FleetCache:
 
 def _claim_reads(allocator: Allocator, claims: Sequence[Claim]) -> list[tuple[Read, ...]] | None:
     """The footprint of every selector the claims run (DeviceClass's and request's), or ``None``."""
+    return claim_reads(claims, allocator.classes, allocator.target)
+
+
+def claim_reads(claims: Sequence[Claim], classes: Mapping[str, DeviceClass],
+                target: Target) -> list[tuple[Read, ...]] | None:
+    """The footprint of every selector ``claims`` run with ``classes``, or ``None`` (one does not compile)."""
     expressions: list[str] = []
     for claim in claims:
         for request in claim.requests:
             for sub in request.alternatives:
-                device_class = allocator.classes.get(sub.device_class)
+                device_class = classes.get(sub.device_class)
                 if device_class is not None:
                     expressions.extend(device_class.selectors)
                 expressions.extend(sub.selectors)
     try:
-        return [selector_reads(e, allocator.target) for e in dict.fromkeys(expressions)]
+        return [selector_reads(e, target) for e in dict.fromkeys(expressions)]
     except DraConstructsError:
         return None  # the allocator reports it, node by node
+
+
+def read_attributes(claims: Sequence[Claim], classes: Mapping[str, DeviceClass],
+                    target: Target) -> set[tuple[str, str]] | None:
+    """The (domain, name) of every attribute the claims' selectors read or constraints compare;
+    ``None`` when that is not narrower than all of them (or a selector does not compile)."""
+    reads = claim_reads(claims, classes, target)
+    return None if reads is None else _read_attributes(reads, claims)
 
 
 def _read_attributes(reads: Sequence[tuple[Read, ...]], claims: Sequence[Claim]) -> set[tuple[str, str]] | None:

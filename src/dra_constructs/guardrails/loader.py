@@ -28,8 +28,8 @@ from dra_constructs.guardrails.manifest import Manifest, field_path
 from dra_constructs.guardrails.shape import shape_problem
 from dra_constructs.guardrails.skipped import SkippedInput, load_or_skip
 
-__all__ = ["MANIFEST_SUFFIXES", "MAX_AUDIT_INPUT_BYTES", "STDIN", "STDIN_NAME", "json_item_lines", "load_paths",
-           "load_text", "size_arg"]
+__all__ = ["MANIFEST_SUFFIXES", "MAX_AUDIT_INPUT_BYTES", "STDIN", "STDIN_NAME", "document_objects", "json_item_lines",
+           "load_paths", "load_text", "size_arg"]
 
 #: Bytes ``audit`` (and :func:`load_paths`) reads in all by default: a 200,000-object cluster
 #: export is ~100 MB; ``- </dev/zero`` still stops. ``--max-input-bytes`` sets another (or none).
@@ -119,6 +119,11 @@ def _objects(doc: Any, file: str, line: int | None, node: yaml.Node | _NodeSourc
         return
     _check_shape(doc, file, line, node)
     yield doc, line
+
+
+def document_objects(doc: Any, file: str, line: int | None) -> _Located:
+    """The objects of one parsed document (a ``*List`` flattened), checked as :func:`load_text` checks them."""
+    return _objects(doc, file, line, None)
 
 
 def _load_yaml(text: str, file: str) -> _Located:
@@ -225,7 +230,7 @@ def _walk(root: Path) -> Iterator[Path]:
 def load_paths(paths: Sequence[str], stdin: IO[str] | None = None, *,
                texts: dict[str, str] | None = None, skipped: list[SkippedInput] | None = None,
                errors: list[DraConstructsError] | None = None, max_bytes: int | None = MAX_AUDIT_INPUT_BYTES,
-               progress: Progress | None = None) -> list[Manifest]:
+               progress: Progress | None = None, budget: ReadBudget | None = None) -> list[Manifest]:
     """Every object in ``paths`` (files, directories walked recursively, ``-`` for ``stdin``).
 
     All inputs together are read within ``max_bytes`` (default :data:`MAX_AUDIT_INPUT_BYTES`,
@@ -233,10 +238,11 @@ def load_paths(paths: Sequence[str], stdin: IO[str] | None = None, *,
     are refused without reading. ``progress`` is told the files and objects read. ``texts`` (optional) receives each
     input's text by its file name (for :func:`~dra_constructs.guardrails.locate.with_field_lines`).
     With ``skipped``, files that are no manifests (templates, kustomizations, values) are appended
-    to it instead of raising; with ``errors``, malformed files are (see :mod:`.skipped`).
+    to it instead of raising; with ``errors``, malformed files are (see :mod:`.skipped`). ``budget``:
+    bytes shared with other reads (instead of ``max_bytes``).
     """
     with no_gc():
-        return _load_paths(paths, stdin, texts, skipped, errors, ReadBudget.of(max_bytes), progress)
+        return _load_paths(paths, stdin, texts, skipped, errors, budget or ReadBudget.of(max_bytes), progress)
 
 
 def _load_paths(paths: Sequence[str], stdin: IO[str] | None, texts: dict[str, str] | None,

@@ -119,17 +119,29 @@ class PodView:
 
     def containers(self, include_init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(path, container)`` for containers, init containers and ephemeral containers."""
-        groups = ("containers", "initContainers", "ephemeralContainers") if include_init else ("containers",)
-        for group in groups:
-            for i, container in enumerate(as_list(self.spec.get(group))):
-                if isinstance(container, dict):
-                    yield field_path(self.path, group, i), container
+        found = self._containers
+        return iter(found if include_init else found[:self._main_containers])
 
     def claims(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(path, entry)`` for every ``resourceClaims[i]``."""
-        for i, entry in enumerate(as_list(self.spec.get("resourceClaims"))):
-            if isinstance(entry, dict):
-                yield field_path(self.path, "resourceClaims", i), entry
+        return iter(self._claims)
+
+    # Listed once per pod (every rule asks; a cluster export has 100,000s of pods): the spec is
+    # not changed after loading.
+    @cached_property
+    def _containers(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(field_path(self.path, group, i), container)
+                for group in ("containers", "initContainers", "ephemeralContainers")
+                for i, container in enumerate(as_list(self.spec.get(group))) if isinstance(container, dict)]
+
+    @cached_property
+    def _main_containers(self) -> int:
+        return sum(isinstance(c, dict) for c in as_list(self.spec.get("containers")))
+
+    @cached_property
+    def _claims(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(field_path(self.path, "resourceClaims", i), entry)
+                for i, entry in enumerate(as_list(self.spec.get("resourceClaims"))) if isinstance(entry, dict)]
 
 
 def _looks_like_container(node: dict[str, Any]) -> bool:

@@ -61,12 +61,19 @@ _RESOURCE_KINDS: dict[str, dict[str, _Type]] = {
 ShapeProblem = tuple[list[str | int], str, Any]
 
 
+_SCHEMAS: dict[tuple[bool, str], dict[str, _Type]] = {}
+
+
 def _schema(obj: dict[str, Any]) -> dict[str, _Type]:
     kind = obj.get("kind")
     api_version = obj.get("apiVersion")
-    if isinstance(api_version, str) and api_version.startswith("resource.k8s.io/") and kind in _RESOURCE_KINDS:
-        return {"metadata": _METADATA, **_RESOURCE_KINDS[kind]}
-    return {"metadata": _METADATA, **_BY_KIND.get(kind if isinstance(kind, str) else "", {})}
+    resource = isinstance(api_version, str) and api_version.startswith("resource.k8s.io/") and kind in _RESOURCE_KINDS
+    name = kind if isinstance(kind, str) and (resource or kind in _BY_KIND) else ""
+    found = _SCHEMAS.get((resource, name))
+    if found is None:  # one per kind (a cluster export repeats a few kinds 100,000 times)
+        found = _SCHEMAS[resource, name] = {"metadata": _METADATA, **(
+            _RESOURCE_KINDS[name] if resource else _BY_KIND.get(name, {}))}
+    return found
 
 
 def _scalar_problem(kind: str, value: Any) -> str | None:
@@ -87,25 +94,38 @@ def _scalar_problem(kind: str, value: Any) -> str | None:
 
 def shape_problem(obj: dict[str, Any]) -> ShapeProblem | None:
     """The first field the rules read that has the wrong type: ``(path keys, expected, value)``."""
-    stack: list[tuple[Any, _Type, list[str | int]]] = [(obj, _schema(obj), [])]
+    # Each entry's path is (parent's path, key): the list is built only for the problem found.
+    stack: list[tuple[Any, _Type, Any]] = [(obj, _schema(obj), None)]
+    pop, push = stack.pop, stack.append
     while stack:
-        value, kind, path = stack.pop()
+        value, kind, path = pop()
         if value is None or kind == "any":
             continue
-        if isinstance(kind, str):
+        if kind.__class__ is str:
             expected = _scalar_problem(kind, value)
             if expected is not None:
-                return path, expected, value
-        elif isinstance(kind, dict):
+                return _keys(path), expected, value
+        elif kind.__class__ is dict:
             if not isinstance(value, dict):
-                return path, "a mapping", value
-            stack.extend((value[key], sub, [*path, key]) for key, sub in reversed(kind.items()) if key in value)
-        elif isinstance(kind, list):
+                return _keys(path), "a mapping", value
+            for key in reversed(kind):  # checked in the schema's order
+                if key in value:
+                    push((value[key], kind[key], (path, key)))
+        elif kind.__class__ is list:
             if not isinstance(value, list):
-                return path, "a list", value
-            stack.extend((item, kind[0], [*path, i]) for i, item in reversed(list(enumerate(value))))
+                return _keys(path), "a list", value
+            for i in range(len(value) - 1, -1, -1):
+                push((value[i], kind[0], (path, i)))
         else:  # ("map", type of the values)
             if not isinstance(value, dict):
-                return path, "a mapping", value
-            stack.extend((item, kind[1], [*path, str(key)]) for key, item in value.items())
+                return _keys(path), "a mapping", value
+            stack.extend((item, kind[1], (path, str(key))) for key, item in value.items())
     return None
+
+
+def _keys(path: Any) -> list[str | int]:
+    keys: list[str | int] = []
+    while path is not None:
+        path, key = path
+        keys.append(key)
+    return keys[::-1]

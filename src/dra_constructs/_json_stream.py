@@ -1,0 +1,178 @@
+"""Read the items of a ``kubectl get ... -o json`` file one by one, in memory bounded by an item.
+
+``kubectl`` prints a ``List`` with a 4-space indent: ``"items": [`` on a line of its own, each
+item opening ``{`` and closing ``}`` at the start of a line one level deeper, ``},`` between
+items. JSON strings hold no raw newline, so what starts a line is structure: the item texts are
+found with byte searches and each is parsed on its own by :func:`~._safe_load.json_document`
+(orjson where provably equal, every limit of docs/input-limits.md; its depth counted from the
+document's root). A streaming parser (ijson) would build the same objects through a Python event
+loop at a fraction of orjson's speed; none we know reads a layout this way, hence this module.
+
+The split is trusted only when it is *the* parse of the file: each item text parses alone as
+one JSON value, items are separated by exactly ``,`` and a newline, and the text around the
+items - the prefix up to ``[`` and the suffix from ``]`` - parses, with a random token in place
+of the items, as a ``*List`` object whose top-level ``items`` is that token. By JSON's grammar
+the file is then that object with the parsed items. Anything else (another layout, compact
+JSON, YAML, a byte order mark, not UTF-8, any limit or syntax error) raises
+:class:`NotStreamable` and the caller reads the file whole through the usual loader, which
+reports errors exactly as before. Items already yielded are then void: the caller starts over.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from dra_constructs._io import ReadBudget, _refuse_special
+from dra_constructs._safe_load import json_document
+from dra_constructs.errors import DraConstructsError
+
+__all__ = ["BLOCK_BYTES", "Chunk", "Item", "NotStreamable", "list_chunks", "list_items", "parse_item", "read_item"]
+
+#: Bytes read at a time; memory holds about two blocks plus one item.
+BLOCK_BYTES = 8 << 20
+
+_HEADER = re.compile(rb'(?:^|\n)( *)"items": \[\n( +)\{\n')
+
+
+class NotStreamable(Exception):
+    """The file is not a kubectl-style JSON ``List`` this reader can split: read it whole."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of the list: its value, the line it opens on, and its bytes' span in the file."""
+
+    value: Any
+    line: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One item's text (not parsed yet), the line it opens on, and its span in the file."""
+
+    data: bytes
+    line: int
+    start: int
+    end: int
+
+
+def _open(path: str, budget: ReadBudget) -> BinaryIO:
+    """``path`` opened as :func:`~._io.read_bytes` opens it (regular files only, within ``budget``)."""
+    field, expected = "document", "Kubernetes manifest (UTF-8 YAML or JSON)"
+    try:
+        _refuse_special(os.stat(path).st_mode, path, field, expected)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        raise DraConstructsError(path, field, path, f"cannot read the file ({error.strerror or error})",
+                                 f"pass an existing, readable {expected}") from None
+    handle = os.fdopen(fd, "rb")
+    try:
+        status = os.fstat(fd)
+        _refuse_special(status.st_mode, path, field, expected)
+        budget.take(status.st_size, path, field)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def parse_item(chunk: bytes, path: str, line: int) -> Any:
+    """An item's text parsed and checked (depth counted from the file's root); else :class:`NotStreamable`."""
+    try:
+        return json_document(chunk.decode("utf-8"), path, first_line=line, nested=2)
+    except (UnicodeDecodeError, DraConstructsError):
+        raise NotStreamable from None
+
+
+def list_items(path: str, budget: ReadBudget) -> Iterator[Item]:
+    """Every item of the JSON ``List`` in ``path``, parsed and checked (see the module's docstring).
+
+    Raises :class:`NotStreamable` (possibly after some items) when the file must be read whole;
+    :class:`~.errors.DraConstructsError` when it cannot be read at all (special file, over budget).
+    """
+    for chunk in list_chunks(path, budget):
+        yield Item(parse_item(chunk.data, path, chunk.line), chunk.line, chunk.start, chunk.end)
+
+
+def list_chunks(path: str, budget: ReadBudget) -> Iterator[Chunk]:
+    """The items' texts, unparsed (:func:`parse_item` parses one); as :func:`list_items` otherwise."""
+    with _open(path, budget) as handle:
+        yield from _items(handle, path)
+
+
+def _items(handle: BinaryIO, path: str) -> Iterator[Chunk]:
+    buffer = bytearray(handle.read(BLOCK_BYTES))
+    header = _HEADER.search(buffer)
+    if header is None or buffer.startswith(b"\xef\xbb\xbf"):
+        raise NotStreamable
+    indent, child = bytes(header.group(1)), bytes(header.group(2))
+    if len(child) <= len(indent):
+        raise NotStreamable
+    start = header.end() - 2  # the first item's ``{``
+    prefix = bytes(buffer[:start - len(child) - 1])  # up to and with ``[``
+    close, separator, ending = b"\n" + child + b"}", b",\n" + child + b"{", b"\n" + indent + b"]"
+    base = 0  # file offset of buffer[0]
+    line = buffer.count(b"\n", 0, start) + 1
+    while True:
+        if start > BLOCK_BYTES:  # drop what was read
+            del buffer[:start]
+            base, start = base + start, 0
+        end = buffer.find(close, start)
+        searched = start
+        while end < 0:
+            searched = max(searched, len(buffer) - len(close))
+            block = handle.read(BLOCK_BYTES)
+            if not block:
+                raise NotStreamable
+            buffer += block
+            end = buffer.find(close, searched)
+        stop = end + len(close)
+        while len(buffer) < stop + len(separator):
+            block = handle.read(BLOCK_BYTES)
+            if not block:
+                break
+            buffer += block
+        chunk = bytes(buffer[start:stop])
+        yield Chunk(chunk, line, base + start, base + stop)
+        line += chunk.count(b"\n")
+        if buffer.startswith(separator, stop):
+            start, line = stop + len(separator) - 1, line + 1
+            continue
+        if not buffer.startswith(ending, stop):
+            raise NotStreamable
+        _check_wrapper(prefix, bytes(buffer[stop + len(ending):]) + handle.read(), path)
+        return
+
+
+def _check_wrapper(prefix: bytes, suffix: bytes, path: str) -> None:
+    token = secrets.token_hex(16).encode()
+    if token in prefix or token in suffix:
+        raise NotStreamable
+    try:
+        wrapper = json_document((prefix + b'"' + token + b'"]' + suffix).decode("utf-8"), path)
+    except (UnicodeDecodeError, DraConstructsError):
+        raise NotStreamable from None
+    if not isinstance(wrapper, dict) or wrapper.get("items") != [token.decode()]:
+        raise NotStreamable
+    kind, api_version = wrapper.get("kind"), wrapper.get("apiVersion")
+    if not (isinstance(kind, str) and kind.endswith("List") and isinstance(api_version, str) and api_version):
+        raise NotStreamable
+
+
+def read_item(path: str, start: int, end: int, line: int) -> Any:
+    """An item again, from its span (the file read before by :func:`list_items`)."""
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        chunk = handle.read(end - start)
+    try:
+        return json_document(chunk.decode("utf-8"), path, first_line=line, nested=2)
+    except UnicodeDecodeError:
+        raise DraConstructsError(f"{path}:{line}", "document", None, "the file changed while it was read",
+                                 "run the command again on a file nobody writes to") from None
