@@ -54,6 +54,7 @@ bench: setup
 	$(PY) benchmarks/audit_bench.py all
 	$(PY) benchmarks/tenant_rules_bench.py
 	$(PY) benchmarks/sanitizer_barrier.py
+	$(PY) benchmarks/devhandles_scan.py
 	$(PY) benchmarks/sanitizer_construct.py
 
 # The real-world corpus (../shared/corpus/realworld, or DRA_CORPUS_DIR) against tests/guardrails/corpus_expectations.yaml.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -196,23 +195,19 @@ def test_unreadable_fd_dirs_are_unknown_and_do_not_block(tmp_path: Path, monkeyp
     assert scan.summary()["unreadable"] == 1 and scan.summary()["unreadable_pids"] == [401]
 
 
-def test_one_scan_of_2000_pids_is_bounded(tmp_path: Path, dev: dict[str, str]) -> None:
-    """2,000 fake PIDs with 8 fds each (the CUDA set plus files); one holder of gpu-0."""
+def test_one_scan_of_2000_pids_finds_the_one_holder(tmp_path: Path, dev: dict[str, str]) -> None:
+    """2,000 fake PIDs with 8 fds each (the CUDA set plus files); one holder of gpu-0.
+
+    Its cost is a benchmark (benchmarks/devhandles_scan.py), not a timed assertion here.
+    """
     tmp_path = tmp_path / "proc"
     log = tmp_path / "app.log"
     log.write_text("")
     for pid in range(1000, 3000):
         proc(tmp_path, pid, dev["nvidiactl"], dev["nvidia-uvm"], "/dev/null", "pipe:[1]", "socket:[2]",
              str(log), "anon_inode:[eventfd]", dev["nvidia0"] if pid == 2999 else dev["nvidia1"])
-    handles = DeviceHandles(tmp_path, self_pid=1)
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        scan = handles.scan(GPU0)
-        best = min(best, time.perf_counter() - start)
-    print(f"\n/proc scan: 2000 pids x 8 fds: best of 3 {best * 1000:.1f} ms")
+    scan = DeviceHandles(tmp_path, self_pid=1).scan(GPU0)
     assert [h.pid for h in scan.holders] == [2999] and scan.scanned == 2000
-    assert best < 2.0  # a drain poll is 0.5 s by default; measured ~50-100 ms on a shared 2-core VM
 
 
 def test_a_scan_that_cannot_run_is_a_warning_event_a_metric_and_refuses_the_release(tmp_path: Path) -> None:
