@@ -20,8 +20,11 @@ from .oracle_cluster import cleanup, compare, device_differences, run_cases
 
 pytestmark = pytest.mark.controlplane
 
-#: Differences known and not fixed, by case id (each with its reason in docs/fit.md). Empty: none.
-KNOWN: dict[str, str] = {}
+#: Differences known and not fixed, by case id (each with its reason in docs/fit.md).
+KNOWN: dict[str, str] = {
+    "p00": "an exact packing of ~81,000 plain search steps: the scheduler's 10 s filter timeout hits it or not "
+           "depending on the machine's speed and load (1.34.4 timed out on it under load here); fit answers",
+}
 
 
 @pytest.mark.parametrize("server", [pytest.param("cluster", marks=pytest.mark.xdist_group("kcp-1.37")),
