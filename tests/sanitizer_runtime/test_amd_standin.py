@@ -201,6 +201,22 @@ def test_a_worker_that_would_see_another_device_refuses(node: AmdNode) -> None:
         HipScrubber(lambda _d: wrong, AmdIsolation(node.sysfs)).open(device, 60)
 
 
+def test_a_worker_pinned_only_by_a_hip_ordinal_is_refused(node: AmdNode) -> None:
+    """No HIP UUID from amd-smi: an ordinal alone cannot be checked inside the worker (here amd-smi's
+    ordinal 1 is the other partition): filling it would prove nothing about this device."""
+    from dra_constructs.agent.backends.amd_hip import HipScrubber
+    from dra_constructs.agent.backends.amd_isolation import AmdIsolation
+    from dra_constructs.agent.backends.amd_smi import AmdFacts
+
+    node.fake_sysfs({0x0C00: 2})
+    smi = _smi(node)
+    device = smi.devices()[0]
+    ordinal_only = AmdFacts(0x0C00, 0, "", 1, 1, 129, "CPX", "NPS4")
+    with pytest.raises(BackendError, match="no HIP UUID") as raised:
+        HipScrubber(lambda _d: ordinal_only, AmdIsolation(node.sysfs)).open(device, 60)
+    assert raised.value.fatal
+
+
 def test_the_zipapp_sanitizes_a_cpx_partition_end_to_end(tmp_path: Path, node: AmdNode) -> None:
     from dra_constructs.agent.zipapp import build_zipapp
 

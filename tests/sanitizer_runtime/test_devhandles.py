@@ -44,8 +44,12 @@ def dev(tmp_path: Path) -> dict[str, str]:
     return {name: chardev(root / name, *number) for name, number in nodes.items()}
 
 
-def proc(root: Path, pid: int, *targets: str, comm: str = "python3", cmdline: str = "", exe: str = "") -> Path:
-    """``<root>/<pid>/fd/<n> -> target`` symlinks (os.stat follows them as it follows /proc's), and comm."""
+HOST_MNT = "mnt:[4026531841]"  # ``readlink /proc/<pid>/ns/mnt`` of the host's mount namespace
+
+
+def proc(root: Path, pid: int, *targets: str, comm: str = "python3", cmdline: str = "", exe: str = "",
+         mnt: str = HOST_MNT) -> Path:
+    """``<root>/<pid>/fd/<n> -> target`` symlinks (os.stat follows them as it follows /proc's), comm, ns/mnt."""
     fd = root / str(pid) / "fd"
     fd.mkdir(parents=True)
     for number, target in enumerate(targets, start=3):
@@ -55,7 +59,14 @@ def proc(root: Path, pid: int, *targets: str, comm: str = "python3", cmdline: st
         (root / str(pid) / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
     if exe:
         os.symlink(exe, root / str(pid) / "exe")
+    (root / str(pid) / "ns").mkdir()
+    os.symlink(mnt, root / str(pid) / "ns" / "mnt")
     return fd
+
+
+def host_init(root: Path) -> None:
+    """PID 1, the host's init: its ``ns/mnt`` is the host's mount namespace (no fds on a GPU)."""
+    proc(root, 1, comm="systemd", exe="/usr/lib/systemd/systemd")
 
 
 def caps(root: Path, name: str, minor: int) -> Path:
@@ -74,6 +85,7 @@ def test_a_gpu_node_holder_counts_and_nvidiactl_uvm_alone_do_not(tmp_path: Path,
     proc(root, 100, dev["nvidiactl"], dev["nvidia-uvm"], dev["nvidia0"], "pipe:[123]")
     proc(root, 101, dev["nvidiactl"], dev["nvidia-uvm"], dev["nvidia-uvm-tools"])  # every CUDA process
     proc(root, 102, dev["nvidiactl"], dev["nvidia1"])  # another GPU
+    host_init(root)
     proc(root, 103, dev["nvidia0"], comm="nvidia-persiste", exe="/usr/bin/nvidia-persistenced")  # host monitor
     proc(root, 104, dev["nvidia0"])  # the agent itself
     proc(root, 105, dev["nvidia0"], comm="python3")  # the agent's fill worker of another device
@@ -83,7 +95,7 @@ def test_a_gpu_node_holder_counts_and_nvidiactl_uvm_alone_do_not(tmp_path: Path,
     scan = DeviceHandles(root, self_pid=104, owners=lambda _pid: HOST).scan(GPU0)
     assert scan.nodes == ("/dev/nvidia0",) and scan.devices == ("195:0",)
     assert [(h.pid, h.paths) for h in scan.holders] == [(100, (dev["nvidia0"],))]
-    assert sorted(h.pid for h in scan.exempt) == [103, 105] and scan.scanned == 5 and scan.problem is None
+    assert sorted(h.pid for h in scan.exempt) == [103, 105] and scan.scanned == 6 and scan.problem is None
 
 
 def test_the_node_is_matched_by_device_number_under_any_path(tmp_path: Path, dev: dict[str, str]) -> None:
@@ -102,6 +114,7 @@ def test_the_node_is_matched_by_device_number_under_any_path(tmp_path: Path, dev
 def test_exemption_needs_the_executable_and_the_owner_not_the_comm(tmp_path: Path, dev: dict[str, str]) -> None:
     """Review finding 1: comm is the process's own choice; exe and the owner are not."""
     root = tmp_path / "proc"
+    host_init(root)
     proc(root, 120, dev["nvidia0"], comm="nvidia-persiste")  # names itself a monitor: counts
     proc(root, 121, dev["nvidia0"], comm="nvidia-persiste", exe="/usr/bin/nvidia-persistenced")  # in a pod
     proc(root, 122, dev["nvidia0"], comm="x", exe="/usr/bin/nvidia-persistenced")  # a host process: exempt
@@ -122,6 +135,23 @@ def test_exemption_needs_the_executable_and_the_owner_not_the_comm(tmp_path: Pat
     assert sorted(h.pid for h in scan.exempt) == [122, 123, 125]
     assert sorted(h.pid for h in scan.holders) == [120, 121, 124, 126]
     assert {e["pid"]: e["exe"] for e in scan.summary()["exempt"]}[122] == "/usr/bin/nvidia-persistenced"  # type: ignore[index]
+
+
+def test_a_host_rule_needs_the_host_mount_namespace(tmp_path: Path, dev: dict[str, str]) -> None:
+    """``exe`` is a path in the process's own mount namespace: a container outside ``kubepods``
+    (``cgroupsPerQOS: false``, a runtime started by hand) can ship ``/usr/bin/nvidia-persistenced``."""
+    root = tmp_path / "proc"
+    host_init(root)
+    proc(root, 130, dev["nvidia0"], exe="/usr/bin/nvidia-persistenced")  # the host's daemon: exempt
+    proc(root, 131, dev["nvidia0"], exe="/usr/bin/nvidia-persistenced", mnt="mnt:[4026532999]")  # a container
+    proc(root, 132, dev["nvidia0"], exe="/usr/bin/nvidia-smi")
+    (root / "132" / "ns" / "mnt").unlink()  # ns/mnt unreadable (gone, or not ours to read): not exempt
+    scan = DeviceHandles(root, self_pid=2, owners=lambda _pid: HOST).scan(GPU0)
+    assert [h.pid for h in scan.exempt] == [130]
+    assert sorted(h.pid for h in scan.holders) == [131, 132]
+    os.unlink(root / "1" / "ns" / "mnt")  # the host's own link unreadable: nothing is exempt
+    scan = DeviceHandles(root, self_pid=2, owners=lambda _pid: HOST).scan(GPU0)
+    assert scan.exempt == [] and sorted(h.pid for h in scan.holders) == [130, 131, 132]
 
 
 def test_a_scan_that_cannot_list_the_proc_root_failed(tmp_path: Path) -> None:

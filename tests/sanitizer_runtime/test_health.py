@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_constructs.agent.backends.simulated import SimulatedNode
+from dra_constructs.agent.backends.simulated import SimulatedCrash, SimulatedNode
 from dra_constructs.agent.config import SimulatedBackendSettings
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceRecord
@@ -298,6 +298,35 @@ def test_a_cold_reset_is_no_false_quarantine_and_rebases_the_next_claim(tmp_path
     gpu.ecc_volatile_uncorrected = 1  # one in the next claim: counted from the post-reset baseline
     record = env.rt.barrier.run(env.device, "deallocated", TENANT)
     assert record.result == "quarantined" and "1 volatile uncorrectable" in (record.reason or "")
+
+
+def test_errors_before_a_cold_reset_survive_a_restart_after_it(tmp_path: Path) -> None:
+    """The agent dies after the reset (baseline re-read, carried counts only in the reset record): the
+    recovery's barrier must still count what the claim gained before the reset."""
+    armed = {"on": False}
+
+    def hook(_device: str, where: str) -> None:
+        if armed["on"] and where == "fill":
+            armed["on"] = False
+            raise SimulatedCrash(where)
+
+    env = SimEnv(tmp_path, partition_reset="gpu", crash_hook=hook,
+                 simulated=SimulatedBackendSettings(gpus=1, mig_slices_per_gpu=0, memory_bytes=2048))
+    gpu = env.node.health.gpu(env.device.gpu_uuid)
+    gpu.ecc_volatile_uncorrected = 5
+    _claim(env)
+    gpu.ecc_volatile_uncorrected = 7  # two during the claim
+    armed["on"] = True
+    with pytest.raises(SimulatedCrash):
+        env.rt.barrier.run(env.device, "deallocated", TENANT)
+    assert gpu.ecc_volatile_uncorrected == 0  # the reset happened before the crash
+    env.restart()
+    (device,) = env.rt.devices
+    record = env.rt.barrier.recover(device)
+    assert record is not None and record.result == "quarantined", "a restart must not hide the claim's errors"
+    assert "ecc-uncorrected: 2 volatile uncorrectable ECC error(s)" in (record.reason or "")
+    # The operator looked (the quarantine named the errors) and releases it: counted from the reset on.
+    assert env.rt.barrier.operator_release(device, "GPU checked", "ops").result == "released"
 
 
 def test_a_count_unread_before_a_reset_fails_closed() -> None:

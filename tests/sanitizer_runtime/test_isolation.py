@@ -188,6 +188,21 @@ def test_a_restart_sweeps_rules_left_over_and_keeps_a_lingering_tenant(tmp_path:
     assert _values(env, GPU0 + GPU1) == [None] * 6  # barriers done: nothing held, every rule swept
 
 
+def test_a_shared_device_of_two_namespaces_keeps_both_tenants_until_its_barrier_ends(tmp_path: Path) -> None:
+    """A device co-held by claims of two namespaces stores no single tenant namespace; both linger mid-barrier."""
+    env = _env(tmp_path)
+    agent = _agent(env)
+    store = env.rt.barrier.deps.store
+    state = store.load(GPU0[0])
+    state.phase, state.claim, state.tenant_namespace = Phase.DRAIN, "team-a/a, team-b/b", None
+    store.save(state)
+    assert env.rt.isolation is not None
+    values = env.rt.isolation.reconcile([], VirtualClock())
+    assert values["GPU-sim-0000"] == CONFLICT_VALUE  # levels unknown (strictest), two tenants: nobody new
+    assert _values(env, GPU0) == [CONFLICT_VALUE] * 3
+    del agent
+
+
 def test_dynamic_mig_taints_every_placement_and_the_whole_gpu(tmp_path: Path) -> None:
     env = _env(tmp_path, SimulatedBackendSettings(gpus=1, dynamic_mig=True, memory_bytes=1024), dynamic_mig=True)
     env.node = SimulatedNode(env.config.simulated, env.faults, whole_gpu=True)  # Hopper: gpu-0 beside the placements

@@ -562,8 +562,11 @@ class Barrier:
         """
         with self.deps.store.lock(device.name):
             state = self.deps.store.load(device.name, device.uuid)
-            if state.policy is not None:
+            if state.policy is not None or (state.reset is not None and state.reset.new_uuid):
                 state.policy = None
+                # A finished reset's carried counters were judged by the quarantine the operator now
+                # lifts: the release's gates count from the post-reset baseline (a reset now re-reads).
+                state.reset = state.reset if state.reset is not None and not state.reset.new_uuid else None
                 self.deps.store.save(state)
         clock = self.deps.clock_for(device.name)
         note = EvidenceRecord(
@@ -667,7 +670,9 @@ class Barrier:
         if self.deps.health is None:
             c.record.warnings.append("health gates not run: this backend serves no health reads")
             return
-        reset = c.state.reset if c.reset_done else None  # a cold reset in this cycle: baseline re-read after it
+        # A cold reset in this release (this cycle, or one the agent died after: its record stays
+        # until the release or an operator's release): the baseline was re-read after it.
+        reset = c.state.reset if c.reset_done or c.state.reset is not None else None
         carried = reset.health_carried if reset is not None and reset.health_rebased else None  # else: fail closed
         report = check(self.deps.health, c.target or c.device, c.state.health_baseline, self.deps.config.require_ecc,
                        carried=carried, reset=reset is not None)
@@ -965,13 +970,21 @@ class Barrier:
             raise BarrierFailure(f"partition reset {kind} requested but this backend cannot reset")
         old = c.target
         previous = c.state.reset if c.resuming_reset else None  # a reset cut off before: keep its old UUID
+        # A reset this release already finished (the agent died after it): the baseline was re-read
+        # after it, so what the claim gained before it is only in that record; added, never dropped.
+        earlier = c.state.reset if previous is None and c.state.reset is not None else None
         old_uuid = old.uuid if old else (previous.old_uuid if previous else "")
         c.state.reset = ResetRecord(reset_type=kind, old_uuid=old_uuid, started=c.clock.wall(),
                                     device=dataclasses.asdict(c.device))
         if previous is not None:  # what the claim gained before the first try (a retry's read is post-reset)
             c.state.reset.health_carried = previous.health_carried
         elif self._health_on():  # the reset zeroes the volatile counters: what the claim gained, now
-            c.state.reset.health_carried = carried_since(self.deps.health, old or c.device, c.state.health_baseline)
+            gained = carried_since(self.deps.health, old or c.device, c.state.health_baseline)
+            if earlier is not None:
+                before = earlier.health_carried if earlier.health_rebased else None
+                gained = None if gained is None or before is None else {
+                    name: value + before.get(name, 0) for name, value in gained.items()}
+            c.state.reset.health_carried = gained
         c.enter(Phase.RESETTING)
         start = c.clock.monotonic()
         if kind == PartitionReset.MIG_INSTANCE.value:

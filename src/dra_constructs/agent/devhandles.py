@@ -22,7 +22,8 @@ namespace; the ``readlink`` path is only the label shown in the evidence.
 GPU: context only, never counted. NVML-only monitors (``nvidia-persistenced``, DCGM, the device
 and kubelet plugins: they hold every GPU's node and no context) are exempt by
 :class:`ExemptRule`: the executable (``readlink /proc/<pid>/exe``, which a process cannot set the
-way it sets its ``comm``) *and* its owner: a host process (cgroup outside ``kubepods``), or a pod
+way it sets its ``comm``) *and* its owner: a host process (cgroup outside ``kubepods``, and the
+mount namespace of PID 1 so the path names the host's file, not a container's), or a pod
 in one of the rule's namespaces, and the rule's uid if it names one (``Uid:`` of ``status``,
 real and effective). A pod can put any binary at ``/usr/bin/nvidia-smi`` in its own image, so
 the executable alone exempts nothing. The agent's own children (its CUDA fill workers of other
@@ -299,13 +300,28 @@ class DeviceHandles:
         for rule in rules:
             if rule.uid is not None and (uids is None or set(uids) != {rule.uid}):
                 continue
-            if rule.owner == "host" and owner.kind == "host":
+            if rule.owner == "host" and owner.kind == "host" and self._host_mounts(pid):
                 return True
             if rule.owner == "pod" and owner.kind == "pod" and owner.pod_uid is not None:
                 name = self.pod_name(owner.pod_uid)
                 if name is not None and name.partition("/")[0] in rule.namespaces:
                     return True
         return False
+
+    def _host_mounts(self, pid: int) -> bool:
+        """Whether ``pid`` sees the host's files: its mount namespace is PID 1's (``ns/mnt``); unreadable: no.
+
+        ``exe`` is the path in the process's *own* mount namespace: a container outside
+        ``kubepods`` (the kubelet's ``cgroupsPerQOS: false``, a runtime started by hand) that
+        ships a binary at ``/usr/bin/nvidia-persistenced`` names it like the host's daemon. Only
+        in the host's mount namespace is that path the host's file.
+        """
+        try:
+            mine = os.readlink(f"{self._root}/{pid}/ns/mnt")
+            host = os.readlink(f"{self._root}/1/ns/mnt")
+        except OSError:
+            return False
+        return mine == host
 
     def _exe(self, pid: int) -> str | None:
         try:

@@ -98,6 +98,20 @@ def exclusive_claim(claim: Mapping[str, Any], request: str | None) -> bool:
                for t in _request_tolerations(claim.get("spec") or {}, request))
 
 
+def _stored_namespaces(tenant_namespace: str | None, claims: str | None) -> set[str]:
+    """Every namespace a device's stored state names: its tenant and each ``ns/name`` of its claims.
+
+    A device shared by claims of two namespaces stores no ``tenant_namespace`` (the barrier's
+    :meth:`.Barrier.mark_allocated`), yet both tenants' processes may run until its drain ends.
+    """
+    found = {tenant_namespace} if tenant_namespace else set()
+    for entry in (claims or "").split(", "):
+        namespace, slash, _name = entry.partition("/")
+        if slash and namespace:
+            found.add(namespace)
+    return found
+
+
 @dataclass(frozen=True)
 class GpuHolders:
     """Who holds one physical GPU: namespace -> exclusive, live (claims) and lingering (barriers)."""
@@ -181,9 +195,9 @@ class Isolation:
             if name in allocated:
                 continue
             state = self._store.load(name)
-            if state.phase in _LINGERING and state.tenant_namespace:
-                ns = state.tenant_namespace
-                lingering.setdefault(device.gpu_uuid, {})[ns] = self._levels.get(ns, True)  # unknown: strictest
+            if state.phase in _LINGERING:
+                for ns in _stored_namespaces(state.tenant_namespace, state.claim):
+                    lingering.setdefault(device.gpu_uuid, {})[ns] = self._levels.get(ns, True)  # unknown: strictest
         gpus = {d.gpu_uuid for d in self._inventory.values() if d.is_mig}
         return {gpu: GpuHolders(live.get(gpu, {}), lingering.get(gpu, {})) for gpu in gpus}
 

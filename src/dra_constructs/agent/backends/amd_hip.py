@@ -4,8 +4,8 @@ Like the CUDA backend (:mod:`.cuda`), every scrub runs in a worker child process
 exactly one HIP context on exactly one device and dies with it; the parent drives it over JSON
 lines (``fill``, ``verify``, ``close``), reusing the CUDA backend's parent side. The child is
 started with ``ROCR_VISIBLE_DEVICES=<agent UUID>`` (from ``amdsmi_get_gpu_enumeration_info``
-``hip_uuid``; ``HIP_VISIBLE_DEVICES=<hip_id>`` where amd-smi gives no UUID), and refuses to work
-unless HIP then sees exactly one device whose ``hipDeviceGetUuid`` matches.
+``hip_uuid``; without one it does not start: a bare ``hip_id`` ordinal cannot be checked), and refuses
+to work unless HIP then sees exactly one device whose ``hipDeviceGetUuid`` matches.
 
 Before the worker starts, :class:`HipScrubber` checks and sets ``enforce_isolation`` on the
 device's partition and runs the cleaner shader there (:mod:`.amd_isolation`): memory zeroing
@@ -218,13 +218,16 @@ class _HipSession(_WorkerSession):
         if facts.hip_uuid:
             env["ROCR_VISIBLE_DEVICES"] = facts.hip_uuid
             env["DRA_SANITIZER_HIP_UUID"] = facts.hip_uuid
-        elif facts.hip_id is not None:
-            env["HIP_VISIBLE_DEVICES"] = str(facts.hip_id)
         else:
+            # A HIP ordinal alone (``hip_id``) cannot be checked from inside the worker: HIP numbers
+            # the devices this process can open, in its own order, so an ordinal amd-smi counted
+            # differently (devices hidden from the agent's container, another enumeration order)
+            # fills and verifies another device while this one is released unproven. Fail closed.
             if slot is not None:
                 slot.release()
-            raise BackendError("amdsmi_get_gpu_enumeration_info", f"{device.name}: amd-smi gives neither a HIP UUID "
-                               "nor a HIP id: the worker cannot be pinned to this device", fatal=True)
+            raise BackendError("amdsmi_get_gpu_enumeration_info", f"{device.name}: amd-smi gives no HIP UUID "
+                               f"(hip_id {facts.hip_id}): the worker cannot be pinned to this device and proven to "
+                               "be on it; upgrade amd-smi to one that reports hip_uuid", fatal=True)
         self.isolation = isolation
         self._timeout = timeout_s
         self._slot = slot
