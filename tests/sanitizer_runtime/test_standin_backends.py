@@ -481,3 +481,23 @@ def test_a_pid_whose_pidfd_saw_it_end_is_never_signalled_again_until_pinned(monk
     finally:
         if again.poll() is None:
             again.kill()
+
+
+def test_outside_the_host_pid_namespace_nothing_is_signalled_and_the_device_is_quarantined(
+        standin: MakeNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML's PIDs are host PIDs: without hostPID a signal by number could hit another process (fail closed)."""
+    from dra_constructs.agent.backends import base
+
+    node = standin([GPU("GPU-a", total=256 * MiB)])
+    monkeypatch.setattr(base, "host_pid_namespace", lambda proc=None: False)
+    rt = runtime(tmp_path)
+    (device,) = rt.devices
+    tenant = Tenant(node, "GPU-a", nbytes=8 * MiB, pod=POD)
+    try:
+        record = rt.barrier.run(device, "deallocated", ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,)))
+        assert tenant.alive(), "a process was signalled although the agent cannot number host PIDs"
+    finally:
+        tenant.stop()
+    assert record.result == "quarantined"
+    assert "host PID namespace" in (record.reason or ""), record.reason
+    assert record.pids_sigterm == [] and record.pids_sigkill == []

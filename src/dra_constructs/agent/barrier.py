@@ -1123,16 +1123,16 @@ class Barrier:
                     killed = True
                     c.crash("drain-killed")
                 if killed:
-                    for pid in pids:
+                    for pid in pids:  # recorded once sent: a refused signal raises and is not evidence
+                        self.deps.signaller.signal(pid, signal.SIGKILL)
                         if pid not in c.record.pids_sigkill:
                             c.record.pids_sigkill.append(pid)
-                        self.deps.signaller.signal(pid, signal.SIGKILL)
                 else:
                     for pid in pids:
                         if pid not in termed:
                             termed.add(pid)
-                            c.record.pids_sigterm.append(pid)
                             self.deps.signaller.signal(pid, signal.SIGTERM)
+                            c.record.pids_sigterm.append(pid)
                     c.crash("drain-signalled")
             if now - start >= timeout:
                 still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, pids))

@@ -14,9 +14,10 @@ from dra_constructs.agent.backends.base import (
     EnumerationResult,
     MemoryScrubber,
     NvmlBackend,
-    OsSignaller,
     PartitionBackend,
     ProcessSignaller,
+    host_pid_namespace,
+    host_signaller,
 )
 from dra_constructs.agent.backends.simulated import SimulatedNode
 from dra_constructs.agent.barrier import Barrier, BarrierDeps
@@ -103,13 +104,16 @@ def build_runtime(
         from dra_constructs.agent.backends.amd_wiring import amd_backends
 
         nvml, scrubber, health = amd_backends(config)
-        signaller = OsSignaller()
+        if not host_pid_namespace():
+            _LOG.error("not in the host PID namespace: AMD SMI's PIDs are host PIDs, so the agent signals nothing "
+                       "and a device with processes left is quarantined (set hostPID: true)")
+        signaller = host_signaller()
         owners = ProcOwners(config.proc_root)
         real_amd = RealClock()
         clock_for = lambda _name: real_amd  # noqa: E731
     else:
         from dra_constructs.agent.backends.cuda import CudaScrubber
-        from dra_constructs.agent.backends.nvml import NvmlDevices, host_pid_namespace
+        from dra_constructs.agent.backends.nvml import NvmlDevices
 
         try:
             nvml = NvmlDevices()
@@ -117,7 +121,8 @@ def build_runtime(
             raise DraConstructsError("AgentConfig", "backend", "nvml", f"NVML unavailable: {error}",
                                      "run on a GPU node with the NVIDIA driver, or use backend: simulated") from error
         if not host_pid_namespace():
-            _LOG.error("not in the host PID namespace: NVML hides other containers' PIDs (set hostPID: true)")
+            _LOG.error("not in the host PID namespace: NVML's PIDs are host PIDs, so the agent signals nothing and "
+                       "a device with processes left is quarantined (set hostPID: true)")
         from dra_constructs.agent.backends.partitions import NvmlPartitions
 
         partitions = NvmlPartitions(nvml)
@@ -131,7 +136,7 @@ def build_runtime(
             _LOG.info("at most %d CUDA fill workers at once (memory limit; max_parallel %d)", slots,
                       config.max_parallel)
         scrubber = CudaScrubber(ptx_cache=str(config.state_path / "ptx"), max_workers=slots)
-        signaller = OsSignaller()
+        signaller = host_signaller()
         owners = ProcOwners(config.proc_root)
         if config.device_handles:
             scanner = DeviceHandles(config.proc_root, exempt=config.device_handles_exempt, owners=owners)

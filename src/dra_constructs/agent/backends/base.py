@@ -18,6 +18,7 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Protocol
 
 from dra_constructs.agent.devices import DeviceInfo
@@ -31,6 +32,7 @@ __all__ = [
     "EnumerationFailed",
     "EnumerationResult",
     "FillResult",
+    "ForeignPidNamespaceSignaller",
     "MemoryInfo",
     "MemoryScrubber",
     "NvmlBackend",
@@ -40,6 +42,8 @@ __all__ = [
     "ScrubSession",
     "SignalRefused",
     "VerifyResult",
+    "host_pid_namespace",
+    "host_signaller",
 ]
 
 
@@ -292,6 +296,38 @@ class OsSignaller:
             with self._lock:
                 self._ended.add(pid)
         return True
+
+
+def host_pid_namespace(proc: Path = Path("/proc")) -> bool:
+    """True if we see the host's PID namespace (PID 2 is the kernel's ``kthreadd``)."""
+    try:
+        return (proc / "2" / "comm").read_text().strip() == "kthreadd"
+    except OSError:
+        return False
+
+
+class ForeignPidNamespaceSignaller:
+    """Refuses every signal: the agent is not in the host PID namespace (no ``hostPID: true``).
+
+    NVML lists host PIDs, and ``/proc`` and ``kill`` here number processes of another namespace, so a
+    signal by number could hit an unrelated process (or none). Fail closed: each signal raises
+    :class:`~dra_constructs.agent.backends.base.BackendError`, the barrier quarantines the device with
+    that reason, and nothing is signalled.
+    """
+
+    REASON = ("the agent is not in the host PID namespace (hostPID: true is missing): NVML's PIDs are host PIDs, "
+              "so no process is signalled by number here")
+
+    def pin(self, pid: int) -> bool:
+        return False
+
+    def signal(self, pid: int, signum: int) -> bool:
+        raise BackendError(f"kill({pid}, {signum})", self.REASON)
+
+
+def host_signaller() -> ProcessSignaller:
+    """:class:`OsSignaller` in the host PID namespace; elsewhere one that refuses every signal (fail closed)."""
+    return OsSignaller() if host_pid_namespace() else ForeignPidNamespaceSignaller()
 
 
 def _refusal_detail(pid: int, error: OSError) -> str:

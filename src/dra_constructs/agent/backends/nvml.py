@@ -25,6 +25,7 @@ from dra_constructs.agent.backends.base import (
     EnumerationFailed,
     EnumerationResult,
     MemoryInfo,
+    host_pid_namespace,
 )
 from dra_constructs.agent.devices import DeviceInfo, gpu_device_name, mig_device_name, mig_profile_name
 
@@ -57,14 +58,6 @@ def scrub_on_free_disabled(params_text: str | None = None) -> bool | None:
                 except ValueError:
                     return True  # unparseable value for this key: assume the worst
     return False
-
-
-def host_pid_namespace(proc: Path = Path("/proc")) -> bool:
-    """True if we see the host's PID namespace (PID 2 is the kernel's ``kthreadd``)."""
-    try:
-        return (proc / "2" / "comm").read_text().strip() == "kthreadd"
-    except OSError:
-        return False
 
 
 class NvmlDevices:
