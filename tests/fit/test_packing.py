@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dra_constructs.catalog import GPU_SPECS
-from dra_constructs.fit import Claim, default_device_classes
+from dra_constructs.fit import Claim, DeviceClass, default_device_classes
 from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, Allocator
 from dra_constructs.target import Target
 
-from .helpers import PROFILE, checked_fit, claim, dynamic, mig, only, request
+from .helpers import PROFILE, checked_fit, claim, counter_node, dynamic, mig, only, request
 
 SEVEN_SLICE = [s for s in GPU_SPECS if len(s.mig_profiles) == 7]
 
@@ -167,3 +167,34 @@ def test_packing_counts_what_the_counter_sets_hold_together() -> None:
     assert packing.fits((big, small), (2, 2)) is False
     assert packing.fits((big, small), (1, 4)) is False  # at most 3 of the 1s beside one 3
     assert packing.fits((big, small), (0, 5)) is True  # 1+1 and 1+1+1
+
+
+# --- branches whose failure changes the state (upstream through 1.35) ----------------------------
+
+ANY = {"any.example.com": DeviceClass("any.example.com", ())}
+MODEL = "device.attributes['gpu.nvidia.com'].model == '{}'"
+
+
+@pytest.mark.parametrize("version", ["1.35", "1.36"])
+def test_a_cut_branch_that_would_have_kept_refused_counters_is_not_cut(version: str) -> None:
+    """Through 1.35 a device refused after its counter check (here: matchAttribute) keeps its counters
+    for the rest of the search, so a failing branch changes what later branches see. Subrequest x
+    (2 of model a + 1 of b: 1 + 3 + 1 > 4 slots) has no solution and the packing cuts it; searched,
+    it refuses d1 (parent p1) after taking its 3 slots, and y (d2 + d3, 3 slots) no longer fits."""
+    inventory = counter_node([("d0", "a", "p0", 1), ("d1", "a", "p1", 3), ("d2", "b", "p0", 2),
+                               ("d3", "b", "p0", 1)])
+    claims = [claim("c", {"name": "r0", "firstAvailable": [
+        {"name": "x", "deviceClassName": "any.example.com", "count": 2,
+         "selectors": [{"cel": {"expression": MODEL.format("a")}}]},
+        {"name": "y", "deviceClassName": "any.example.com", "count": 1,
+         "selectors": [{"cel": {"expression": MODEL.format("b")}}]}]},
+        request("r1", "any.example.com", [MODEL.format("b")]),
+        constraints=[{"matchAttribute": "gpu.nvidia.com/parent"}])]
+    target = Target.parse(version)
+    gates = {**target.default_feature_gates, "DRAPartitionableDevices": True, "DRAPrioritizedList": True}
+    results = [Allocator(inventory, ANY, gates, target, packing_after=after).allocate(claims, inventory.nodes[0])
+               for after in (None, 0)]
+    assert [(r.allocatable, r.devices) for r in results[1:]] == [(results[0].allocatable, results[0].devices)]
+    # 1.35 keeps d1's slots after refusing it: y cannot fit; 1.36 gives them back
+    assert results[0].allocatable == (version == "1.36"), results[0].reason
+
