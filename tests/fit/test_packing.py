@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dra_constructs.catalog import GPU_SPECS
-from dra_constructs.fit import Claim, DeviceClass, default_device_classes
-from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, Allocator
+from dra_constructs.fit import Claim, DeviceClass, Inventory, default_device_classes
+from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, AllocatedState, Allocator
 from dra_constructs.target import Target
 
 from .helpers import PROFILE, checked_fit, claim, counter_node, dynamic, mig, only, request
@@ -198,3 +198,26 @@ def test_a_cut_branch_that_would_have_kept_refused_counters_is_not_cut(version: 
     # 1.35 keeps d1's slots after refusing it: y cannot fit; 1.36 gives them back
     assert results[0].allocatable == (version == "1.36"), results[0].reason
 
+
+def test_an_overdrawn_counter_binds_only_the_devices_that_consume_it() -> None:
+    """Devices already allocated can overdraw a counter (results committed before 1.36.2 charged no
+    counters for shares); the scheduler checks only the counters a device lists, so a device that
+    does not consume ``slots`` is still allocatable. The packing must not count it against them."""
+    pool = {"name": "n", "generation": 1, "resourceSliceCount": 2}
+    devices = [{"name": name, "attributes": {"model": {"string": "a"}},
+                "consumesCounters": [{"counterSet": "cs", "counters": counters}]}
+               for name, counters in [("d0", {"slots": {"value": "2"}}), ("d1", {"slots": {"value": "1"}}),
+                                      ("d2", {"mem": {"value": "1"}}), ("d3", {"mem": {"value": "1"}})]]
+    inventory = Inventory.from_slices([
+        {"kind": "ResourceSlice", "metadata": {"name": "counters"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool,
+            "sharedCounters": [{"name": "cs", "counters": {"slots": {"value": "2"}, "mem": {"value": "2"}}}]}},
+        {"kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool, "devices": devices}}])
+    target = Target.parse("1.36")
+    allocated = AllocatedState({d.id for d in inventory.devices if d.device.name in ("d0", "d1")})
+    claims = [claim("c", request("r", "any.example.com", count=2))]
+    results = [Allocator(inventory, ANY, target.default_feature_gates, target, allocated=allocated,
+                         packing_after=after).allocate(claims, inventory.nodes[0]) for after in (None, 0)]
+    assert results[0].allocatable, results[0].reason  # d2 + d3: slots 3 of 2 are not theirs to check
+    assert (results[1].allocatable, results[1].devices) == (True, results[0].devices), results[1].reason

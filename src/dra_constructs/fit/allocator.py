@@ -966,7 +966,10 @@ class _NodeSearch:
         def remaining(group: PackingGroup) -> tuple[int, ...]:
             key: tuple[int, str] = group.key  # type: ignore[assignment]  # counter-set groups only
             left, used = limits[key], self.consumed.get(key, {})
-            return tuple(math.floor((left[name] - used.get(name, 0)) * k)
+            # at least 0: devices already allocated can overdraw a counter (shares committed before
+            # 1.36.2 charged none), and the scheduler checks only the counters a device lists, so an
+            # overdrawn counter must not bind the devices that consume none of it (amount 0 here)
+            return tuple(max(0, math.floor((left[name] - used.get(name, 0)) * k))
                          for name, k in zip(group.names, scales[group.key], strict=True))
 
         return Packing(groups, remaining, lambda position: not self._in_use(position))
