@@ -221,3 +221,36 @@ def test_an_overdrawn_counter_binds_only_the_devices_that_consume_it() -> None:
                          packing_after=after).allocate(claims, inventory.nodes[0]) for after in (None, 0)]
     assert results[0].allocatable, results[0].reason  # d2 + d3: slots 3 of 2 are not theirs to check
     assert (results[1].allocatable, results[1].devices) == (True, results[0].devices), results[1].reason
+
+
+def test_the_check_spends_a_bounded_amount_per_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeping the maximal vectors is quadratic: 8 devices that each serve 5 of 6 requests give
+    ~1,300 sums no one dominates, each new state costs ~800,000 comparisons (seconds) and no size
+    limit is passed. The search's total is bounded (``MAX_WORK``, lowered here), then "unknown"."""
+    import itertools
+
+    import dra_constructs.fit.packing as packing_module
+    from dra_constructs.fit.packing import Packing, PackingGroup
+
+    limit = 200_000
+    monkeypatch.setattr(packing_module, "MAX_WORK", limit, raising=False)
+    spent = [0]
+    pareto = packing_module._pareto_max
+
+    def counted(vectors: set[tuple[int, ...]]) -> frozenset[tuple[int, ...]]:
+        spent[0] += len(vectors) * (len(vectors) + 1) // 2
+        return pareto(vectors)
+
+    monkeypatch.setattr(packing_module, "_pareto_max", counted)
+    devices, kinds = 8, 6
+    taken: set[int] = set()
+    packing = Packing([PackingGroup(("device", i), (i,), (), ((),)) for i in range(devices)], lambda group: (),
+                      lambda position: position not in taken)
+    types = tuple(frozenset(p for p in range(devices) if p % kinds != t) for t in range(kinds))
+    for size in range(devices + 1):
+        for gone in itertools.combinations(range(devices), size):
+            taken.clear()
+            taken.update(gone)
+            assert packing.fits(types, (devices,) * kinds) is not True  # 8 devices cannot serve 48
+    assert packing.disabled
+    assert spent[0] <= limit
