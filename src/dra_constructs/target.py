@@ -381,8 +381,9 @@ class Target:
     def allocator_keeps_refused_counters(self) -> bool:
         """The scheduler's allocator leaves the counters of a device it refused after the counter
         check (taint, constraint) consumed for the rest of the allocation: through 1.35 (and
-        1.36.0-1.36.2); from 1.36.3 ``allocateDevice`` rolls them back (``rollbackDevice``)."""
-        return self.minor <= 35
+        1.36.0-1.36.2); from 1.36.3 ``allocateDevice`` rolls them back (``rollbackDevice``). A
+        target without a patch release is the newest one."""
+        return self.minor <= 35 or (self.minor == 36 and self.patch is not None and self.patch <= 2)
 
     @property
     def shared_devices_charge_counters_once(self) -> bool:

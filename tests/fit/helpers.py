@@ -48,6 +48,21 @@ def dynamic(model: str = "A100_80GB", gpus: int = 1, version: str = "1.36") -> I
         [model], gpus_per_node=gpus, mig_mode="dynamic", split_counter_sets=target.counter_sets_in_own_slice))
 
 
+def counter_node(devices: Sequence[tuple[str, str, str, int]], slots: int = 4) -> Inventory:
+    """One node, one counter set ``cs`` of ``slots``; devices (name, model, parent, slots consumed), in
+    the 1.35+ layout (the counter set in a slice of its own)."""
+    pool = {"name": "n", "generation": 1, "resourceSliceCount": 2}
+    raw = [{"name": name, "attributes": {"model": {"string": model}, "parent": {"string": parent}},
+            "consumesCounters": [{"counterSet": "cs", "counters": {"slots": {"value": str(used)}}}]}
+           for name, model, parent, used in devices]
+    return Inventory.from_slices([
+        {"kind": "ResourceSlice", "metadata": {"name": "counters"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool,
+            "sharedCounters": [{"name": "cs", "counters": {"slots": {"value": str(slots)}}}]}},
+        {"kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool, "devices": raw}}])
+
+
 def checked_fit(claims: Sequence[Claim], inventory: Inventory, version: str = "1.36", *,
                 classes: Mapping[str, DeviceClass] | None = None, gates: Mapping[str, bool] | None = None,
                 allocated: AllocatedState | None = None, **options: Any) -> FitReport:

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dra_constructs.catalog import GPU_SPECS
-from dra_constructs.fit import Claim, default_device_classes
-from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, Allocator
+from dra_constructs.fit import Claim, DeviceClass, Inventory, default_device_classes
+from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, AllocatedState, Allocator
 from dra_constructs.target import Target
 
-from .helpers import PROFILE, checked_fit, claim, dynamic, mig, only, request
+from .helpers import PROFILE, checked_fit, claim, counter_node, dynamic, mig, only, request
 
 SEVEN_SLICE = [s for s in GPU_SPECS if len(s.mig_profiles) == 7]
 
@@ -167,3 +167,90 @@ def test_packing_counts_what_the_counter_sets_hold_together() -> None:
     assert packing.fits((big, small), (2, 2)) is False
     assert packing.fits((big, small), (1, 4)) is False  # at most 3 of the 1s beside one 3
     assert packing.fits((big, small), (0, 5)) is True  # 1+1 and 1+1+1
+
+
+# --- branches whose failure changes the state (upstream through 1.35) ----------------------------
+
+ANY = {"any.example.com": DeviceClass("any.example.com", ())}
+MODEL = "device.attributes['gpu.nvidia.com'].model == '{}'"
+
+
+@pytest.mark.parametrize("version", ["1.35", "1.36"])
+def test_a_cut_branch_that_would_have_kept_refused_counters_is_not_cut(version: str) -> None:
+    """Through 1.35 a device refused after its counter check (here: matchAttribute) keeps its counters
+    for the rest of the search, so a failing branch changes what later branches see. Subrequest x
+    (2 of model a + 1 of b: 1 + 3 + 1 > 4 slots) has no solution and the packing cuts it; searched,
+    it refuses d1 (parent p1) after taking its 3 slots, and y (d2 + d3, 3 slots) no longer fits."""
+    inventory = counter_node([("d0", "a", "p0", 1), ("d1", "a", "p1", 3), ("d2", "b", "p0", 2),
+                               ("d3", "b", "p0", 1)])
+    claims = [claim("c", {"name": "r0", "firstAvailable": [
+        {"name": "x", "deviceClassName": "any.example.com", "count": 2,
+         "selectors": [{"cel": {"expression": MODEL.format("a")}}]},
+        {"name": "y", "deviceClassName": "any.example.com", "count": 1,
+         "selectors": [{"cel": {"expression": MODEL.format("b")}}]}]},
+        request("r1", "any.example.com", [MODEL.format("b")]),
+        constraints=[{"matchAttribute": "gpu.nvidia.com/parent"}])]
+    target = Target.parse(version)
+    gates = {**target.default_feature_gates, "DRAPartitionableDevices": True, "DRAPrioritizedList": True}
+    results = [Allocator(inventory, ANY, gates, target, packing_after=after).allocate(claims, inventory.nodes[0])
+               for after in (None, 0)]
+    assert [(r.allocatable, r.devices) for r in results[1:]] == [(results[0].allocatable, results[0].devices)]
+    # 1.35 keeps d1's slots after refusing it: y cannot fit; 1.36 gives them back
+    assert results[0].allocatable == (version == "1.36"), results[0].reason
+
+
+def test_an_overdrawn_counter_binds_only_the_devices_that_consume_it() -> None:
+    """Devices already allocated can overdraw a counter (results committed before 1.36.2 charged no
+    counters for shares); the scheduler checks only the counters a device lists, so a device that
+    does not consume ``slots`` is still allocatable. The packing must not count it against them."""
+    pool = {"name": "n", "generation": 1, "resourceSliceCount": 2}
+    devices = [{"name": name, "attributes": {"model": {"string": "a"}},
+                "consumesCounters": [{"counterSet": "cs", "counters": counters}]}
+               for name, counters in [("d0", {"slots": {"value": "2"}}), ("d1", {"slots": {"value": "1"}}),
+                                      ("d2", {"mem": {"value": "1"}}), ("d3", {"mem": {"value": "1"}})]]
+    inventory = Inventory.from_slices([
+        {"kind": "ResourceSlice", "metadata": {"name": "counters"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool,
+            "sharedCounters": [{"name": "cs", "counters": {"slots": {"value": "2"}, "mem": {"value": "2"}}}]}},
+        {"kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n", "pool": pool, "devices": devices}}])
+    target = Target.parse("1.36")
+    allocated = AllocatedState({d.id for d in inventory.devices if d.device.name in ("d0", "d1")})
+    claims = [claim("c", request("r", "any.example.com", count=2))]
+    results = [Allocator(inventory, ANY, target.default_feature_gates, target, allocated=allocated,
+                         packing_after=after).allocate(claims, inventory.nodes[0]) for after in (None, 0)]
+    assert results[0].allocatable, results[0].reason  # d2 + d3: slots 3 of 2 are not theirs to check
+    assert (results[1].allocatable, results[1].devices) == (True, results[0].devices), results[1].reason
+
+
+def test_the_check_spends_a_bounded_amount_per_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeping the maximal vectors is quadratic: 8 devices that each serve 5 of 6 requests give
+    ~1,300 sums no one dominates, each new state costs ~800,000 comparisons (seconds) and no size
+    limit is passed. The search's total is bounded (``MAX_WORK``, lowered here), then "unknown"."""
+    import itertools
+
+    import dra_constructs.fit.packing as packing_module
+    from dra_constructs.fit.packing import Packing, PackingGroup
+
+    limit = 200_000
+    monkeypatch.setattr(packing_module, "MAX_WORK", limit, raising=False)
+    spent = [0]
+    pareto = packing_module._pareto_max
+
+    def counted(vectors: set[tuple[int, ...]]) -> frozenset[tuple[int, ...]]:
+        spent[0] += len(vectors) * (len(vectors) + 1) // 2
+        return pareto(vectors)
+
+    monkeypatch.setattr(packing_module, "_pareto_max", counted)
+    devices, kinds = 8, 6
+    taken: set[int] = set()
+    packing = Packing([PackingGroup(("device", i), (i,), (), ((),)) for i in range(devices)], lambda group: (),
+                      lambda position: position not in taken)
+    types = tuple(frozenset(p for p in range(devices) if p % kinds != t) for t in range(kinds))
+    for size in range(devices + 1):
+        for gone in itertools.combinations(range(devices), size):
+            taken.clear()
+            taken.update(gone)
+            assert packing.fits(types, (devices,) * kinds) is not True  # 8 devices cannot serve 48
+    assert packing.disabled
+    assert spent[0] <= limit

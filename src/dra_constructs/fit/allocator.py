@@ -347,6 +347,8 @@ class _NodeSearch:
         self._suffix_cache: dict[tuple[int, int, int], list[tuple[frozenset[int], int]]] = {}
         self._failed: set[Any] = set()
         self._packing: Packing | None = None
+        #: Failed branches change the state (:meth:`_failures_leave_traces`): no cut may skip one.
+        self._traces = False
         self.packing_after = allocator.packing_after or 0
         self._demands: dict[tuple[int, int, int], tuple[tuple[frozenset[int], ...], list[int], int | None]] = {}
 
@@ -451,6 +453,7 @@ class _NodeSearch:
         try:
             self._gather()
             self._resolve()
+            self._traces = self._failures_leave_traces()
             self._packing = self._make_packing() if self.a.packing_after is not None else None
             done = self._one(0, 0, 0, 0, False, 0)
         except _Stop as stop:
@@ -524,7 +527,7 @@ class _NodeSearch:
                 return True
             self._deallocate(claim, alt, position)
             return False
-        if device == 0 and not self._bound_ok(claim, request, sub, device):
+        if device == 0 and not self._traces and not self._bound_ok(claim, request, sub, device):
             return False
         if self._packing is not None and self.steps > self.packing_after and not self._packs(
                 claim, request, sub, device, alt):
@@ -585,6 +588,8 @@ class _NodeSearch:
             return False
         if self._one(claim, 0, 0, 0, False, 0):
             return True
+        # sound even where failed branches keep refused counters (``_traces``): a search that kept
+        # any leaves more counters consumed, so its state (this key) never comes back
         if len(self._failed) < 1 << 18:
             self._failed.add(key)
         return False
@@ -917,8 +922,11 @@ class _NodeSearch:
         Off where a branch the check cuts could end the scheduler's search another way than by
         failing: a CEL runtime error on a candidate, a capacity request (an unrepresentable amount
         aborts), a claim that may pass the 32-device limit (``errAllocationResultMaxSizeExceeded``
-        backtracks past the request), an ``All`` request beside constraints (a refused device aborts).
+        backtracks past the request), an ``All`` request beside constraints (a refused device aborts),
+        and a search whose failed branches change the state (:meth:`_failures_leave_traces`).
         """
+        if self._traces:
+            return None
         for claim_index, claim in enumerate(self.claims):
             most = 0
             for request_index in range(len(claim.requests)):
@@ -958,10 +966,27 @@ class _NodeSearch:
         def remaining(group: PackingGroup) -> tuple[int, ...]:
             key: tuple[int, str] = group.key  # type: ignore[assignment]  # counter-set groups only
             left, used = limits[key], self.consumed.get(key, {})
-            return tuple(math.floor((left[name] - used.get(name, 0)) * k)
+            # at least 0: devices already allocated can overdraw a counter (shares committed before
+            # 1.36.2 charged none), and the scheduler checks only the counters a device lists, so an
+            # overdrawn counter must not bind the devices that consume none of it (amount 0 here)
+            return tuple(max(0, math.floor((left[name] - used.get(name, 0)) * k))
                          for name, k in zip(group.names, scales[group.key], strict=True))
 
         return Packing(groups, remaining, lambda position: not self._in_use(position))
+
+    def _failures_leave_traces(self) -> bool:
+        """Whether a branch that fails can change what later branches see: through 1.35 upstream keeps
+        the counters of a device refused after its counter check (a taint, a constraint) consumed
+        for the rest of the allocation (``allocator_keeps_refused_counters``). Cutting such a branch,
+        even one with no solution, skips that consumption, and a later branch may then succeed where
+        the scheduler's fails."""
+        if not (self.a.upstream_quirks and self.a.target.allocator_keeps_refused_counters):
+            return False
+        if any(claim.constraints for claim in self.claims):
+            return True
+        return self.a.gate("DRADeviceTaints") and any(
+            fit.consumes and any(t.get("effect") in ("NoSchedule", "NoExecute") for t in fit.taints)
+            for fit in self.devices)
 
     def _packs(self, claim: int, request: int, sub: int, device: int, alt: _Alt) -> bool:
         """Whether the free devices can still hold every exclusive request from here on (``fit/packing.py``)."""

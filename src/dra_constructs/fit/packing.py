@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["MAX_ENUMERATION", "MAX_FRONTIER", "Packing", "PackingGroup"]
+__all__ = ["MAX_ENUMERATION", "MAX_FRONTIER", "MAX_WORK", "Packing", "PackingGroup"]
 
 #: Nodes of one counter set's enumeration before the check gives up on a state (answers "unknown").
 MAX_ENUMERATION = 20_000
@@ -38,6 +38,11 @@ MAX_ENUMERATION = 20_000
 MAX_FRONTIER = 2_000
 #: Cached sums before the cache starts over.
 MAX_CACHE = 200_000
+#: Vector comparisons and sums one search may spend on keeping the maximal vectors and on adding
+#: counter sets together, before the check answers "unknown" for the rest of it. Keeping the
+#: maximal ones of n vectors takes up to n**2/2 comparisons (2,000 vectors no one dominates: 2
+#: million, seconds), so the sizes above alone do not bound the time the check adds to a search.
+MAX_WORK = 5_000_000
 
 Vector = tuple[int, ...]
 
@@ -88,6 +93,8 @@ class Packing:
         self._caps: dict[tuple[frozenset[int], ...], Vector] = {}
         self._members: dict[tuple[frozenset[int], ...], list[list[tuple[int, tuple[int, ...]]]]] = {}
         self.disabled = False
+        #: Comparisons and sums spent so far (:data:`MAX_WORK`).
+        self.work = 0
 
     def fits(self, types: tuple[frozenset[int], ...], demand: Vector) -> bool | None:
         """``False``: no packing holds ``demand[t]`` devices of each candidate set ``types[t]``;
@@ -116,7 +123,8 @@ class Packing:
                 state = (len(types), tuple((group.amounts[i], relevant[i][1]) for i in free), left)
                 vectors = self._vectors.get(state)
                 if vectors is None:
-                    vectors = self._vectors[state] = self._enumerate(group, relevant, free, left, len(types))
+                    vectors = self._vectors[state] = self._maximal(
+                        self._enumerate(group, relevant, free, left, len(types)))
                 ids.append(self._ids.setdefault(vectors, len(self._ids)))
             # What the counter sets hold together, capped at the demand, set by set in the order of
             # their vector sets: counter sets in the same state (identical GPUs) give the same
@@ -129,12 +137,21 @@ class Packing:
                 if found is None:
                     if len(self._sums) > MAX_CACHE:
                         self._sums.clear()
-                    found = self._sums[key] = self._add(sums, self._by_id(ids[k]), cap)
+                    vectors = self._by_id(ids[k])
+                    self.work += len(sums) * len(vectors)
+                    found = self._sums[key] = self._maximal(self._add(sums, vectors, cap))
                 sums = found
             return any(all(s >= d for s, d in zip(total, demand, strict=True)) for total in sums)
         except _TooBig:
             self.disabled = True  # one blow-up predicts more: leave the rest of this search unpruned
             return None
+
+    def _maximal(self, vectors: set[Vector]) -> frozenset[Vector]:
+        """:func:`_pareto_max`, charged to the search's :data:`MAX_WORK` (at most n**2/2 comparisons)."""
+        self.work += len(vectors) * (len(vectors) + 1) // 2
+        if self.work > MAX_WORK:
+            raise _TooBig
+        return _pareto_max(vectors)
 
     def _by_id(self, ident: int) -> frozenset[Vector]:
         if len(self._sets) < len(self._ids):
@@ -143,8 +160,9 @@ class Packing:
 
     @staticmethod
     def _enumerate(group: PackingGroup, relevant: list[tuple[int, tuple[int, ...]]], free: tuple[int, ...],
-                   left: tuple[int, ...], size: int) -> frozenset[Vector]:
-        """The maximal count vectors (devices per type) the free devices of one group serve together."""
+                   left: tuple[int, ...], size: int) -> set[Vector]:
+        """Count vectors (devices per type) the free devices of one group serve together: every one
+        they can serve is below one of these."""
         # counters the free devices cannot exhaust even all together bind nothing: leave them out
         binding = [n for n in range(len(left)) if sum(group.amounts[i][n] for i in free) > left[n]]
         items = [(tuple(group.amounts[i][n] for n in binding), relevant[i][1]) for i in free]
@@ -175,13 +193,13 @@ class Packing:
             skipped.pop()
 
         walk(0, room0)
-        return _pareto_max(found)
+        return found
 
     @staticmethod
-    def _add(sums: frozenset[Vector], vectors: frozenset[Vector], cap: Vector) -> frozenset[Vector]:
-        """Every sum of one of ``sums`` and one of ``vectors``, capped at ``cap``; the maximal ones."""
+    def _add(sums: frozenset[Vector], vectors: frozenset[Vector], cap: Vector) -> set[Vector]:
+        """Every sum of one of ``sums`` and one of ``vectors``, capped at ``cap``."""
         combined = {tuple(min(a + b, c) for a, b, c in zip(total, vector, cap, strict=True))
                     for total in sums for vector in vectors}
         if len(combined) > MAX_FRONTIER:
             raise _TooBig
-        return _pareto_max(combined)
+        return combined
