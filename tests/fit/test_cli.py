@@ -183,3 +183,19 @@ def test_max_input_bytes_bounds_each_input_and_none_lifts_it(tmp_path: Path, sli
     code, _, _ = run(capsys, "fit", "--slices", str(slices), "--kubernetes-version", "1.36",
                      "--max-input-bytes", "none", str(claims))
     assert code == 0
+
+
+def test_step_budget_bounds_the_search_and_names_itself(tmp_path: Path, slices: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """--step-budget N: past N steps a node is 'gave up' (not allocatable, exit 1); bad N exits 2."""
+    pod = write(tmp_path, "pod.yaml", [template("a", "3g.40gb"), template("b", "3g.40gb")])
+    code, out, _ = run(capsys, "fit", "--slices", str(slices), "--kubernetes-version", "1.36", "--format", "json",
+                       "--step-budget", "1", str(pod))
+    reason = json.loads(out)["nodes"]["catalog-a100-80gb"]["reason"]
+    assert code == 1 and reason.startswith("gave up after 1 search steps"), reason
+    code, _, _ = run(capsys, "fit", "--slices", str(slices), "--kubernetes-version", "1.36", "--step-budget",
+                     "1_000", str(pod))
+    assert code == 0
+    with pytest.raises(SystemExit) as exit_:
+        run(capsys, "fit", "--slices", str(slices), "--step-budget", "0", str(pod))
+    assert exit_.value.code == 2 and "--step-budget" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from typing import Any
 
 from dra_constructs.fit.allocator import (
     ALLOCATION_RESULTS_MAX_SIZE,
+    DEFAULT_STEP_BUDGET,
     AllocatedState,
     Allocator,
     DeviceResult,
@@ -100,6 +101,7 @@ def fit(
     progress: Callable[[int, int], None] | None = None,
     dedupe: bool = True,
     fleet: FleetCache | None = None,
+    step_budget: int = DEFAULT_STEP_BUDGET,
 ) -> FitReport:
     """Allocate ``claims`` together on each node (or those in ``nodes``).
 
@@ -109,10 +111,12 @@ def fit(
     with (nodes done, nodes in all) as the nodes are solved (the command line's indicator).
     ``dedupe``: solve each kind of node once and carry the answer to the nodes equivalent to it
     (``fit/fleet.py``; the answers are the per-node ones, ``False`` solves every node); ``fleet``:
-    node keys shared with other calls on the same inventory (a command's Pods).
+    node keys shared with other calls on the same inventory (a command's Pods). ``step_budget``: search
+    steps per node before "gave up" (default: the scheduler's 10 s filter timeout, docs/fit.md).
     """
     allocator = Allocator(inventory, classes if classes is not None else default_device_classes(),
-                          gates if gates is not None else target.default_feature_gates, target, allocated)
+                          gates if gates is not None else target.default_feature_gates, target, allocated,
+                          step_budget=step_budget)
     report = FitReport(counts={} if count else None)
     wanted = set(nodes) if nodes is not None else None
     keys = None if not dedupe else fleet.keys(allocator, claims) if fleet is not None else FleetKeys(allocator, claims)

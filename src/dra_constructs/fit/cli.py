@@ -19,7 +19,7 @@ from dra_constructs._io import ReadBudget
 from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit import FitReport, FleetCache, collect, default_device_classes, feature_gates
-from dra_constructs.fit.allocator import DeviceResult
+from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, DeviceResult
 from dra_constructs.fit.capacity import format_quantity
 from dra_constructs.fit.fleet import read_attributes
 from dra_constructs.fit.inputs import check_selectors, pod_groups
@@ -61,6 +61,10 @@ def register(subparsers: Any) -> None:
                         help="no progress indicator on stderr (it shows only when stderr is a terminal)")
     parser.add_argument("--count", action="store_true",
                         help="also count how many such Pods fit on each node at once")
+    parser.add_argument("--step-budget", type=_step_budget, default=DEFAULT_STEP_BUDGET, metavar="N",
+                        help=f"search steps per node before 'gave up' (default {DEFAULT_STEP_BUDGET:,}: the "
+                             "scheduler's 10 s filter timeout at its rate; lower it for a quick answer on "
+                             "hopeless searches, where 'gave up' then means only that fit stopped)")
     parser.set_defaults(func=run)
 
 
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             reports.append((group, fit_fleet(list(group.claims), inventory, shapes, target=target, classes=classes,
                                              gates=gates, allocated=inputs.allocated,
                                              taint_rules=inputs.taint_rules, nodes=args.node, count=args.count,
-                                             fleet=fleet,
+                                             fleet=fleet, step_budget=args.step_budget,
                                              progress=lambda done, total: progress.update(done, total, "nodes"))))
     allocatable = all(report.allocatable for _, report in reports)
     if args.format == "json":
@@ -134,6 +138,14 @@ def run(args: argparse.Namespace) -> int:
         fitting = sum(r.allocatable for _, r in reports)
         sys.stdout.write(f"{fitting} of {len(reports)} pod(s) can be allocated\n")
     return 0 if allocatable else 1
+
+
+def _step_budget(text: str) -> int:
+    """A positive whole number of search steps (argparse turns the ValueError into exit 2 with the value)."""
+    value = int(text.replace(",", "").replace("_", ""))
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def _text(report: FitReport) -> str:

@@ -38,7 +38,7 @@ from dra_constructs._json_stream import NotStreamable, list_chunks, parse_item, 
 from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.fit import FitReport, fit
-from dra_constructs.fit.allocator import AllocatedState, NodeResult
+from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, AllocatedState, NodeResult
 from dra_constructs.fit.fleet import FleetCache, NodeNames, carry
 from dra_constructs.fit.likeness import Template
 from dra_constructs.fit.limits import check_slice_limits
@@ -324,11 +324,12 @@ def fit_fleet(claims: Sequence[Claim], inventory: Inventory, shapes: FleetShapes
               classes: Mapping[str, DeviceClass], gates: Mapping[str, bool], allocated: AllocatedState,
               taint_rules: Sequence[Mapping[str, Any]] = (), nodes: Iterable[str] | None = None,
               count: bool = False, fleet: FleetCache | None = None,
-              progress: Callable[[int, int], None] | None = None) -> FitReport:
+              progress: Callable[[int, int], None] | None = None,
+              step_budget: int = DEFAULT_STEP_BUDGET) -> FitReport:
     """:func:`~dra_constructs.fit.fit` on ``inventory`` (built from ``shapes.slices``), every node answered."""
     wanted = set(nodes) if nodes is not None else None
     options: dict[str, Any] = {"target": target, "classes": classes, "gates": gates, "allocated": allocated,
-                               "count": count}
+                               "count": count, "step_budget": step_budget}
     solve = None
     if wanted is not None:
         solve = [n.name for n in inventory.nodes if n.name in wanted] + [
