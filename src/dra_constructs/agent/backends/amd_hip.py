@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -229,28 +227,7 @@ class _HipSession(_WorkerSession):
                                f"(hip_id {facts.hip_id}): the worker cannot be pinned to this device and proven to "
                                "be on it; upgrade amd-smi to one that reports hip_uuid", fatal=True)
         self.isolation = isolation
-        self._timeout = timeout_s
-        self._slot = slot
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - read on failure, closed in close()
-        self.kernel: str | None = None
-        try:
-            self._proc = subprocess.Popen(
-                [python, "-c", "from dra_constructs.agent.backends.amd_hip import worker_main as m; "
-                               "raise SystemExit(m())"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
-            )
-        except OSError as error:
-            self._release_slot()
-            self._stderr.close()
-            raise BackendError("start HIP worker", f"{python}: {error}", fatal=True) from error
-        try:
-            ready = self._read("hipInit")
-        except BaseException:
-            self.close()
-            raise
-        self.free = int(ready["free"])
-        self.total = int(ready["total"])
-        self.kernel = ready.get("kernel")
+        self._start("dra_constructs.agent.backends.amd_hip", env, python, timeout_s, slot, "hipInit")
 
 
 class HipScrubber:

@@ -406,22 +406,26 @@ class _WorkerSession:
                "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONPATH": root}
         if ptx_cache:
             env["DRA_SANITIZER_PTX_CACHE"] = ptx_cache
+        self._start("dra_constructs.agent.backends.cuda", env, python, timeout_s, slot, "cuCtxCreate")
+
+    def _start(self, module: str, env: dict[str, str], python: str, timeout_s: float,
+               slot: threading.Semaphore | None, ready_op: str) -> None:
+        """Start ``module``'s ``worker_main`` in a child and read its ready line (free, total, kernel)."""
         self._timeout = timeout_s
         self._slot = slot
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - read on failure, closed in close()
         self.kernel: str | None = None
         try:
             self._proc = subprocess.Popen(
-                [python, "-c", "from dra_constructs.agent.backends.cuda import worker_main as m; "
-                               "raise SystemExit(m())"],
+                [python, "-c", f"from {module} import worker_main as m; raise SystemExit(m())"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
             )
         except OSError as error:
             self._release_slot()
             self._stderr.close()
-            raise BackendError("start CUDA worker", f"{python}: {error}", fatal=True) from error
+            raise BackendError(f"start {self.worker_name}", f"{python}: {error}", fatal=True) from error
         try:
-            ready = self._read("cuCtxCreate")
+            ready = self._read(ready_op)
         except BaseException:
             self.close()
             raise
