@@ -109,6 +109,10 @@ def build_runtime(
                        "and a device with processes left is quarantined (set hostPID: true)")
         signaller = host_signaller()
         owners = ProcOwners(config.proc_root)
+        if config.device_handles:
+            _LOG.warning("device_handles: the /proc/*/fd scan covers NVIDIA device nodes only; on AMD the drain "
+                         "relies on AMD SMI's process list and the unaccounted-memory check (/dev/dri render "
+                         "nodes are not scanned yet)")
         real_amd = RealClock()
         clock_for = lambda _name: real_amd  # noqa: E731
     else:
