@@ -85,3 +85,26 @@ def checked_fit(claims: Sequence[Claim], inventory: Inventory, version: str = "1
 def only(report: FitReport) -> Any:
     (result,) = report.nodes.values()
     return result
+
+
+#: A class every device matches, and a selector on the ``model`` attribute of ``counter_node`` devices.
+ANY = {"any.example.com": DeviceClass("any.example.com", ())}
+MODEL = "device.attributes['gpu.nvidia.com'].model == '{}'"
+
+
+def refused_counter_leak(x_count: int) -> tuple[Inventory, list[Claim]]:
+    """The node and claim where a device refused by matchAttribute after taking its counters matters.
+
+    d0 (a, parent p0, 1 slot), d1 (a, p1, 3 slots), d2 (b, p0, 2), d3 (b, p0, 1) of 4 slots; one claim:
+    ``firstAvailable`` [x: ``x_count`` of a, y: 1 of b] and 1 of b, all on one parent.
+    """
+    inventory = counter_node([("d0", "a", "p0", 1), ("d1", "a", "p1", 3), ("d2", "b", "p0", 2),
+                              ("d3", "b", "p0", 1)])
+    claims = [claim("c", {"name": "r0", "firstAvailable": [
+        {"name": "x", "deviceClassName": "any.example.com", "count": x_count,
+         "selectors": [{"cel": {"expression": MODEL.format("a")}}]},
+        {"name": "y", "deviceClassName": "any.example.com", "count": 1,
+         "selectors": [{"cel": {"expression": MODEL.format("b")}}]}]},
+        request("r1", "any.example.com", [MODEL.format("b")]),
+        constraints=[{"matchAttribute": "gpu.nvidia.com/parent"}])]
+    return inventory, claims

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dra_constructs.fit import DeviceClass
 from dra_constructs.fit.allocator import Allocator
 from dra_constructs.target import Target
 
-from .helpers import claim, counter_node, request
-
-ANY = {"any.example.com": DeviceClass("any.example.com", ())}
-MODEL = "device.attributes['gpu.nvidia.com'].model == '{}'"
+from .helpers import ANY, refused_counter_leak
 
 
 @pytest.mark.parametrize("version", ["1.35", "1.36.2", "1.36", "1.36.3"])
@@ -20,15 +16,7 @@ def test_the_counter_bound_does_not_skip_a_branch_that_keeps_refused_counters(ve
     cuts it at once. The scheduler walks it: d0 (parent p0), then d1 takes its 3 slots and is
     refused by matchAttribute (parent p1); through 1.35 the slots stay taken, and y (d2 + d3,
     3 of 4 slots) no longer fits."""
-    inventory = counter_node([("d0", "a", "p0", 1), ("d1", "a", "p1", 3), ("d2", "b", "p0", 2),
-                              ("d3", "b", "p0", 1)])
-    claims = [claim("c", {"name": "r0", "firstAvailable": [
-        {"name": "x", "deviceClassName": "any.example.com", "count": 3,
-         "selectors": [{"cel": {"expression": MODEL.format("a")}}]},
-        {"name": "y", "deviceClassName": "any.example.com", "count": 1,
-         "selectors": [{"cel": {"expression": MODEL.format("b")}}]}]},
-        request("r1", "any.example.com", [MODEL.format("b")]),
-        constraints=[{"matchAttribute": "gpu.nvidia.com/parent"}])]
+    inventory, claims = refused_counter_leak(3)
     target = Target.parse(version)
     gates = {**target.default_feature_gates, "DRAPartitionableDevices": True, "DRAPrioritizedList": True}
     result = Allocator(inventory, ANY, gates, target, packing_after=None).allocate(claims, inventory.nodes[0])

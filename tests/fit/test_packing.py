@@ -15,11 +15,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dra_constructs.catalog import GPU_SPECS
-from dra_constructs.fit import Claim, DeviceClass, Inventory, default_device_classes
+from dra_constructs.fit import Claim, Inventory, default_device_classes
 from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, AllocatedState, Allocator
 from dra_constructs.target import Target
 
-from .helpers import PROFILE, checked_fit, claim, counter_node, dynamic, mig, only, request
+from .helpers import (
+    ANY,
+    PROFILE,
+    checked_fit,
+    claim,
+    dynamic,
+    mig,
+    only,
+    refused_counter_leak,
+    request,
+)
 
 SEVEN_SLICE = [s for s in GPU_SPECS if len(s.mig_profiles) == 7]
 
@@ -171,8 +181,6 @@ def test_packing_counts_what_the_counter_sets_hold_together() -> None:
 
 # --- branches whose failure changes the state (upstream through 1.35) ----------------------------
 
-ANY = {"any.example.com": DeviceClass("any.example.com", ())}
-MODEL = "device.attributes['gpu.nvidia.com'].model == '{}'"
 
 
 @pytest.mark.parametrize("version", ["1.35", "1.36"])
@@ -181,15 +189,7 @@ def test_a_cut_branch_that_would_have_kept_refused_counters_is_not_cut(version: 
     for the rest of the search, so a failing branch changes what later branches see. Subrequest x
     (2 of model a + 1 of b: 1 + 3 + 1 > 4 slots) has no solution and the packing cuts it; searched,
     it refuses d1 (parent p1) after taking its 3 slots, and y (d2 + d3, 3 slots) no longer fits."""
-    inventory = counter_node([("d0", "a", "p0", 1), ("d1", "a", "p1", 3), ("d2", "b", "p0", 2),
-                               ("d3", "b", "p0", 1)])
-    claims = [claim("c", {"name": "r0", "firstAvailable": [
-        {"name": "x", "deviceClassName": "any.example.com", "count": 2,
-         "selectors": [{"cel": {"expression": MODEL.format("a")}}]},
-        {"name": "y", "deviceClassName": "any.example.com", "count": 1,
-         "selectors": [{"cel": {"expression": MODEL.format("b")}}]}]},
-        request("r1", "any.example.com", [MODEL.format("b")]),
-        constraints=[{"matchAttribute": "gpu.nvidia.com/parent"}])]
+    inventory, claims = refused_counter_leak(2)
     target = Target.parse(version)
     gates = {**target.default_feature_gates, "DRAPartitionableDevices": True, "DRAPrioritizedList": True}
     results = [Allocator(inventory, ANY, gates, target, packing_after=after).allocate(claims, inventory.nodes[0])
