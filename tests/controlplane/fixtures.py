@@ -8,6 +8,8 @@ Not built: skip naming ``make controlplane``; under CI=true that fails instead.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +17,13 @@ from controlplane.cluster import ControlPlane, ControlPlaneUnavailable, ci, star
 
 
 def _plane(minor: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    yield from running_plane(minor, tmp_path_factory.mktemp(f"kcp-{minor}"))
+
+
+def running_plane(minor: str, work: Path, **options: Any) -> Iterator[ControlPlane]:
+    """A control plane of ``minor`` in ``work`` for a fixture to yield; skips without one (fails under CI)."""
     try:
-        context = start_control_plane(minor, tmp_path_factory.mktemp(f"kcp-{minor}"))
+        context = start_control_plane(minor, work, **options)
         plane = context.__enter__()
     except ControlPlaneUnavailable as exc:
         if ci():

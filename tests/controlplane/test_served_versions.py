@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from controlplane.cluster import ControlPlane, ControlPlaneUnavailable, ci, start_control_plane
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import running_plane
 from dra_constructs.target import API_VERSIONS, Target
 
 pytestmark = pytest.mark.controlplane
@@ -29,17 +30,7 @@ NAMESPACE = "status-writers"
 
 @pytest.fixture(params=["1.37", "1.34"])
 def default_plane(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ControlPlane]:
-    try:
-        context = start_control_plane(request.param, tmp_path / "kcp", defaults=True)
-        plane = context.__enter__()
-    except ControlPlaneUnavailable as exc:
-        if ci():
-            pytest.fail(f"CI=true needs the real control plane: {exc}")
-        pytest.skip(str(exc))
-    try:
-        yield plane
-    finally:
-        context.__exit__(None, None, None)
+    yield from running_plane(request.param, tmp_path / "kcp", defaults=True)
 
 
 def test_discovery_of_a_default_api_server_is_what_target_says(default_plane: ControlPlane) -> None:
