@@ -78,6 +78,8 @@ def k8s_call_cost(coster: Sizer, function: str, overload: str, target: AstNode |
     if function not in K8S_PRICED:  # most calls: one set lookup instead of the chain below
         return None
     size = coster.k8s_size
+    if function == "_==_":  # the most common priced call: first, and the type names before serializing
+        return _equality_cost(args) if len(args) == 2 else None
     if function == "check":
         return Est(350000, 350000), None
     if function in _NOMINAL or (coster.semver_costs and function in ("major", "minor", "patch")):
@@ -148,21 +150,30 @@ def k8s_call_cost(coster: Sizer, function: str, overload: str, target: AstNode |
         return size(args[0]).factor(_STRING_TRAVERSAL), None
     if function == "validate" and args:
         return size(args[0]).factor(_STRING_TRAVERSAL).factor(64 * _REGEX_LENGTH), None
-    if function == "_==_" and len(args) == 2:
-        lhs, rhs = args
-        if same_type(lhs.type, rhs.type):
-            name = type_name(lhs.type)
-            if name in ("net.IP", "net.CIDR", "kubernetes.Quantity", "kubernetes.Semver") \
-                    or name.startswith("kubernetes.authorization."):
-                return ONE, None
-            if name == "kubernetes.NamedFormat":
-                return Est(1, 64).factor(_STRING_TRAVERSAL), None
-            if name == "kubernetes.URL":
-                url_size = ONE
-                if rhs.size is not None:
-                    url_size = rhs.size.union(rhs.size)
-                return Est(1, url_size.max).factor(_STRING_TRAVERSAL), None
     return None
+
+
+
+_EQUALITY_PRICED = ("net.IP", "net.CIDR", "kubernetes.Quantity", "kubernetes.Semver", "kubernetes.NamedFormat",
+                    "kubernetes.URL")
+
+
+def _equality_cost(args: list[AstNode]) -> tuple[Est, Est | None] | None:
+    """``_==_`` of two values of one Kubernetes type (``EstimateCallCost``); ``None``: cel-go's own."""
+    lhs, rhs = args
+    name = type_name(lhs.type)
+    if not (name in _EQUALITY_PRICED or name.startswith("kubernetes.authorization.")) \
+            or not same_type(lhs.type, rhs.type):
+        return None
+    if name == "kubernetes.NamedFormat":
+        return Est(1, 64).factor(_STRING_TRAVERSAL), None
+    if name == "kubernetes.URL":
+        url_size = ONE
+        if rhs.size is not None:
+            url_size = rhs.size.union(rhs.size)
+        return Est(1, url_size.max).factor(_STRING_TRAVERSAL), None
+    return ONE, None
+
 
 def replace_cost(sz: Est, to_replace: Est, replace_with: Est) -> tuple[Est, Est]:
     count_max = count_min = retained_max = retained_min = 0

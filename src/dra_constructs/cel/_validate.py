@@ -276,14 +276,15 @@ def might_need_validation(text: str) -> bool:
     return any(name in text for name in _VALIDATED_CALLS) or _AGGREGATE.search(text) is not None
 
 
-def validate(checked: Any, tree: Tree, text: str, types: Any = None) -> list[str]:
-    """The issues of the Kubernetes AST validators, in cel-go's format (``types``: cel-go's view).
+def validate(checked: Any, tree: Tree, text: str, types: Any = None, needed: bool | None = None) -> list[str]:
+    """The issues of the Kubernetes AST validators, in cel-go's format (``types``: cel-go's view;
+    ``needed``: ``might_need_validation(text)`` when the caller has it).
 
     One walk: the ``format`` validator, literal arguments of ``duration``/``timestamp``/``matches``,
     and homogeneous list/map literals (those under a ``format`` call are exempt). Issues are
     ordered by position, as cel-go prints them.
     """
-    if not might_need_validation(text):
+    if not (might_need_validation(text) if needed is None else needed):
         return []
     found: list[tuple[int, str]] = []
     types = tree.types if types is None else types

@@ -341,12 +341,13 @@ def _judge_compiled(expression: str, target: Target, key: EnvKey, program: Any) 
     serialized = program.serialize()
     checked = _astpb.decode_checked(serialized)
     tree = _tree.decode(checked)  # the passes below walk this light tree, not the protobuf messages
-    go = go_types(tree, expression, might_need_validation(expression))
+    needs_validation = might_need_validation(expression)
+    go = go_types(tree, expression, needs_validation)
     if go is not None and go.range_errors:  # cel-go's checker errors come before any validator runs
         ordered = sorted(go.range_errors, key=lambda error: checked.source_info.positions.get(error[0], 0))
         message = "compilation failed: " + "\n".join(issue(checked, i, expression, m) for i, m in ordered)
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    issues = validate(checked, tree, expression, go)
+    issues = validate(checked, tree, expression, go, needs_validation)
     if issues:
         message = "compilation failed: " + "\n".join(issues)
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
