@@ -34,12 +34,11 @@ class _Fail(Exception):
 
 
 def _const(node: Any) -> tuple[str, Any] | None:
-    kind = node.const_expr.WhichOneof("kind")
+    kind = node.const_kind
     if kind is None:
         return None
     return {"int64_value": "int", "uint64_value": "uint", "double_value": "double", "string_value": "string",
-            "bytes_value": "bytes", "bool_value": "bool", "null_value": "null"}.get(kind, "other"), \
-        getattr(node.const_expr, kind)
+            "bytes_value": "bytes", "bool_value": "bool", "null_value": "null"}.get(kind, "other"), node.value
 
 
 def _parse_float(text: str) -> float:
@@ -122,13 +121,13 @@ def folding_issue(root: Any, text: str) -> str | None:
 
     def fold(node: Any) -> tuple[str, Any] | None:
         """The constant value of ``node`` after folding, or ``None`` (not constant)."""
-        which = node.WhichOneof("kind")
+        which = node.kind
         if which == "const_expr":
             return _const(node)
         if which == "call_expr":
-            call = node.call_expr
+            call = node
             values = [fold(arg) for arg in call.args]
-            if call.HasField("target"):
+            if call.target is not None:
                 fold(call.target)
                 return None
             if call.function in _CONVERSIONS and len(values) == 1 and values[0] is not None and not failure:
@@ -138,17 +137,17 @@ def folding_issue(root: Any, text: str) -> str | None:
                     failure.append(str(error))
             return None
         if which == "select_expr":
-            fold(node.select_expr.operand)
+            fold(node.operand)
         elif which == "list_expr":
-            for element in node.list_expr.elements:
+            for element in node.elements:
                 fold(element)
         elif which == "struct_expr":
-            for entry in node.struct_expr.entries:
-                if entry.HasField("map_key"):
+            for entry in node.entries:
+                if entry.map_key is not None:
                     fold(entry.map_key)
                 fold(entry.value)
         elif which == "comprehension_expr":
-            comp = node.comprehension_expr
+            comp = node
             for part in (comp.iter_range, comp.accu_init, comp.loop_condition, comp.loop_step, comp.result):
                 fold(part)
         return None

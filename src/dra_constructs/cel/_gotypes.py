@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from dra_constructs.cel import _astpb
+from dra_constructs.cel._tree import Tree
 
 __all__ = ["ANY_RANGE", "GoTypes", "go_types", "is_any", "type_name"]
 
@@ -116,16 +117,16 @@ def type_name(t: Any) -> str:
 class GoTypes:
     """cel-go's types of the nodes of one checked expression, and its comprehension-range errors."""
 
-    def __init__(self, checked: Any) -> None:
-        self.cpp = checked.type_map
+    def __init__(self, tree: Tree) -> None:
+        self.cpp = tree.types
         self.types: dict[int, Any] = {}
         #: ``(node id, message)`` of every comprehension over a value cel-go cannot iterate.
         self.range_errors: list[tuple[int, str]] = []
-        self._visit(checked.expr, {})
+        self._visit(tree.root, {})
 
     def of(self, node: Any) -> Any:
         found = self.types.get(node.id)
-        return found if found is not None else self.cpp.get(node.id)
+        return found if found is not None else node.type
 
     def get(self, node_id: int, default: Any = None) -> Any:
         """``type_map.get`` with cel-go's types."""
@@ -137,26 +138,26 @@ class GoTypes:
         return t
 
     def _visit(self, e: Any, scope: dict[str, Any]) -> Any:
-        kind = e.WhichOneof("kind")
-        cpp = self.cpp.get(e.id)
+        kind = e.kind
+        cpp = e.type
         if kind == "ident_expr":
-            name = e.ident_expr.name
+            name = e.name
             if name in scope:
                 return self._set(e, scope[name])
             if name == "device.attributes":
                 return self._set(e, ATTRIBUTES)
             return cpp
         if kind == "select_expr":
-            operand = self._visit(e.select_expr.operand, scope)
-            if e.select_expr.test_only:
+            operand = self._visit(e.operand, scope)
+            if e.test_only:
                 return cpp
-            return self._set(e, self._field(operand, e.select_expr.field, cpp))
+            return self._set(e, self._field(operand, e.field, cpp))
         if kind == "call_expr":
             return self._call(e, scope, cpp)
         if kind == "list_expr":
-            optional = set(e.list_expr.optional_indices)
+            optional = e.optional_indices
             elem = None
-            for index, element in enumerate(e.list_expr.elements):
+            for index, element in enumerate(e.elements):
                 et = self._visit(element, scope)
                 if index in optional:
                     et = _optional_value(et) or et
@@ -164,14 +165,14 @@ class GoTypes:
             return self._set(e, _list(elem)) if elem is not None and is_any(elem) else cpp
         if kind == "struct_expr":
             key = value = None
-            for entry in e.struct_expr.entries:
-                if entry.HasField("map_key"):
+            for entry in e.entries:
+                if entry.map_key is not None:
                     key = self._join(key, self._visit(entry.map_key, scope))
                 vt = self._visit(entry.value, scope)
                 if entry.optional_entry:
                     vt = _optional_value(vt) or vt
                 value = self._join(value, vt)
-            if e.struct_expr.message_name or key is None or value is None or not (is_any(key) or is_any(value)):
+            if e.message_name or key is None or value is None or not (is_any(key) or is_any(value)):
                 return cpp
             return self._set(e, _map(key, value))
         if kind == "comprehension_expr":
@@ -202,8 +203,8 @@ class GoTypes:
         return cpp
 
     def _call(self, e: Any, scope: dict[str, Any], cpp: Any) -> Any:
-        call = e.call_expr
-        target = self._visit(call.target, scope) if call.HasField("target") else None
+        call = e
+        target = self._visit(call.target, scope) if call.target is not None else None
         args = [self._visit(arg, scope) for arg in call.args]
         function = call.function
         if function == "_[_]" and len(args) == 2:
@@ -224,7 +225,7 @@ class GoTypes:
             if which == "list_type":
                 return self._set(e, _optional(operand.list_type.elem_type))
             if which == "message_type" and operand.message_type == "kubernetes.DRADevice" \
-                    and call.args[1].const_expr.string_value == "attributes":
+                    and call.args[1].kind == "const_expr" and call.args[1].value == "attributes":
                 return self._set(e, _optional(ATTRIBUTES))
             return self._set(e, _optional(DYN)) if _dyn_like(operand) else cpp
         if function == "_?_:_" and len(args) == 3:
@@ -240,7 +241,7 @@ class GoTypes:
         return cpp
 
     def _comprehension(self, e: Any, scope: dict[str, Any], cpp: Any) -> Any:
-        comp = e.comprehension_expr
+        comp = e
         range_type = self._visit(comp.iter_range, scope)
         accu = self._visit(comp.accu_init, scope)
         inner = dict(scope)
@@ -274,7 +275,7 @@ _MACROS = re.compile(r"\b(?:all|exists|exists_one|existsOne|map|filter|bind|tran
                      r"transformMapEntry|optMap|optFlatMap|sortBy)\s*\(")
 
 
-def go_types(checked: Any, text: str, validated: bool) -> GoTypes | None:
+def go_types(tree: Tree, text: str, validated: bool) -> GoTypes | None:
     """cel-go's types where they can matter, or ``None`` (then they equal cel-cpp's for every check).
 
     They differ only where an attribute value is read (or the capacity through the ``device``
@@ -284,8 +285,8 @@ def go_types(checked: Any, text: str, validated: bool) -> GoTypes | None:
     """
     if "attributes" not in text and "capacity" not in text:
         return None
-    root = checked.type_map.get(checked.expr.id, None)
+    root = tree.root.type
     dyn_root = root is None or root.WhichOneof("kind") != "primitive"
     if not (dyn_root or validated or _MACROS.search(text)):
         return None
-    return GoTypes(checked)
+    return GoTypes(tree)

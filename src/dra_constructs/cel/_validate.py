@@ -20,6 +20,7 @@ from cel_expr_python import cel
 from dra_constructs.cel import _astpb
 from dra_constructs.cel._gotypes import type_name
 from dra_constructs.cel._regex import compile_pattern
+from dra_constructs.cel._tree import Tree
 
 __all__ = [
     "backtick_issue",
@@ -84,25 +85,23 @@ def issue(checked: Any, expr_id: int, text: str, message: str) -> str:
 
 
 def _children(node: Any) -> list[Any]:
-    """The direct sub-expressions of a checked expression node."""
-    kind = node.WhichOneof("kind")
+    """The direct sub-expressions of a light-tree node (``_tree``)."""
+    kind = node.kind
     if kind == "select_expr":
-        return [node.select_expr.operand]
+        return [node.operand]
     if kind == "call_expr":
-        call = node.call_expr
-        return [*call.args, call.target] if call.HasField("target") else list(call.args)
+        return [*node.args, node.target] if node.target is not None else node.args
     if kind == "list_expr":
-        return list(node.list_expr.elements)
+        return node.elements  # type: ignore[no-any-return]
     if kind == "struct_expr":
         children = []
-        for entry in node.struct_expr.entries:
+        for entry in node.entries:
             children.append(entry.value)
-            if entry.HasField("map_key"):
+            if entry.map_key is not None:
                 children.append(entry.map_key)
         return children
     if kind == "comprehension_expr":
-        comp = node.comprehension_expr
-        return [comp.iter_range, comp.accu_init, comp.loop_condition, comp.loop_step, comp.result]
+        return [node.iter_range, node.accu_init, node.loop_condition, node.loop_step, node.result]
     return []
 
 
@@ -206,14 +205,14 @@ def _format_string_issue(fmt: str, args: list[Any], types: Any) -> tuple[str, in
             return None
         if kind not in _CLAUSE_KINDS["s"]:
             return node
-        which = node.WhichOneof("kind")
+        which = node.kind
         if which == "list_expr":
-            for element in node.list_expr.elements:
+            for element in node.elements:
                 bad = verify_string(element)
                 if bad is not None:
                     return bad
-        elif which == "struct_expr" and not node.struct_expr.message_name:
-            for entry in node.struct_expr.entries:
+        elif which == "struct_expr" and not node.message_name:
+            for entry in node.entries:
                 bad = verify_string(entry.map_key)
                 if bad is None:
                     bad = verify_string(entry.value)
@@ -277,66 +276,65 @@ def might_need_validation(text: str) -> bool:
     return any(name in text for name in _VALIDATED_CALLS) or _AGGREGATE.search(text) is not None
 
 
-def validate(checked: Any, text: str, types: Any = None) -> list[str]:
-    """The issues of the Kubernetes AST validators, in cel-go's format (``types``: cel-go's view).
+def validate(checked: Any, tree: Tree, text: str, types: Any = None, needed: bool | None = None) -> list[str]:
+    """The issues of the Kubernetes AST validators, in cel-go's format (``types``: cel-go's view;
+    ``needed``: ``might_need_validation(text)`` when the caller has it).
 
     One walk: the ``format`` validator, literal arguments of ``duration``/``timestamp``/``matches``,
     and homogeneous list/map literals (those under a ``format`` call are exempt). Issues are
     ordered by position, as cel-go prints them.
     """
-    if not might_need_validation(text):
+    if not (might_need_validation(text) if needed is None else needed):
         return []
     found: list[tuple[int, str]] = []
-    types = checked.type_map if types is None else types
+    types = tree.types if types is None else types
     positions = checked.source_info.positions
 
     def report(node_id: int, message: str) -> None:
         found.append((positions.get(node_id, 0), issue(checked, node_id, text, message)))
 
-    stack: list[tuple[Any, bool]] = [(checked.expr, False)]
+    stack: list[tuple[Any, bool]] = [(tree.root, False)]
     while stack:
         node, under_format = stack.pop()
-        kind = node.WhichOneof("kind")
+        kind = node.kind
         if kind == "call_expr":
-            call = node.call_expr
+            call = node
             function = call.function
             if function == "format":
                 under_format = True
-                if call.HasField("target") and len(call.args) == 1:
+                if call.target is not None and len(call.args) == 1:
                     target, arg = call.target, call.args[0]
-                    if target.WhichOneof("kind") == "const_expr" \
-                            and target.const_expr.WhichOneof("kind") == "string_value" \
-                            and arg.WhichOneof("kind") == "list_expr":
-                        problem = _format_string_issue(target.const_expr.string_value, list(arg.list_expr.elements),
-                                                       types)
+                    if target.kind == "const_expr" and target.const_kind == "string_value" \
+                            and arg.kind == "list_expr":
+                        problem = _format_string_issue(target.value, arg.elements, types)
                         if problem is not None:
                             message, bad_id = problem
                             report(bad_id if bad_id is not None else node.id, message)
             elif function in ("duration", "timestamp", "matches") and call.args:
                 arg = call.args[0]
-                if arg.WhichOneof("kind") == "const_expr" and arg.const_expr.WhichOneof("kind") == "string_value" \
-                        and not _literal_ok(function, arg.const_expr.string_value):
+                if arg.kind == "const_expr" and arg.const_kind == "string_value" \
+                        and not _literal_ok(function, arg.value):
                     report(arg.id, f"invalid {function} argument")
-            if call.HasField("target"):
+            if call.target is not None:
                 stack.append((call.target, under_format))
             stack.extend((child, under_format) for child in call.args)
         elif kind == "list_expr":
-            elements = node.list_expr.elements
+            elements = node.elements
             if not under_format and len(elements) > 1:
                 _check_list(node, types, report)
             stack.extend((child, under_format) for child in elements)
         elif kind == "struct_expr":
-            entries = node.struct_expr.entries
-            if not under_format and not node.struct_expr.message_name and len(entries) > 1:
+            entries = node.entries
+            if not under_format and not node.message_name and len(entries) > 1:
                 _check_map(node, types, report)
             for entry in entries:
                 stack.append((entry.value, under_format))
-                if entry.HasField("map_key"):
+                if entry.map_key is not None:
                     stack.append((entry.map_key, under_format))
         elif kind == "select_expr":
-            stack.append((node.select_expr.operand, under_format))
+            stack.append((node.operand, under_format))
         elif kind == "comprehension_expr":
-            comp = node.comprehension_expr
+            comp = node
             stack.extend((child, under_format) for child in (comp.iter_range, comp.accu_init, comp.loop_condition,
                                                              comp.loop_step, comp.result))
     found.sort(key=lambda item: item[0])
@@ -344,9 +342,9 @@ def validate(checked: Any, text: str, types: Any = None) -> list[str]:
 
 
 def _check_list(node: Any, types: Any, report: Any) -> None:
-    optional = set(node.list_expr.optional_indices)
+    optional = node.optional_indices
     first = None
-    for index, element in enumerate(node.list_expr.elements):
+    for index, element in enumerate(node.elements):
         et = types.get(element.id, _DYN)
         if index in optional:
             et = _unwrap_optional(et)
@@ -359,7 +357,7 @@ def _check_list(node: Any, types: Any, report: Any) -> None:
 
 def _check_map(node: Any, types: Any, report: Any) -> None:
     key_type = value_type = None
-    for entry in node.struct_expr.entries:
+    for entry in node.entries:
         kt = types.get(entry.map_key.id, _DYN)
         vt = types.get(entry.value.id, _DYN)
         if entry.optional_entry:
@@ -381,24 +379,23 @@ def _check_map(node: Any, types: Any, report: Any) -> None:
 _REGEX_CONSTANT_FUNCTIONS = ("matches", "find", "findAll")
 
 
-def regex_constant_issues(checked: Any, text: str) -> list[str]:
+def regex_constant_issues(tree: Tree, text: str) -> list[str]:
     """``program instantiation failed`` messages for invalid constant regex patterns."""
     issues: list[str] = []
     if not any(name in text for name in _REGEX_CONSTANT_FUNCTIONS):
         return issues
-    for node in _walk(checked.expr):
-        if node.WhichOneof("kind") != "call_expr" or node.call_expr.function not in _REGEX_CONSTANT_FUNCTIONS:
+    for node in _walk(tree.root):
+        if node.kind != "call_expr" or node.function not in _REGEX_CONSTANT_FUNCTIONS:
             continue
-        call = node.call_expr
-        args = ([call.target] if call.HasField("target") else []) + list(call.args)
+        args = ([node.target] if node.target is not None else []) + node.args
         if len(args) < 2:
             continue
         pattern = args[1]
-        if pattern.WhichOneof("kind") != "const_expr" or pattern.const_expr.WhichOneof("kind") != "string_value":
+        if pattern.kind != "const_expr" or pattern.const_kind != "string_value":
             continue
-        if not _literal_ok("matches", pattern.const_expr.string_value):
+        if not _literal_ok("matches", pattern.value):
             issues.append(f"program instantiation failed: error parsing regexp: invalid regular expression "
-                          f"`{pattern.const_expr.string_value}`")
+                          f"`{pattern.value}`")
     return issues
 
 

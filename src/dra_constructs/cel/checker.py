@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal
 
-from dra_constructs.cel import _astpb
+from dra_constructs.cel import _astpb, _tree
 from dra_constructs.cel._deep import compile_deep, declarations
 from dra_constructs.cel._depth import cel_go_depth_error, deep_stack
 from dra_constructs.cel._env import EnvKey, check_env, check_env_with, env_key
@@ -340,25 +340,27 @@ def _judge_compiled(expression: str, target: Target, key: EnvKey, program: Any) 
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
     serialized = program.serialize()
     checked = _astpb.decode_checked(serialized)
-    go = go_types(checked, expression, might_need_validation(expression))
+    tree = _tree.decode(checked)  # the passes below walk this light tree, not the protobuf messages
+    needs_validation = might_need_validation(expression)
+    go = go_types(tree, expression, needs_validation)
     if go is not None and go.range_errors:  # cel-go's checker errors come before any validator runs
         ordered = sorted(go.range_errors, key=lambda error: checked.source_info.positions.get(error[0], 0))
         message = "compilation failed: " + "\n".join(issue(checked, i, expression, m) for i, m in ordered)
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    issues = validate(checked, expression, go)
+    issues = validate(checked, tree, expression, go, needs_validation)
     if issues:
         message = "compilation failed: " + "\n".join(issues)
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    output = (go or checked.type_map).get(checked.expr.id, None)
+    output = (go or tree.types).get(tree.root.id, None)
     if not _acceptable_result(output, target):
         message = f"must evaluate to bool or the unknown type, not {format_type(output)}"
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    folded = folding_issue(checked.expr, expression)
-    program_issues = [folded] if folded else regex_constant_issues(checked, expression)
+    folded = folding_issue(tree.root, expression)
+    program_issues = [folded] if folded else regex_constant_issues(tree, expression)
     if program_issues:
         message = program_issues[0]
         return CelCheck(expression, name, "Invalid", message, fix=suggest_fix(expression, message)), None
-    cost = estimate_cost(checked, target)
+    cost = estimate_cost(checked, target, tree)
     if cost > MAX_COST:
         message = f"too complex, exceeds cost limit (estimated cost {cost} > {MAX_COST})"
         return CelCheck(expression, name, "Forbidden", message, cost, suggest_fix(expression, message)), None
