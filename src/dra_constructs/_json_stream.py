@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -31,12 +31,19 @@ from dra_constructs._io import ReadBudget, _refuse_special
 from dra_constructs._safe_load import json_document
 from dra_constructs.errors import DraConstructsError
 
-__all__ = ["BLOCK_BYTES", "Chunk", "Item", "NotStreamable", "list_chunks", "list_items", "parse_item", "read_item"]
+__all__ = ["BLOCK_BYTES", "LOOKAHEAD", "Chunk", "Item", "Matcher", "NotStreamable", "list_chunks", "list_items",
+           "parse_item", "read_item"]
 
 #: Bytes read at a time; memory holds about two blocks plus one item.
 BLOCK_BYTES = 8 << 20
+#: Bytes kept after an item's start for ``match`` (more are read when fewer are left).
+LOOKAHEAD = 2 << 20
 
 _HEADER = re.compile(rb'(?:^|\n)( *)"items": \[\n( +)\{\n')
+
+
+#: ``match(text, start, close)``: ``(end, newlines, value)`` of the item at ``start``, or ``None``.
+Matcher = Callable[[bytearray, int, bytes], "tuple[int, int, Any] | None"]
 
 
 class NotStreamable(Exception):
@@ -61,6 +68,7 @@ class Chunk:
     line: int
     start: int
     end: int
+    matched: Any = None  # what ``match`` read the item as (then ``data`` is empty)
 
 
 def _open(path: str, budget: ReadBudget) -> BinaryIO:
@@ -101,13 +109,20 @@ def list_items(path: str, budget: ReadBudget) -> Iterator[Item]:
         yield Item(parse_item(chunk.data, path, chunk.line), chunk.line, chunk.start, chunk.end)
 
 
-def list_chunks(path: str, budget: ReadBudget) -> Iterator[Chunk]:
-    """The items' texts, unparsed (:func:`parse_item` parses one); as :func:`list_items` otherwise."""
+def list_chunks(path: str, budget: ReadBudget, match: Matcher | None = None) -> Iterator[Chunk]:
+    """The items' texts, unparsed (:func:`parse_item` parses one); as :func:`list_items` otherwise.
+
+    ``match(text, start, close)``, when given, is tried first at each item's ``{`` (at ``start``
+    in ``text``, with at least :data:`LOOKAHEAD` bytes after it unless the file ends): ``(end,
+    newlines, value)`` when it read the item itself - ``end`` where ``close`` ends it, as the search
+    for the first ``close`` would find, ``newlines`` the newlines in it - which then comes as a
+    :class:`Chunk` with no ``data`` and ``value`` in ``matched``; ``None`` to have it cut here.
+    """
     with _open(path, budget) as handle:
-        yield from _items(handle, path)
+        yield from _items(handle, path, match)
 
 
-def _items(handle: BinaryIO, path: str) -> Iterator[Chunk]:
+def _items(handle: BinaryIO, path: str, match: Matcher | None) -> Iterator[Chunk]:
     buffer = bytearray(handle.read(BLOCK_BYTES))
     header = _HEADER.search(buffer)
     if header is None or buffer.startswith(b"\xef\xbb\xbf"):
@@ -120,28 +135,42 @@ def _items(handle: BinaryIO, path: str) -> Iterator[Chunk]:
     close, separator, ending = b"\n" + child + b"}", b",\n" + child + b"{", b"\n" + indent + b"]"
     base = 0  # file offset of buffer[0]
     line = buffer.count(b"\n", 0, start) + 1
+    more = True  # whether the file may have more bytes
     while True:
-        if start > BLOCK_BYTES:  # drop what was read
-            del buffer[:start]
+        if more and len(buffer) - start < LOOKAHEAD:
+            del buffer[:start]  # drop what was read (a bytearray moves its start, nothing is copied)
             base, start = base + start, 0
-        end = buffer.find(close, start)
-        searched = start
-        while end < 0:
-            searched = max(searched, len(buffer) - len(close))
             block = handle.read(BLOCK_BYTES)
-            if not block:
-                raise NotStreamable
+            more = bool(block)
             buffer += block
-            end = buffer.find(close, searched)
-        stop = end + len(close)
+        found = match(buffer, start, close) if match is not None else None
+        if found is not None:
+            stop, newlines, value = found
+            chunk = Chunk(b"", line, base + start, base + stop, value)
+        else:
+            if start > BLOCK_BYTES:  # drop what was read
+                del buffer[:start]
+                base, start = base + start, 0
+            end = buffer.find(close, start)
+            searched = start
+            while end < 0:
+                searched = max(searched, len(buffer) - len(close))
+                block = handle.read(BLOCK_BYTES)
+                if not block:
+                    raise NotStreamable
+                buffer += block
+                end = buffer.find(close, searched)
+            stop = end + len(close)
+            data = bytes(buffer[start:stop])
+            chunk, newlines = Chunk(data, line, base + start, base + stop), data.count(b"\n")
         while len(buffer) < stop + len(separator):
             block = handle.read(BLOCK_BYTES)
             if not block:
+                more = False
                 break
             buffer += block
-        chunk = bytes(buffer[start:stop])
-        yield Chunk(chunk, line, base + start, base + stop)
-        line += chunk.count(b"\n")
+        yield chunk
+        line += newlines
         if buffer.startswith(separator, stop):
             start, line = stop + len(separator) - 1, line + 1
             continue
