@@ -140,9 +140,10 @@ def _items(handle: BinaryIO, path: str, match: Matcher | None) -> Iterator[Chunk
         if more and len(buffer) - start < LOOKAHEAD:
             del buffer[:start]  # drop what was read (a bytearray moves its start, nothing is copied)
             base, start = base + start, 0
-            block = handle.read(BLOCK_BYTES)
-            more = bool(block)
-            buffer += block
+            while more and len(buffer) < LOOKAHEAD:
+                block = handle.read(BLOCK_BYTES)
+                more = bool(block)
+                buffer += block
         found = match(buffer, start, close) if match is not None else None
         if found is not None:
             stop, newlines, value = found

@@ -124,9 +124,9 @@ class FleetReader:
                 for count, chunk in enumerate(list_chunks(path, budget, self._match), 1):
                     span: _Span = (path, chunk.start, chunk.end, chunk.line)
                     if chunk.matched is not None:
-                        template, slice_, like = chunk.matched
-                        self.slices.append(_Slice((slice_.pool[0], like.pool), like.node, like.name, slice_.digest,
-                                                  span))
+                        slice_, like = chunk.matched
+                        digest = slice_.digest if self.groupable else None  # (as ``add`` hashes then)
+                        self.slices.append(_Slice((slice_.pool[0], like.pool), like.node, like.name, digest, span))
                     else:
                         value = parse_item(chunk.data, path, chunk.line)
                         for obj, _line in document_objects(value, path, chunk.line):
@@ -155,7 +155,7 @@ class FleetReader:
             found = template.match(text, start)
             if found is not None:
                 self._next = index + 1
-                return found[0], template.newlines, (template, slice_, found[1])
+                return found[0], template.newlines, (slice_, found[1])
         return None
 
     def _learn(self, data: bytes, obj: dict[str, Any]) -> None:
