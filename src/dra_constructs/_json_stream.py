@@ -42,8 +42,8 @@ LOOKAHEAD = 2 << 20
 _HEADER = re.compile(rb'(?:^|\n)( *)"items": \[\n( +)\{\n')
 
 
-#: ``match(text, start, close)``: ``(end, newlines, value)`` of the item at ``start``, or ``None``.
-Matcher = Callable[[bytearray, int, bytes], "tuple[int, int, Any] | None"]
+#: ``match(text, start, limit, close)``: ``(end, newlines, value)`` of the item at ``start``, or ``None``.
+Matcher = Callable[[bytearray, int, int, bytes], "tuple[int, int, Any] | None"]
 
 
 class NotStreamable(Exception):
@@ -112,8 +112,9 @@ def list_items(path: str, budget: ReadBudget) -> Iterator[Item]:
 def list_chunks(path: str, budget: ReadBudget, match: Matcher | None = None) -> Iterator[Chunk]:
     """The items' texts, unparsed (:func:`parse_item` parses one); as :func:`list_items` otherwise.
 
-    ``match(text, start, close)``, when given, is tried first at each item's ``{`` (at ``start``
-    in ``text``, with at least :data:`LOOKAHEAD` bytes after it unless the file ends): ``(end,
+    ``match(text, start, limit, close)``, when given, is tried first at each item's ``{`` (at
+    ``start`` in ``text``, whose bytes from ``limit`` on are not the file's, with at least
+    :data:`LOOKAHEAD` bytes after ``start`` unless the file ends): ``(end,
     newlines, value)`` when it read the item itself - ``end`` where ``close`` ends it, as the search
     for the first ``close`` would find, ``newlines`` the newlines in it - which then comes as a
     :class:`Chunk` with no ``data`` and ``value`` in ``matched``; ``None`` to have it cut here.
@@ -122,10 +123,45 @@ def list_chunks(path: str, budget: ReadBudget, match: Matcher | None = None) -> 
         yield from _items(handle, path, match)
 
 
+class _Window:
+    """The file's bytes from ``base`` on in ``buffer[:limit]``; past ``limit`` are stale bytes.
+
+    One buffer is read into (``readinto``) and what is left moved to its front: a byte is copied
+    from the kernel once, and at most :data:`LOOKAHEAD` bytes a block again.
+    """
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.buffer = bytearray(BLOCK_BYTES + LOOKAHEAD)
+        self.base = self.limit = 0
+        self.more = True  # whether the file may have more bytes
+
+    def fill(self, start: int, need: int) -> int:
+        """At least ``need`` bytes from ``start`` on (fewer at the end of the file); ``start``'s new place."""
+        if self.limit - start >= need or not self.more:
+            return start
+        left = self.limit - start
+        if start:
+            with memoryview(self.buffer) as view:
+                view[:left] = view[start:self.limit]
+            self.base, self.limit, start = self.base + start, left, 0
+        if len(self.buffer) < need + BLOCK_BYTES:
+            self.buffer.extend(bytes(need + BLOCK_BYTES - len(self.buffer)))
+        view = memoryview(self.buffer)
+        while self.more and self.limit < need:
+            read = self.handle.readinto(view[self.limit:])
+            self.more = bool(read)
+            self.limit += read or 0
+        del view  # (a bytearray with a view cannot grow)
+        return start
+
+
 def _items(handle: BinaryIO, path: str, match: Matcher | None) -> Iterator[Chunk]:
-    buffer = bytearray(handle.read(BLOCK_BYTES))
-    header = _HEADER.search(buffer)
-    if header is None or buffer.startswith(b"\xef\xbb\xbf"):
+    window = _Window(handle)
+    window.fill(0, BLOCK_BYTES)
+    buffer = window.buffer
+    header = _HEADER.search(buffer, 0, window.limit)
+    if header is None or buffer.startswith(b"\xef\xbb\xbf", 0, window.limit):
         raise NotStreamable
     indent, child = bytes(header.group(1)), bytes(header.group(2))
     if len(child) <= len(indent):
@@ -133,51 +169,38 @@ def _items(handle: BinaryIO, path: str, match: Matcher | None) -> Iterator[Chunk
     start = header.end() - 2  # the first item's ``{``
     prefix = bytes(buffer[:start - len(child) - 1])  # up to and with ``[``
     close, separator, ending = b"\n" + child + b"}", b",\n" + child + b"{", b"\n" + indent + b"]"
-    base = 0  # file offset of buffer[0]
     line = buffer.count(b"\n", 0, start) + 1
-    more = True  # whether the file may have more bytes
     while True:
-        if more and len(buffer) - start < LOOKAHEAD:
-            del buffer[:start]  # drop what was read (a bytearray moves its start, nothing is copied)
-            base, start = base + start, 0
-            while more and len(buffer) < LOOKAHEAD:
-                block = handle.read(BLOCK_BYTES)
-                more = bool(block)
-                buffer += block
-        found = match(buffer, start, close) if match is not None else None
+        start = window.fill(start, LOOKAHEAD)
+        buffer, limit = window.buffer, window.limit
+        found = match(buffer, start, limit, close) if match is not None else None
         if found is not None:
             stop, newlines, value = found
-            chunk = Chunk(b"", line, base + start, base + stop, value)
+            chunk = Chunk(b"", line, window.base + start, window.base + stop, value)
         else:
-            if start > BLOCK_BYTES:  # drop what was read
-                del buffer[:start]
-                base, start = base + start, 0
-            end = buffer.find(close, start)
-            searched = start
+            end = buffer.find(close, start, limit)
+            searched = 0  # from ``start``
             while end < 0:
-                searched = max(searched, len(buffer) - len(close))
-                block = handle.read(BLOCK_BYTES)
-                if not block:
+                if not window.more:
                     raise NotStreamable
-                buffer += block
-                end = buffer.find(close, searched)
+                searched = max(searched, limit - start - len(close))
+                start = window.fill(start, limit - start + BLOCK_BYTES)
+                buffer, limit = window.buffer, window.limit
+                end = buffer.find(close, start + searched, limit)
             stop = end + len(close)
             data = bytes(buffer[start:stop])
-            chunk, newlines = Chunk(data, line, base + start, base + stop), data.count(b"\n")
-        while len(buffer) < stop + len(separator):
-            block = handle.read(BLOCK_BYTES)
-            if not block:
-                more = False
-                break
-            buffer += block
+            chunk, newlines = Chunk(data, line, window.base + start, window.base + stop), data.count(b"\n")
+        length = stop - start
+        start = window.fill(start, length + len(separator))
+        stop, buffer, limit = start + length, window.buffer, window.limit
         yield chunk
         line += newlines
-        if buffer.startswith(separator, stop):
+        if buffer.startswith(separator, stop, limit):
             start, line = stop + len(separator) - 1, line + 1
             continue
-        if not buffer.startswith(ending, stop):
+        if not buffer.startswith(ending, stop, limit):
             raise NotStreamable
-        _check_wrapper(prefix, bytes(buffer[stop + len(ending):]) + handle.read(), path)
+        _check_wrapper(prefix, bytes(buffer[stop + len(ending):limit]) + handle.read(), path)
         return
 
 

@@ -23,7 +23,6 @@ No library compares JSON texts this way, hence this module.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +34,7 @@ __all__ = ["MAX_VARIABLE", "Like", "Template", "string_paths"]
 MAX_VARIABLE = 4096
 
 _STRUCTURE = bytes(b for b in range(256) if b not in b"{}[],")
-_UNUSUAL = re.compile(rb"[\x00-\x1f\\]")
+_UNUSUAL = bytes(range(0x20)) + b"\\"  # control characters and the backslash
 
 
 def string_paths(parts: list[bytes]) -> list[tuple[Any, ...] | None]:
@@ -83,16 +82,19 @@ class _Cut:
         self.first, self.rest = segments[0], tuple((segment, len(segment)) for segment in segments[1:])
         self.names = names  # where the names are among these strings
 
-    def walk(self, text: bytes | bytearray, start: int) -> tuple[int, list[bytes | bytearray]] | None:
-        """Where an item walked as this cut ends, and its variable strings (not checked yet)."""
-        if not text.startswith(self.first, start):
+    def walk(self, text: bytes | bytearray, start: int, limit: int) -> tuple[int, list[bytes | bytearray]] | None:
+        """Where an item walked as this cut in ``text[:limit]`` ends, and its variable strings (not checked yet).
+
+        (A quote found at or past ``limit`` is followed by no segment within it: the walk fails.)
+        """
+        if not text.startswith(self.first, start, limit):
             return None
         find, startswith = text.find, text.startswith
         position = start + len(self.first)
         strings: list[bytes | bytearray] = []
         for segment, length in self.rest:
             end = find(b'"', position, position + MAX_VARIABLE + 1)
-            if end < 0 or not startswith(segment, end):
+            if end < 0 or not startswith(segment, end, limit):
                 return None
             strings.append(text[position:end])
             position = end + length
@@ -134,18 +136,18 @@ class Template:
         kept = sorted(variable)
         return _Cut(self._data, [self._spans[i] for i in kept], tuple(kept.index(i) for i in self._names))
 
-    def match(self, text: bytes | bytearray, start: int) -> tuple[int, Like] | None:
-        """Where an item like this template that opens at ``start`` in ``text`` ends, and its names."""
+    def match(self, text: bytes | bytearray, start: int, limit: int) -> tuple[int, Like] | None:
+        """Where an item like this template that opens at ``start`` in ``text[:limit]`` ends, and its names."""
         cut = self._narrow
-        found = cut.walk(text, start)
+        found = cut.walk(text, start, limit)
         if found is None:
             cut = self._wide
-            found = cut.walk(text, start)
+            found = cut.walk(text, start, limit)
             if found is None:
                 return None
         position, strings = found
         joined = b'"'.join(strings)  # (a quote between them: a character cut in two is seen)
-        if _UNUSUAL.search(joined) is not None:
+        if len(joined.translate(None, _UNUSUAL)) != len(joined):  # (in C; a regex is ~20x slower)
             return None
         try:
             joined.decode("utf-8")

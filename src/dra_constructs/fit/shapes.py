@@ -143,7 +143,7 @@ class FleetReader:
         for manifest in load_paths([path], stdin, budget=budget, progress=progress):
             self.add(manifest.obj, manifest.obj)
 
-    def _match(self, text: bytearray, start: int, close: bytes) -> tuple[int, int, Any] | None:
+    def _match(self, text: bytearray, start: int, limit: int, close: bytes) -> tuple[int, int, Any] | None:
         """The item at ``start`` as a slice like one parsed before (``fit/likeness.py``), if it is one."""
         templates = self._templates
         count = len(templates)
@@ -152,7 +152,7 @@ class FleetReader:
             template, slice_ = templates[index]
             if template.close != close:
                 continue
-            found = template.match(text, start)
+            found = template.match(text, start, limit)
             if found is not None:
                 self._next = index + 1
                 return found[0], template.newlines, (slice_, found[1])
