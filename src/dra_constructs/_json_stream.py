@@ -20,12 +20,13 @@ reports errors exactly as before. Items already yielded are then void: the calle
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from dra_constructs._io import ReadBudget, _refuse_special
 from dra_constructs._safe_load import json_document
@@ -71,7 +72,7 @@ class Chunk:
     matched: Any = None  # what ``match`` read the item as (then ``data`` is empty)
 
 
-def _open(path: str, budget: ReadBudget) -> BinaryIO:
+def _open(path: str, budget: ReadBudget) -> io.BufferedReader:
     """``path`` opened as :func:`~._io.read_bytes` opens it (regular files only, within ``budget``)."""
     field, expected = "document", "Kubernetes manifest (UTF-8 YAML or JSON)"
     try:
@@ -130,7 +131,7 @@ class _Window:
     from the kernel once, and at most :data:`LOOKAHEAD` bytes a block again.
     """
 
-    def __init__(self, handle: BinaryIO) -> None:
+    def __init__(self, handle: io.BufferedReader) -> None:
         self.handle = handle
         self.buffer = bytearray(BLOCK_BYTES + LOOKAHEAD)
         self.base = self.limit = 0
@@ -156,7 +157,7 @@ class _Window:
         return start
 
 
-def _items(handle: BinaryIO, path: str, match: Matcher | None) -> Iterator[Chunk]:
+def _items(handle: io.BufferedReader, path: str, match: Matcher | None) -> Iterator[Chunk]:
     window = _Window(handle)
     window.fill(0, BLOCK_BYTES)
     buffer = window.buffer
