@@ -43,8 +43,9 @@ from fit_bench import templates  # the same 100 MIG claim templates as the singl
 def node_texts(nodes: int, indent: int | None = None) -> Any:
     """Per node, its slices as JSON (a list): the catalog's node with its own names and UUIDs.
 
-    The text of one node is made once (``indent``: as the items of a kubectl ``List``); every node
-    is that text with its names and its UUIDs (uuid5 of node and original UUID) put in.
+    The text of one node is made once (``indent``: as the items of a kubectl ``List``) and cut at
+    its names and UUIDs; every node is those pieces with its names and its UUIDs (uuid5 of node
+    and original UUID) put in (bytes: 5,000 nodes are written in about a minute).
     """
     from dra_constructs.catalog import catalog_resource_slices
 
@@ -53,20 +54,22 @@ def node_texts(nodes: int, indent: int | None = None) -> Any:
                       separators=None if indent else (",", ":"))
     if indent:
         base = base.replace("\n", "\n" + " " * indent)
-    parts = re.split(r"(GPU-[0-9a-f-]{36})", base)
+    parts = [part.encode() for part in re.split(r"(GPU-[0-9a-f-]{36}|catalog-a100-80gb)", base)]
+    uuids = sorted({part for part in parts[1::2] if part.startswith(b"GPU-")})
     for n in range(nodes):
         name = f"node-{n:05d}"
-        yield "".join(part.replace("catalog-a100-80gb", name) if i % 2 == 0
-                      else f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, name + part)}" for i, part in enumerate(parts))
+        put = {b"catalog-a100-80gb": name.encode()}
+        put.update((u, f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, name + u.decode())}".encode()) for u in uuids)
+        yield b"".join(part if i % 2 == 0 else put[part] for i, part in enumerate(parts))
 
 
 def write_fleet(nodes: int, path: Path) -> int:
     """``nodes`` nodes as ``kubectl get resourceslices -o json`` prints them (a ``List``, 4-space indent)."""
-    with path.open("w") as out:
-        out.write('{\n    "apiVersion": "v1",\n    "items": [')
+    with path.open("wb") as out:
+        out.write(b'{\n    "apiVersion": "v1",\n    "items": [')
         for n, text in enumerate(node_texts(nodes, indent=4)):
-            out.write(("," if n else "") + text[1:text.rindex("]")].rstrip())
-        out.write('\n    ],\n    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n    }\n}\n')
+            out.write((b"," if n else b"") + text[1:text.rindex(b"]")].rstrip())
+        out.write(b'\n    ],\n    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n    }\n}\n')
     return path.stat().st_size
 
 

@@ -20,23 +20,31 @@ reports errors exactly as before. Items already yielded are then void: the calle
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from dra_constructs._io import ReadBudget, _refuse_special
 from dra_constructs._safe_load import json_document
 from dra_constructs.errors import DraConstructsError
 
-__all__ = ["BLOCK_BYTES", "Chunk", "Item", "NotStreamable", "list_chunks", "list_items", "parse_item", "read_item"]
+__all__ = ["BLOCK_BYTES", "LOOKAHEAD", "Chunk", "Item", "Matcher", "NotStreamable", "list_chunks", "list_items",
+           "parse_item", "read_item"]
 
 #: Bytes read at a time; memory holds about two blocks plus one item.
 BLOCK_BYTES = 8 << 20
+#: Bytes kept after an item's start for ``match`` (more are read when fewer are left).
+LOOKAHEAD = 2 << 20
 
 _HEADER = re.compile(rb'(?:^|\n)( *)"items": \[\n( +)\{\n')
+
+
+#: ``match(text, start, limit, close)``: ``(end, newlines, value)`` of the item at ``start``, or ``None``.
+Matcher = Callable[[bytearray, int, int, bytes], "tuple[int, int, Any] | None"]
 
 
 class NotStreamable(Exception):
@@ -61,9 +69,10 @@ class Chunk:
     line: int
     start: int
     end: int
+    matched: Any = None  # what ``match`` read the item as (then ``data`` is empty)
 
 
-def _open(path: str, budget: ReadBudget) -> BinaryIO:
+def _open(path: str, budget: ReadBudget) -> io.BufferedReader:
     """``path`` opened as :func:`~._io.read_bytes` opens it (regular files only, within ``budget``)."""
     field, expected = "document", "Kubernetes manifest (UTF-8 YAML or JSON)"
     try:
@@ -101,16 +110,59 @@ def list_items(path: str, budget: ReadBudget) -> Iterator[Item]:
         yield Item(parse_item(chunk.data, path, chunk.line), chunk.line, chunk.start, chunk.end)
 
 
-def list_chunks(path: str, budget: ReadBudget) -> Iterator[Chunk]:
-    """The items' texts, unparsed (:func:`parse_item` parses one); as :func:`list_items` otherwise."""
+def list_chunks(path: str, budget: ReadBudget, match: Matcher | None = None) -> Iterator[Chunk]:
+    """The items' texts, unparsed (:func:`parse_item` parses one); as :func:`list_items` otherwise.
+
+    ``match(text, start, limit, close)``, when given, is tried first at each item's ``{`` (at
+    ``start`` in ``text``, whose bytes from ``limit`` on are not the file's, with at least
+    :data:`LOOKAHEAD` bytes after ``start`` unless the file ends): ``(end,
+    newlines, value)`` when it read the item itself - ``end`` where ``close`` ends it, as the search
+    for the first ``close`` would find, ``newlines`` the newlines in it - which then comes as a
+    :class:`Chunk` with no ``data`` and ``value`` in ``matched``; ``None`` to have it cut here.
+    """
     with _open(path, budget) as handle:
-        yield from _items(handle, path)
+        yield from _items(handle, path, match)
 
 
-def _items(handle: BinaryIO, path: str) -> Iterator[Chunk]:
-    buffer = bytearray(handle.read(BLOCK_BYTES))
-    header = _HEADER.search(buffer)
-    if header is None or buffer.startswith(b"\xef\xbb\xbf"):
+class _Window:
+    """The file's bytes from ``base`` on in ``buffer[:limit]``; past ``limit`` are stale bytes.
+
+    One buffer is read into (``readinto``) and what is left moved to its front: a byte is copied
+    from the kernel once, and at most :data:`LOOKAHEAD` bytes a block again.
+    """
+
+    def __init__(self, handle: io.BufferedReader) -> None:
+        self.handle = handle
+        self.buffer = bytearray(BLOCK_BYTES + LOOKAHEAD)
+        self.base = self.limit = 0
+        self.more = True  # whether the file may have more bytes
+
+    def fill(self, start: int, need: int) -> int:
+        """At least ``need`` bytes from ``start`` on (fewer at the end of the file); ``start``'s new place."""
+        if self.limit - start >= need or not self.more:
+            return start
+        left = self.limit - start
+        if start:
+            with memoryview(self.buffer) as view:
+                view[:left] = view[start:self.limit]
+            self.base, self.limit, start = self.base + start, left, 0
+        if len(self.buffer) < need + BLOCK_BYTES:
+            self.buffer.extend(bytes(need + BLOCK_BYTES - len(self.buffer)))
+        view = memoryview(self.buffer)
+        while self.more and self.limit < need:
+            read = self.handle.readinto(view[self.limit:])
+            self.more = bool(read)
+            self.limit += read or 0
+        del view  # (a bytearray with a view cannot grow)
+        return start
+
+
+def _items(handle: io.BufferedReader, path: str, match: Matcher | None) -> Iterator[Chunk]:
+    window = _Window(handle)
+    window.fill(0, BLOCK_BYTES)
+    buffer = window.buffer
+    header = _HEADER.search(buffer, 0, window.limit)
+    if header is None or buffer.startswith(b"\xef\xbb\xbf", 0, window.limit):
         raise NotStreamable
     indent, child = bytes(header.group(1)), bytes(header.group(2))
     if len(child) <= len(indent):
@@ -118,36 +170,38 @@ def _items(handle: BinaryIO, path: str) -> Iterator[Chunk]:
     start = header.end() - 2  # the first item's ``{``
     prefix = bytes(buffer[:start - len(child) - 1])  # up to and with ``[``
     close, separator, ending = b"\n" + child + b"}", b",\n" + child + b"{", b"\n" + indent + b"]"
-    base = 0  # file offset of buffer[0]
     line = buffer.count(b"\n", 0, start) + 1
     while True:
-        if start > BLOCK_BYTES:  # drop what was read
-            del buffer[:start]
-            base, start = base + start, 0
-        end = buffer.find(close, start)
-        searched = start
-        while end < 0:
-            searched = max(searched, len(buffer) - len(close))
-            block = handle.read(BLOCK_BYTES)
-            if not block:
-                raise NotStreamable
-            buffer += block
-            end = buffer.find(close, searched)
-        stop = end + len(close)
-        while len(buffer) < stop + len(separator):
-            block = handle.read(BLOCK_BYTES)
-            if not block:
-                break
-            buffer += block
-        chunk = bytes(buffer[start:stop])
-        yield Chunk(chunk, line, base + start, base + stop)
-        line += chunk.count(b"\n")
-        if buffer.startswith(separator, stop):
+        start = window.fill(start, LOOKAHEAD)
+        buffer, limit = window.buffer, window.limit
+        found = match(buffer, start, limit, close) if match is not None else None
+        if found is not None:
+            stop, newlines, value = found
+            chunk = Chunk(b"", line, window.base + start, window.base + stop, value)
+        else:
+            end = buffer.find(close, start, limit)
+            searched = 0  # from ``start``
+            while end < 0:
+                if not window.more:
+                    raise NotStreamable
+                searched = max(searched, limit - start - len(close))
+                start = window.fill(start, limit - start + BLOCK_BYTES)
+                buffer, limit = window.buffer, window.limit
+                end = buffer.find(close, start + searched, limit)
+            stop = end + len(close)
+            data = bytes(buffer[start:stop])
+            chunk, newlines = Chunk(data, line, window.base + start, window.base + stop), data.count(b"\n")
+        length = stop - start
+        start = window.fill(start, length + len(separator))
+        stop, buffer, limit = start + length, window.buffer, window.limit
+        yield chunk
+        line += newlines
+        if buffer.startswith(separator, stop, limit):
             start, line = stop + len(separator) - 1, line + 1
             continue
-        if not buffer.startswith(ending, stop):
+        if not buffer.startswith(ending, stop, limit):
             raise NotStreamable
-        _check_wrapper(prefix, bytes(buffer[stop + len(ending):]) + handle.read(), path)
+        _check_wrapper(prefix, bytes(buffer[stop + len(ending):limit]) + handle.read(), path)
         return
 
 

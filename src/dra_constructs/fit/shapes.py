@@ -110,7 +110,9 @@ class FleetReader:
         self.groupable = True
         self._checked: set[bytes] = set()
         self._unread: dict[tuple[str, str], bool] = {}
-        self._templates: dict[tuple[bytes, ...], list[tuple[Template, _Slice]]] = {}
+        self._templates: list[tuple[Template, _Slice]] = []
+        self._alike: dict[bytes, int] = {}
+        self._next = 0
         self._learnt = 0
 
     def read_path(self, path: str, budget: ReadBudget, stdin: IO[str] | None = None,
@@ -119,9 +121,13 @@ class FleetReader:
         if path != STDIN and path.lower().endswith(".json") and os.path.isfile(path):
             marks, left = (len(self.slices), len(self.others)), budget.left
             try:
-                for count, chunk in enumerate(list_chunks(path, budget), 1):
+                for count, chunk in enumerate(list_chunks(path, budget, self._match), 1):
                     span: _Span = (path, chunk.start, chunk.end, chunk.line)
-                    if not self._like(chunk.data, span):
+                    if chunk.matched is not None:
+                        slice_, like = chunk.matched
+                        digest = slice_.digest if self.groupable else None  # (as ``add`` hashes then)
+                        self.slices.append(_Slice((slice_.pool[0], like.pool), like.node, like.name, digest, span))
+                    else:
                         value = parse_item(chunk.data, path, chunk.line)
                         for obj, _line in document_objects(value, path, chunk.line):
                             added = len(self.slices)
@@ -137,26 +143,30 @@ class FleetReader:
         for manifest in load_paths([path], stdin, budget=budget, progress=progress):
             self.add(manifest.obj, manifest.obj)
 
-    def _like(self, data: bytes, span: _Span) -> bool:
-        """Add the item as a slice like one parsed before (``fit/likeness.py``), if it is one."""
-        if not self._templates or b"\\" in data:
-            return False
-        parts = data.split(b'"')
-        for template, slice_ in self._templates.get(tuple(parts[0::2]), ()):
-            like = template.like(parts)
-            if like is not None:
-                self.slices.append(_Slice((slice_.pool[0], like.pool), like.node, like.name, slice_.digest, span))
-                return True
-        return False
+    def _match(self, text: bytearray, start: int, limit: int, close: bytes) -> tuple[int, int, Any] | None:
+        """The item at ``start`` as a slice like one parsed before (``fit/likeness.py``), if it is one."""
+        templates = self._templates
+        count = len(templates)
+        for offset in range(count):  # the next template first: a node's slices come in the same order
+            index = (self._next + offset) % count
+            template, slice_ = templates[index]
+            if template.close != close:
+                continue
+            found = template.match(text, start, limit)
+            if found is not None:
+                self._next = index + 1
+                return found[0], template.newlines, (slice_, found[1])
+        return None
 
     def _learn(self, data: bytes, obj: dict[str, Any]) -> None:
         """The slice just added (``obj``), if hashed and with no backslash in its text, as a template."""
         last = self.slices[-1]
         if not self.groupable or last.digest is None or b"\\" in data or self._learnt >= _MAX_TEMPLATES:
             return
-        kind = self._templates.setdefault(tuple(data.split(b'"')[0::2]), [])
-        if len(kind) >= _MAX_TEMPLATES_ALIKE:  # (slices that differ in what is read: parsed, never alike)
+        layout = hashlib.blake2b(b'"'.join(data.split(b'"')[0::2]), digest_size=16).digest()  # outside strings
+        if self._alike.get(layout, 0) >= _MAX_TEMPLATES_ALIKE:  # (slices that differ in what is read: parsed)
             return
+        self._alike[layout] = self._alike.get(layout, 0) + 1
         spec = obj["spec"]
         driver = last.pool[0]
 
@@ -167,7 +177,7 @@ class FleetReader:
 
         self._learnt += 1
         try:
-            kind.append((Template(data, changeable), last))
+            self._templates.append((Template(data, changeable), last))
         except ValueError:  # no metadata.name (the hash names it by position)
             return
 
