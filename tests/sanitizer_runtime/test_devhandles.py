@@ -376,3 +376,77 @@ def test_a_scan_that_cannot_run_is_a_warning_event_a_metric_and_refuses_the_rele
     released = env.rt.barrier.recover(env.device)  # the scan runs again: sanitized
     assert released is not None and released.result == "released", released and released.reason
     assert env.rt.barrier.deps.store.load(env.device.name).phase is Phase.CLEAN
+
+
+HOST_PID = "pid:[4026531836]"
+
+
+def unit_daemon(root: Path, pid: int, target: str, *, cgroup: str, uid: int = 0, pid_ns: str = HOST_PID,
+                exe: str = "/usr/bin/nvidia-persistenced") -> None:
+    """A host daemon under systemd with ``ProtectSystem=``: its own mount namespace, the host's PID namespace."""
+    proc(root, pid, target, exe=exe, mnt="mnt:[4026532777]")
+    os.symlink(pid_ns, root / str(pid) / "ns" / "pid")
+    (root / str(pid) / "cgroup").write_text(cgroup)
+    (root / str(pid) / "status").write_text(f"Name:\tnvidia-persiste\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+
+
+def test_a_systemd_unit_rule_exempts_the_host_daemon_in_its_own_mount_namespace(
+        tmp_path: Path, dev: dict[str, str]) -> None:
+    """Review finding 6: ``ProtectSystem=`` gives the daemon its own mount namespace, so the host rule cannot
+    match it; ``host-systemd-unit`` names it by its unit's cgroup, the host PID namespace and root."""
+    from dra_constructs.agent.owners import ProcOwners
+
+    root = tmp_path / "proc"
+    host_init(root)
+    os.symlink(HOST_PID, root / "1" / "ns" / "pid")
+    unit = "0::/system.slice/nvidia-persistenced.service\n"
+    unit_daemon(root, 600, dev["nvidia0"], cgroup=unit)  # the daemon: exempt by the unit rule only
+    unit_daemon(root, 601, dev["nvidia0"], cgroup="0::/system.slice/other.service\n")  # another unit
+    unit_daemon(root, 602, dev["nvidia0"], cgroup=unit, uid=1000)  # not root (the rule names no uid)
+    unit_daemon(root, 603, dev["nvidia0"], cgroup=unit, pid_ns="pid:[4026532999]")  # its own PID namespace
+    unit_daemon(root, 604, dev["nvidia0"], cgroup="0::/kubepods/burstable/pod1234/system.slice/"
+                                                  "nvidia-persistenced.service\n")  # a pod's nested cgroup
+    unit_daemon(root, 605, dev["nvidia0"], cgroup="12:devices:/system.slice/nvidia-persistenced.service\n"
+                                                  "1:name=systemd:/system.slice/nvidia-persistenced.service\n"
+                                                  "0::/system.slice/nvidia-persistenced.service\n")  # hybrid v1
+    unit_daemon(root, 606, dev["nvidia0"], cgroup="0::/../../system.slice/nvidia-persistenced.service\n")  # cgroupns
+    unit_daemon(root, 607, dev["nvidia0"], cgroup=unit, exe="/opt/other")  # the unit, another executable
+    owners = ProcOwners(root)
+    default = DeviceHandles(root, self_pid=2, owners=owners).scan(GPU0)
+    assert default.exempt == [] and len(default.holders) == 8  # the host rule wants the host's mount namespace
+    rule = ExemptRule(exe="/usr/bin/nvidia-persistenced", owner="host-systemd-unit",
+                      unit="nvidia-persistenced.service")
+    scan = DeviceHandles(root, self_pid=2, owners=owners, exempt=[*devhandles.DEFAULT_EXEMPT, rule]).scan(GPU0)
+    assert sorted(h.pid for h in scan.exempt) == [600, 605, 606]
+    assert sorted(h.pid for h in scan.holders) == [601, 602, 603, 604, 607]
+    as_1000 = rule.model_copy(update={"uid": 1000})
+    scan = DeviceHandles(root, self_pid=2, owners=owners, exempt=[as_1000]).scan(GPU0)
+    assert [h.pid for h in scan.exempt] == [602]
+
+
+@pytest.mark.parametrize(("fields", "problem"), [
+    ({"owner": "host-systemd-unit"}, "needs the systemd unit"),
+    ({"owner": "host-systemd-unit", "unit": "../kubepods"}, "needs the systemd unit"),
+    ({"owner": "host-systemd-unit", "unit": "x.service", "exe": "nvidia-persistenced"}, "not an absolute path"),
+    ({"owner": "host", "unit": "x.service"}, "only owner host-systemd-unit takes a unit"),
+])
+def test_a_systemd_unit_rule_is_checked(fields: dict[str, str], problem: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=problem):
+        ExemptRule(**{"exe": "/usr/bin/nvidia-persistenced", **fields})  # type: ignore[arg-type]
+
+
+def test_a_systemd_unit_rule_is_a_config_option(tmp_path: Path) -> None:
+    from dra_constructs.agent.config import load_config
+    from dra_constructs.errors import DraConstructsError
+
+    path = tmp_path / "agent.yaml"
+    path.write_text("node_name: node-a\ndevice_handles_exempt:\n- exe: /usr/bin/nvidia-persistenced\n"
+                    "  owner: host-systemd-unit\n  unit: nvidia-persistenced.service\n")
+    (rule,) = load_config(path).device_handles_exempt
+    assert rule.owner == "host-systemd-unit" and rule.unit == "nvidia-persistenced.service" and rule.uid is None
+    path.write_text("node_name: node-a\ndevice_handles_exempt:\n- exe: /usr/bin/nvidia-persistenced\n"
+                    "  owner: host-systemd-unit\n")
+    with pytest.raises(DraConstructsError, match=r"device_handles_exempt\.0.*needs the systemd unit"):
+        load_config(path)
