@@ -234,6 +234,7 @@ class DeviceHandles:
                  owners: Callable[[int], Owner] | None = None,
                  pod_name: Callable[[str], str | None] = lambda _uid: None) -> None:
         self._root = Path(proc_root)
+        self._root_text = str(self._root)
         self._caps = Path(caps_root) if caps_root is not None else self._root / "driver/nvidia/capabilities"
         self._exempt = tuple(exempt)
         self._self = os.getpid() if self_pid is None else self_pid
@@ -304,7 +305,7 @@ class DeviceHandles:
             result.problem = f"cannot list {self._root}: {error.strerror}"
             result.failed = True
             return result
-        files: dict[tuple[int, int], bool] = {}  # mapped file (dev, ino) -> this device's; one stat each
+        files: dict[tuple[str, str], bool] = {}  # mapped file (dev, ino) -> this device's; one stat each
         for entry in entries:
             pid = int(entry)
             if pid == self._self or not wanted:
@@ -338,9 +339,9 @@ class DeviceHandles:
         result.seconds = time.monotonic() - start
         return result
 
-    def _held(self, pid: int, wanted: _Wanted, files: dict[tuple[int, int], bool]) -> tuple[tuple[str, ...], bool]:
+    def _held(self, pid: int, wanted: _Wanted, files: dict[tuple[str, str], bool]) -> tuple[tuple[str, ...], bool]:
         """Labels of this device's nodes ``pid`` holds by an fd or a mapping, and whether both could be read."""
-        fd_dir = f"{self._root}/{pid}/fd"  # strings, not Paths: ~16,000 stats per scan of 2,000 PIDs
+        fd_dir = f"{self._root_text}/{pid}/fd"  # strings, not Paths: ~16,000 stats per scan of 2,000 PIDs
         try:
             fds = os.listdir(fd_dir)
         except PermissionError:
@@ -367,7 +368,7 @@ class DeviceHandles:
         return (stat.S_ISCHR(info.st_mode) and info.st_rdev in wanted.rdevs) or (
             (info.st_dev, info.st_ino) in wanted.inodes)
 
-    def _mapped(self, pid: int, wanted: _Wanted, files: dict[tuple[int, int], bool], held: set[str]) -> bool:
+    def _mapped(self, pid: int, wanted: _Wanted, files: dict[tuple[str, str], bool], held: set[str]) -> bool:
         """Add the device's nodes ``pid`` has mapped (``maps`` + ``map_files``) to ``held``; False: unreadable.
 
         proc(5) ``maps``: ``address perms offset dev inode pathname``; ``dev`` (hex major:minor) and
@@ -376,31 +377,27 @@ class DeviceHandles:
         file per scan (``files``); anonymous mappings (inode 0) are skipped.
         """
         try:
-            with open(f"{self._root}/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+            with open(f"{self._root_text}/{pid}/maps", encoding="utf-8", errors="replace") as handle:
                 lines = handle.readlines()
         except PermissionError:
             return False
         except OSError:
             return True  # ENOENT/ESRCH: it exited (or, on a test's fake proc root, has no maps)
+        maps_dir = f"{self._root_text}/{pid}/map_files"
         for line in lines:
-            fields = line.split(maxsplit=5)
+            fields = line.split(None, 5)
             if len(fields) < 5 or fields[4] == "0":
                 continue
-            major, _, minor = fields[3].partition(":")
-            try:
-                key = (os.makedev(int(major, 16), int(minor, 16)), int(fields[4]))
-                start, _, end = fields[0].partition("-")
-                entry = f"{self._root}/{pid}/map_files/{int(start, 16):x}-{int(end, 16):x}"
-            except ValueError:
-                continue
+            key = (fields[3], fields[4])  # "dev inode" as maps prints them: the same text for the same file
             known = files.get(key)
             if known is None:
+                start, _, end = fields[0].partition("-")
                 try:
-                    info = os.stat(entry)
+                    info = os.stat(f"{maps_dir}/{int(start, 16):x}-{int(end, 16):x}")
                 except PermissionError:
                     return False  # map_files not ours to follow: cannot be ruled out
-                except OSError:
-                    continue  # unmapped meanwhile
+                except (OSError, ValueError):
+                    continue  # unmapped meanwhile (or a line that is not a mapping)
                 files[key] = known = self._matches(info, wanted)
             if known:
                 label = fields[5].strip() if len(fields) > 5 else fields[3]
