@@ -58,6 +58,9 @@ def main() -> int:
     parser.add_argument("--device-index", type=int, default=0)
     parser.add_argument("--peak-gbps", type=float, default=4800.0, help="datasheet bandwidth (H200: 4800)")
     parser.add_argument("--child", choices=("fill", "search"))
+    parser.add_argument("--proc-root", default="/proc",
+                        help="where the drain's fd/maps scan looks (a stand-in node's own proc tree in tests; a scan "
+                             "that cannot read a process refuses the release)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     if args.child:
@@ -70,7 +73,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         config = AgentConfig(node_name="gpu-check", backend="nvml", grace_period_s=5, drain_timeout_s=30,
                              state_dir=f"{tmp}/state", evidence_file=f"{tmp}/evidence.jsonl",
-                             kube=KubeSettings(mode="disabled", kubernetes_version="1.34"))
+                             kube=KubeSettings(mode="disabled", kubernetes_version="1.34"), proc_root=args.proc_root)
         try:
             rt = build_runtime(config, fsync=True)
         except DraConstructsError as error:

@@ -132,6 +132,12 @@ class FakeApi:
                     body["metadata"]["resourceVersion"] = self.next_version()
                     self.rules[body["metadata"]["name"]] = body
                     h._send(201, body)
+                elif method == "GET" and name is None:  # a list: labelSelector "k=v,k=v" (equality only)
+                    terms = [t.split("=", 1) for t in (query.get("labelSelector") or [""])[0].split(",") if t]
+                    items = [r for r in self.rules.values()
+                             if all(r["metadata"].get("labels", {}).get(k) == v for k, v in terms)]
+                    h._send(200, {"kind": "DeviceTaintRuleList", "metadata": {"resourceVersion": self.next_version()},
+                                  "items": items})
                 elif method == "GET" and name in self.rules:
                     h._send(200, self.rules[name])
                 elif method == "PUT" and name in self.rules:

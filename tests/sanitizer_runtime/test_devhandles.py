@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dra_constructs.agent import devhandles
+from dra_constructs.agent.config import SimulatedBackendSettings
 from dra_constructs.agent.devhandles import DeviceHandles, ExemptRule, cap_minor, char_majors
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.owners import Owner
@@ -188,14 +189,22 @@ def test_mig_counts_its_capability_nodes_not_the_parent_node(tmp_path: Path, dev
     assert {h.pid for h in scan.holders} == {300, 301, 304}
 
 
-def test_mig_without_capability_files_says_so(tmp_path: Path, dev: dict[str, str]) -> None:
+def test_mig_without_capability_files_fails_closed(tmp_path: Path, dev: dict[str, str]) -> None:
+    """Review finding 1: an unmapped capability node's holders are invisible: the scan refuses."""
     root = tmp_path / "proc"
     proc(root, 300, dev["nvidia-caps/nvidia-cap12"])
     scan = DeviceHandles(root, self_pid=1).scan(MIG)
-    assert scan.holders == [] and scan.problem is not None and "gi1/access" in scan.problem and not scan.failed
+    assert scan.holders == [] and scan.problem is not None and "gi1/access" in scan.problem and scan.failed
+    caps(root, "gpu0/mig/gi1/access", 12)  # the GI's file, not the CI's: still not all mapped
+    partial = DeviceHandles(root, self_pid=1).scan(MIG)
+    assert partial.failed and "gi1/ci0/access" in (partial.problem or "") and [h.pid for h in partial.holders] == [300]
+    caps(root, "gpu0/mig/gi1/ci0/access", 13)
+    assert not DeviceHandles(root, self_pid=1).scan(MIG).failed
     unknown = DeviceHandles(root, self_pid=1).scan(
         DeviceInfo("gpu-0-mig-x", "MIG-b", 0, 1, parent_uuid="GPU-a"))
-    assert "GPU instance id is not known" in (unknown.problem or "")
+    assert "GPU instance id is not known" in (unknown.problem or "") and unknown.failed
+    (root / "devices").write_text("Character devices:\n195 nvidia-frontend\n")  # no nvidia-caps major
+    assert DeviceHandles(root, self_pid=1).scan(MIG).failed
 
 
 @pytest.mark.parametrize(("text", "minor"), [("DeviceFileMinor: 12\nDeviceFileMode: 292\n", 12),
@@ -204,15 +213,29 @@ def test_cap_minor(text: str, minor: int | None) -> None:
     assert cap_minor(text) == minor
 
 
-def test_unreadable_fd_dirs_are_unknown_and_do_not_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         dev: dict[str, str]) -> None:
+def stat_line(pid: int, state: str = "S", flags: int = 0x400000, ppid: int = 7) -> str:
+    """``/proc/<pid>/stat`` (proc(5)): pid (comm) state ppid pgrp session tty_nr tpgid flags ..."""
+    return f"{pid} (a b) {state} {ppid} {pid} {pid} 0 -1 {flags} 0 0 0 0\n"
+
+
+def test_unreadable_fd_dirs_block_unless_provably_no_holder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            dev: dict[str, str]) -> None:
+    """Review finding 2: a process whose fds cannot be read may hold the device: the scan refuses.
+
+    Provably no holder without its fds: a zombie (state Z) or a kernel thread (PF_KTHREAD in the
+    flags), both from ``stat``, which proc(5) lets anyone read.
+    """
     tmp_path = tmp_path / "proc"
     proc(tmp_path, 400, dev["nvidia0"])
     proc(tmp_path, 401, dev["nvidia0"])
+    for pid, line in ((401, stat_line(401)), (403, stat_line(403, "Z")), (404, stat_line(404, flags=0x00208040))):
+        (tmp_path / str(pid)).mkdir(exist_ok=True)
+        (tmp_path / str(pid) / "stat").write_text(line)
+    unreadable = {str(tmp_path / str(pid) / "fd") for pid in (401, 403, 404)}
     real = os.listdir
 
     def listdir(path: str | Path) -> list[str]:
-        if str(path) == str(tmp_path / "401" / "fd"):  # EACCES as without CAP_SYS_PTRACE (tests run as root)
+        if str(path) in unreadable:  # EACCES as without CAP_SYS_PTRACE (tests run as root)
             raise PermissionError(13, "Permission denied")
         if str(path) == str(tmp_path / "402" / "fd"):
             raise FileNotFoundError(2, "gone")
@@ -222,7 +245,98 @@ def test_unreadable_fd_dirs_are_unknown_and_do_not_block(tmp_path: Path, monkeyp
     monkeypatch.setattr(devhandles.os, "listdir", listdir)
     scan = DeviceHandles(tmp_path, self_pid=1).scan(GPU0)
     assert [h.pid for h in scan.holders] == [400] and scan.unreadable == [401]
+    assert scan.failed and "pids 401;" in (scan.problem or "") and "may hold the device" in (scan.problem or "")
     assert scan.summary()["unreadable"] == 1 and scan.summary()["unreadable_pids"] == [401]
+    unreadable.discard(str(tmp_path / "401" / "fd"))
+    scan = DeviceHandles(tmp_path, self_pid=1).scan(GPU0)
+    assert not scan.failed and scan.unreadable == [] and sorted(h.pid for h in scan.holders) == [400, 401]
+
+
+def test_an_unreadable_exempt_process_does_not_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     dev: dict[str, str]) -> None:
+    """An exempt rule proves it may hold the node: its unreadable fds (an LSM refusing them) do not block."""
+    root = tmp_path / "proc"
+    host_init(root)
+    proc(root, 410, dev["nvidia0"], exe="/usr/bin/nvidia-persistenced")
+    real = os.listdir
+    monkeypatch.setattr(devhandles.os, "listdir", lambda path: (_ for _ in ()).throw(PermissionError(13, "denied"))
+                        if str(path) == str(root / "410" / "fd") else real(path))
+    scan = DeviceHandles(root, self_pid=2, owners=lambda _pid: HOST).scan(GPU0)
+    assert not scan.failed and [(h.pid, h.paths) for h in scan.exempt] == [(410, ("fds or mappings unreadable",))]
+
+
+def maps(root: Path, pid: int, *mappings: tuple[str, str]) -> None:
+    """``<pid>/maps`` lines and ``map_files/<start>-<end>`` links for (range, target) pairs (proc(5)).
+
+    The ``dev``/``inode`` columns are the mapped file's own ``st_dev``/``st_ino`` (its filesystem's
+    device, not ``st_rdev``), as the kernel prints them (``show_map_vma``: ``%02x:%02x %lu``);
+    ``maps`` pads addresses to 8 hex digits, ``map_files`` names them without leading zeros.
+    """
+    lines = ["00400000-00452000 r-xp 00000000 00:00 0 \n"]  # an anonymous mapping: inode 0, skipped
+    (root / str(pid) / "map_files").mkdir(parents=True, exist_ok=True)
+    for addresses, target in mappings:
+        info = os.stat(target)
+        lines.append(f"{addresses} rw-s 00000000 {os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x} "
+                     f"{info.st_ino}                    {target}\n")
+        start, end = (int(a, 16) for a in addresses.split("-"))
+        os.symlink(target, root / str(pid) / "map_files" / f"{start:x}-{end:x}")
+    (root / str(pid) / "maps").write_text("".join(lines))
+
+
+def test_a_mapping_of_the_device_holds_it_without_an_fd(tmp_path: Path, dev: dict[str, str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 3: mmap the node, close the fd: the mapping still holds the device."""
+    root = tmp_path / "proc"
+    lib = tmp_path / "libcuda.so.1"
+    lib.write_bytes(b"\x7fELF")
+    proc(root, 500)  # no fd on the GPU: only its mapping
+    maps(root, 500, ("7f0000000000-7f0000200000", dev["nvidia0"]), ("7f0000400000-7f0000600000", str(lib)))
+    proc(root, 501, dev["nvidiactl"])
+    maps(root, 501, ("7f1000000000-7f1000200000", dev["nvidia1"]), ("7f1000400000-7f1000600000", str(lib)))
+    proc(root, 502)
+    maps(root, 502, ("0a000000-0a200000", dev["nvidia0"]))  # the same file as 500's: one stat per scan
+    followed: list[str] = []
+    real = os.stat
+
+    def counting(path: str | Path, *args: object, **kwargs: object) -> os.stat_result:
+        if "/map_files/" in str(path):
+            followed.append(str(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(devhandles.os, "stat", counting)
+    scan = DeviceHandles(root, self_pid=1).scan(GPU0)
+    assert [(h.pid, h.paths) for h in scan.holders] == [(500, (f"{dev['nvidia0']} (mmap)",)),
+                                                         (502, (f"{dev['nvidia0']} (mmap)",))]
+    assert not scan.failed and len(followed) == 3  # nvidia0, the library, nvidia1: each file once
+
+
+def test_unreadable_mappings_block(tmp_path: Path, dev: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``maps`` (ptrace read) or ``map_files`` (CAP_SYS_ADMIN, proc(5)) refused: the process may map the node."""
+    root = tmp_path / "proc"
+    proc(root, 510)
+    maps(root, 510, ("7f0000000000-7f0000200000", dev["nvidia0"]))
+    real = os.stat
+
+    def refused(path: str | Path, *args: object, **kwargs: object) -> os.stat_result:
+        if "/map_files/" in str(path):
+            raise PermissionError(1, "Operation not permitted")
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(devhandles.os, "stat", refused)
+    scan = DeviceHandles(root, self_pid=1).scan(GPU0)
+    assert scan.failed and scan.unreadable == [510] and scan.holders == []
+    monkeypatch.setattr(devhandles.os, "stat", real)
+    (root / "510" / "maps").chmod(0)
+    real_open = open
+
+    def denied(path: str, *args: object, **kwargs: object) -> object:
+        if str(path).endswith("/510/maps"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builtins.open", denied)
+    scan = DeviceHandles(root, self_pid=1).scan(GPU0)
+    assert scan.failed and scan.unreadable == [510]
 
 
 def test_one_scan_of_2000_pids_finds_the_one_holder(tmp_path: Path, dev: dict[str, str]) -> None:
@@ -247,7 +361,8 @@ def test_a_scan_that_cannot_run_is_a_warning_event_a_metric_and_refuses_the_rele
 
     from .conftest import SimEnv
 
-    env = SimEnv(tmp_path / "sim")
+    env = SimEnv(tmp_path / "sim", simulated=SimulatedBackendSettings(gpus=1, mig_slices_per_gpu=0, memory_bytes=2048))
+    assert not env.device.is_mig
     root = tmp_path / "proc-root"  # not there yet: the scan cannot list it
     env.rt.barrier.deps.device_handles = DeviceHandles(root, self_pid=1).scan
     record = env.rt.barrier.run(env.device, "startup-unknown")
@@ -261,3 +376,77 @@ def test_a_scan_that_cannot_run_is_a_warning_event_a_metric_and_refuses_the_rele
     released = env.rt.barrier.recover(env.device)  # the scan runs again: sanitized
     assert released is not None and released.result == "released", released and released.reason
     assert env.rt.barrier.deps.store.load(env.device.name).phase is Phase.CLEAN
+
+
+HOST_PID = "pid:[4026531836]"
+
+
+def unit_daemon(root: Path, pid: int, target: str, *, cgroup: str, uid: int = 0, pid_ns: str = HOST_PID,
+                exe: str = "/usr/bin/nvidia-persistenced") -> None:
+    """A host daemon under systemd with ``ProtectSystem=``: its own mount namespace, the host's PID namespace."""
+    proc(root, pid, target, exe=exe, mnt="mnt:[4026532777]")
+    os.symlink(pid_ns, root / str(pid) / "ns" / "pid")
+    (root / str(pid) / "cgroup").write_text(cgroup)
+    (root / str(pid) / "status").write_text(f"Name:\tnvidia-persiste\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+
+
+def test_a_systemd_unit_rule_exempts_the_host_daemon_in_its_own_mount_namespace(
+        tmp_path: Path, dev: dict[str, str]) -> None:
+    """Review finding 6: ``ProtectSystem=`` gives the daemon its own mount namespace, so the host rule cannot
+    match it; ``host-systemd-unit`` names it by its unit's cgroup, the host PID namespace and root."""
+    from dra_constructs.agent.owners import ProcOwners
+
+    root = tmp_path / "proc"
+    host_init(root)
+    os.symlink(HOST_PID, root / "1" / "ns" / "pid")
+    unit = "0::/system.slice/nvidia-persistenced.service\n"
+    unit_daemon(root, 600, dev["nvidia0"], cgroup=unit)  # the daemon: exempt by the unit rule only
+    unit_daemon(root, 601, dev["nvidia0"], cgroup="0::/system.slice/other.service\n")  # another unit
+    unit_daemon(root, 602, dev["nvidia0"], cgroup=unit, uid=1000)  # not root (the rule names no uid)
+    unit_daemon(root, 603, dev["nvidia0"], cgroup=unit, pid_ns="pid:[4026532999]")  # its own PID namespace
+    unit_daemon(root, 604, dev["nvidia0"], cgroup="0::/kubepods/burstable/pod1234/system.slice/"
+                                                  "nvidia-persistenced.service\n")  # a pod's nested cgroup
+    unit_daemon(root, 605, dev["nvidia0"], cgroup="12:devices:/system.slice/nvidia-persistenced.service\n"
+                                                  "1:name=systemd:/system.slice/nvidia-persistenced.service\n"
+                                                  "0::/system.slice/nvidia-persistenced.service\n")  # hybrid v1
+    unit_daemon(root, 606, dev["nvidia0"], cgroup="0::/../../system.slice/nvidia-persistenced.service\n")  # cgroupns
+    unit_daemon(root, 607, dev["nvidia0"], cgroup=unit, exe="/opt/other")  # the unit, another executable
+    owners = ProcOwners(root)
+    default = DeviceHandles(root, self_pid=2, owners=owners).scan(GPU0)
+    assert default.exempt == [] and len(default.holders) == 8  # the host rule wants the host's mount namespace
+    rule = ExemptRule(exe="/usr/bin/nvidia-persistenced", owner="host-systemd-unit",
+                      unit="nvidia-persistenced.service")
+    scan = DeviceHandles(root, self_pid=2, owners=owners, exempt=[*devhandles.DEFAULT_EXEMPT, rule]).scan(GPU0)
+    assert sorted(h.pid for h in scan.exempt) == [600, 605, 606]
+    assert sorted(h.pid for h in scan.holders) == [601, 602, 603, 604, 607]
+    as_1000 = rule.model_copy(update={"uid": 1000})
+    scan = DeviceHandles(root, self_pid=2, owners=owners, exempt=[as_1000]).scan(GPU0)
+    assert [h.pid for h in scan.exempt] == [602]
+
+
+@pytest.mark.parametrize(("fields", "problem"), [
+    ({"owner": "host-systemd-unit"}, "needs the systemd unit"),
+    ({"owner": "host-systemd-unit", "unit": "../kubepods"}, "needs the systemd unit"),
+    ({"owner": "host-systemd-unit", "unit": "x.service", "exe": "nvidia-persistenced"}, "not an absolute path"),
+    ({"owner": "host", "unit": "x.service"}, "only owner host-systemd-unit takes a unit"),
+])
+def test_a_systemd_unit_rule_is_checked(fields: dict[str, str], problem: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=problem):
+        ExemptRule(**{"exe": "/usr/bin/nvidia-persistenced", **fields})  # type: ignore[arg-type]
+
+
+def test_a_systemd_unit_rule_is_a_config_option(tmp_path: Path) -> None:
+    from dra_constructs.agent.config import load_config
+    from dra_constructs.errors import DraConstructsError
+
+    path = tmp_path / "agent.yaml"
+    path.write_text("node_name: node-a\ndevice_handles_exempt:\n- exe: /usr/bin/nvidia-persistenced\n"
+                    "  owner: host-systemd-unit\n  unit: nvidia-persistenced.service\n")
+    (rule,) = load_config(path).device_handles_exempt
+    assert rule.owner == "host-systemd-unit" and rule.unit == "nvidia-persistenced.service" and rule.uid is None
+    path.write_text("node_name: node-a\ndevice_handles_exempt:\n- exe: /usr/bin/nvidia-persistenced\n"
+                    "  owner: host-systemd-unit\n")
+    with pytest.raises(DraConstructsError, match=r"device_handles_exempt\.0.*needs the systemd unit"):
+        load_config(path)

@@ -237,3 +237,51 @@ def test_no_isolation_calls_where_the_server_does_not_serve_taint_rules(tmp_path
     _set(agent, _exclusive("a", "team-a", "uid-A", [GPU0[0]]))
     assert _values(env, GPU0) == [None] * 3
     assert b"dra_sanitizer_isolation_taint_failures_total 0.0" in env.rt.metrics.render()
+
+
+def test_a_corrupt_state_keeps_its_gpu_closed_for_an_unknown_tenant(tmp_path: Path) -> None:
+    """Review finding 4: a state file that cannot be read may have held anyone: the GPU keeps its taint."""
+    from dra_constructs.agent.isolation import UNKNOWN_TENANT
+
+    env = _env(tmp_path)
+    agent = _agent(env)
+    assert env.rt.isolation is not None
+    store = env.rt.barrier.deps.store
+    path = store._path(GPU0[1])
+    assert path.exists() and store.unreadable(GPU0[1]) is None
+    path.write_text('{"device": "gpu-0-mig-1g10gb-19-1", "phase": "quaran')  # torn or corrupted
+    assert store.unreadable(GPU0[1]) is not None and store.load(GPU0[1]).phase is Phase.UNKNOWN
+    values = env.rt.isolation.reconcile([], VirtualClock())
+    assert values["GPU-sim-0000"] == UNKNOWN_TENANT and values["GPU-sim-0001"] is None
+    assert _values(env, GPU0) == [UNKNOWN_TENANT] * 3 and _values(env, GPU1) == [None] * 3
+    b = _shared("infer-b", "team-b", "uid-B", [GPU0[2]])
+    assert env.rt.isolation.reconcile([b], VirtualClock())["GPU-sim-0000"] == CONFLICT_VALUE  # nobody new joins
+    assert not any(e["reason"] == "IsolationBreached" for e in env.kube.events)  # no allocation raced anything
+    path.write_bytes(store.load(GPU0[0]).model_copy(update={"device": GPU0[1]}).model_dump_json().encode())
+    assert env.rt.isolation.reconcile([], VirtualClock())["GPU-sim-0000"] is None  # the state is back: lifted
+    assert _values(env, GPU0) == [None] * 3
+    del agent
+
+
+def test_an_isolation_rule_deleted_by_hand_is_applied_again(tmp_path: Path) -> None:
+    """Review finding 5: the agent does not wait for the GPU's value to change to restore its rule."""
+    env = _env(tmp_path)
+    agent = _agent(env)
+    a = _exclusive("train-a", "team-a", "uid-A", [GPU0[0]])
+    _set(agent, a)
+    assert _values(env, GPU0) == ["team-a"] * 3
+    env.kube.delete_taint_rule("resource.k8s.io/v1alpha3", isolation_rule_name("node-a", GPU0[1]))
+    edited = env.kube.rules[isolation_rule_name("node-a", GPU0[2])]
+    edited["spec"]["taint"]["value"] = "team-b"  # edited by hand: a team-b claim would tolerate it
+    assert _values(env, GPU0) == ["team-a", None, "team-b"]
+    agent.tick()  # the periodic reconcile (every reconcile_interval_s)
+    agent.wait()
+    assert _values(env, GPU0) == ["team-a"] * 3
+    events = [e for e in env.kube.events if e["reason"] == "IsolationTaintRestored"]
+    assert len(events) == 2 and all(e["type"] == "Warning" for e in events)
+    assert any("deleted" in e["message"] for e in events) and any("value changed to team-b" in e["message"]
+                                                                  for e in events)
+    assert b"dra_sanitizer_isolation_taints_restored_total 2.0" in env.rt.metrics.render()
+    agent.tick()
+    agent.wait()
+    assert len([e for e in env.kube.events if e["reason"] == "IsolationTaintRestored"]) == 2  # nothing more to do

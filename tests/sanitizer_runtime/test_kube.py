@@ -158,3 +158,16 @@ def test_a_404_while_the_kind_is_served_is_an_error_not_a_fallback(fake_api: Fak
     with pytest.raises(GuardError, match="404"):
         guard.taint("gpu-0", "in-use", clock)
     assert guard.has_taints and guard.taint("gpu-0", "in-use", clock)  # the next try places it
+
+
+def test_taint_rules_are_listed_by_label(fake_api: FakeApi) -> None:
+    """The isolation reconcile's LIST (finding 5): ``labelSelector`` as kube-apiserver takes it (equality terms)."""
+    client = _client(fake_api)
+    guard = _guard(fake_api)
+    assert guard.taint("gpu-0", "in-use", VirtualClock())
+    selector = "app.kubernetes.io/managed-by=dra-sanitizer,sanitizer.dra-constructs.io/node=node-a"
+    (rule,) = client.list_taint_rules("resource.k8s.io/v1alpha3", selector)
+    assert rule["metadata"]["name"] == "dra-sanitizer-node-a-gpu-0"
+    assert client.list_taint_rules("resource.k8s.io/v1alpha3", "sanitizer.dra-constructs.io/node=node-b") == []
+    assert ("GET", "/apis/resource.k8s.io/v1alpha3/devicetaintrules") in [
+        (m, p.partition("?")[0]) for m, p in fake_api.requests]

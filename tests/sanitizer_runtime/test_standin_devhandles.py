@@ -149,14 +149,16 @@ def test_nvidiactl_and_uvm_alone_do_not_block(allocated: Callable[[], Allocated]
 
 def test_a_mig_slice_counts_holders_of_its_capability_nodes_only(
         standin: MakeNode, tmp_path: Path, holders: list[Holder]) -> None:  # noqa: F811
-    """gi1's ``access`` file maps it to nvidia-cap12: that blocks the slice; the parent's /dev/nvidia0 does not."""
+    """gi1's ``access`` file maps it to nvidia-cap12: that blocks the slice; the parent's /dev/nvidia0 does not.
+
+    The stand-in driver publishes the ``access`` files of its live GIs and CIs (standin.c ``si_caps_publish``).
+    """
     gi = GI(1, [CI("MIG-q0")], placement_start=0, total=64 * MiB)
     node = standin([a100_mig("GPU-m", 0, [gi])])
-    for name, minor in (("gi1/access", 12), ("gi1/ci0/access", 13)):
-        access = node.proc_root / "driver/nvidia/capabilities/gpu0/mig" / name
-        access.parent.mkdir(parents=True, exist_ok=True)
-        access.write_text(f"DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
     rt = runtime(tmp_path)
+    caps = node.proc_root / "driver/nvidia/capabilities/gpu0/mig"
+    assert (caps / "gi1/access").read_text().startswith("DeviceFileMinor: 12\n")
+    assert (caps / "gi1/ci0/access").read_text().startswith("DeviceFileMinor: 13\n")
     device = rt.device("gpu-0-mig-1g10gb-19-0")
     assert device.gpu_instance_id == 1 and device.compute_instance_ids == (0,)  # from NVML's enumeration
     parent = Holder(node, dev(node, "nvidiactl"), dev(node, "nvidia0"), pod=None)  # a tenant of another slice
@@ -172,3 +174,26 @@ def test_a_mig_slice_counts_holders_of_its_capability_nodes_only(
     assert record.result == "quarantined" and (record.reason or "").startswith("foreign contexts")
     assert [p["pid"] for p in record.foreign_processes] == [cap.pid]
     assert record.foreign_processes[0]["device_nodes"] == [cap13]
+
+
+def test_a_mig_slice_whose_capability_nodes_cannot_be_mapped_is_not_released(
+        standin: MakeNode, tmp_path: Path) -> None:  # noqa: F811
+    """Review finding 1: no ``access`` files (holders of the slice's nodes unseen): refused, guarded, retried."""
+    from dra_constructs.agent.barrier import HANDLE_SCAN_FAILED
+
+    gi = GI(1, [CI("MIG-q0")], placement_start=0, total=64 * MiB)
+    node = standin([a100_mig("GPU-m", 0, [gi])], mig_caps=False, generation="13.3")  # compute mode guards MIG
+    rt = runtime(tmp_path)
+    device = rt.device("gpu-0-mig-1g10gb-19-0")
+    record = rt.barrier.run(device, "startup-unknown")
+    assert record.result == "quarantined" and (record.reason or "").startswith(HANDLE_SCAN_FAILED), record.reason
+    assert "gi1/access" in (record.reason or "") and record.pids_sigterm == []
+    assert b'dra_sanitizer_device_handle_scan_problems_total{outcome="failed"} 1.0' in rt.metrics.render()
+    assert rt.barrier.recover(device) is None  # still unmapped: stays quarantined
+    assert rt.barrier.deps.store.load(device.name).phase is Phase.QUARANTINED
+    for name, minor in (("gi1/access", 12), ("gi1/ci0/access", 13)):  # published now (as mig-minors numbers them)
+        access = node.proc_root / "driver/nvidia/capabilities/gpu0/mig" / name
+        access.parent.mkdir(parents=True, exist_ok=True)
+        access.write_text(f"DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+    released = rt.barrier.recover(device)  # mapped, nobody holds them: sanitized
+    assert released is not None and released.result == "released", released and released.reason

@@ -25,6 +25,7 @@ def test_the_zipapp_sanitizes_a_mig_instance_through_the_real_backends(tmp_path:
     config = tmp_path / "agent.yaml"
     config.write_text(f"node_name: node-a\nbackend: nvml\nstate_dir: {tmp_path}/state\ngrace_period_s: 0.3\n"
                       f"drain_timeout_s: 8\npoll_interval_s: 0.05\nevidence_file: {tmp_path}/evidence.jsonl\n"
+                      f"proc_root: {node.proc_root}\n"  # the node's /proc: nvidia-caps major, MIG access files
                       "kube: {mode: disabled, kubernetes_version: '1.34'}\n")
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **node.env()}
     tenant = Tenant(node, "MIG-5-1", nbytes=16 * MiB, ignore_term=True)  # no claim behind it (no pod cgroup)
@@ -55,7 +56,8 @@ def test_the_zipapp_sanitizes_a_mig_instance_through_the_real_backends(tmp_path:
 
 def test_the_gpu_benchmark_runs_on_the_stand_in(tmp_path: Path, standin_lib: Path) -> None:
     node = Node(tmp_path / "node", standin_lib, [GPU("GPU-b", total=96 * MiB)], ptx_isa_max=87).write()
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_sanitize.py"), "--peak-gbps", "10"],
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_sanitize.py"), "--peak-gbps", "10",
+                          "--proc-root", str(node.proc_root)],  # the node's /proc (this sandbox's PID 1 is unreadable)
                          env={**os.environ, **node.env()}, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)

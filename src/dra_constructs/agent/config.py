@@ -221,7 +221,9 @@ class AgentConfig(BaseModel):
     device_handles_exempt: list[ExemptRule] = Field(
         default_factory=lambda: [r.model_copy(deep=True) for r in DEFAULT_EXEMPT],
         description="NVML-only monitors that hold every GPU's node without a context, by executable "
-                    "(readlink /proc/<pid>/exe) and owner (host, or a pod in given namespaces; optionally a uid), "
+                    "(readlink /proc/<pid>/exe) and owner (host, or a pod in given namespaces, or host-systemd-unit: "
+                    "a host daemon in its own mount namespace named by its systemd unit's cgroup, host PID "
+                    "namespace and root; optionally a uid), "
                     "never by comm (a process sets its own): listed in the evidence, not counted (a context they "
                     "hold is still in NVML's lists).")
     evidence_file: str = Field(

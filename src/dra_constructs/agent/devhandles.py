@@ -26,28 +26,49 @@ way it sets its ``comm``) *and* its owner: a host process (cgroup outside ``kube
 mount namespace of PID 1 so the path names the host's file, not a container's), or a pod
 in one of the rule's namespaces, and the rule's uid if it names one (``Uid:`` of ``status``,
 real and effective). A pod can put any binary at ``/usr/bin/nvidia-smi`` in its own image, so
-the executable alone exempts nothing. The agent's own children (its CUDA fill workers of other
+the executable alone exempts nothing. A host daemon in its own mount namespace (systemd
+``ProtectSystem=``, ``PrivateTmp=``...) fails the host rule's mount-namespace check; the owner
+``host-systemd-unit`` names it instead (review finding 6): its cgroup is
+``/system.slice/<unit>`` (only systemd on the host puts a process there), it runs in the host's
+PID namespace (``ns/pid`` of PID 1) and as root (real and effective uid 0, or the rule's uid),
+and its ``exe`` is the rule's. The agent's own children (its CUDA fill workers of other
 devices, ``stat`` ppid) are exempt too. Exempt holders are listed apart and do not count; a
 process with a context is still in NVML's lists and blocks.
 
-Decision on unreadable fd directories (EACCES/EPERM, e.g. a process the agent may not ptrace-read):
-the PID is recorded as ``unknown`` (count and first PIDs) with a warning, and does *not* block. A
-PID whose fds cannot be read cannot be shown to hold this device, and every process on the node
-is a candidate: blocking on them would hold every release on a node where the agent lacks
-``CAP_SYS_PTRACE`` while proving nothing. NVML's list stays the primary source (it still sees any
-context such a process has), and the guard (compute mode ``PROHIBITED``, the taint) stays on until
-the fill's own checks. A process that exits mid-scan (ENOENT/ESRCH) is gone, not unknown.
+Mappings count as holding (review finding 3): a process can ``mmap`` a device node and close
+the fd; the mapping keeps the file open (``vm_file``). Each PID's ``maps`` (proc(5): the
+``dev``/``inode`` columns are the mapped *file's* filesystem and inode, not ``st_rdev``) names its
+file mappings; each distinct file is followed once per scan through
+``<proc_root>/<pid>/map_files/<start>-<end>`` (``os.stat``: ``st_rdev``, proc(5): following these
+links needs ``CAP_SYS_ADMIN``/``CAP_CHECKPOINT_RESTORE``, which the privileged agent pod has) and
+compared like an fd.
 
-A scan that cannot run at all (``<proc_root>`` cannot be listed) sets :attr:`HandleScan.failed`:
-the barrier then posts a Warning Event, counts it in a metric and refuses the release (see
-:mod:`.barrier`). A MIG device whose capability nodes cannot all be mapped is scanned for what
-could be mapped; the gap is a ``problem`` (Warning Event, metric, evidence), not a refusal: NVML
-still lists every context on the instance, and those files exist on every MIG-capable driver.
+Unreadable fd directories, ``maps`` or ``map_files`` (EACCES/EPERM: the agent lacks
+``CAP_SYS_PTRACE``, proc(5) "ptrace access mode PTRACE_MODE_READ_FSCREDS", or an LSM refuses;
+review finding 2): such a process may hold the device, so it **blocks the release** (the scan is
+``failed``: Warning Event, metric, guard kept, retried; it is never signalled: that it holds the
+device is not known) unless it is provably not a holder by a check that does not need its fds:
+- a zombie or dead task (``stat`` state ``Z``/``X``; ``do_exit`` closed its files and dropped its
+  memory before it became one);
+- a kernel thread (``stat`` flags ``PF_KTHREAD``, 0x00200000): no user file table;
+- an exempt rule matching it (which needs ``exe`` and the owner, so in practice only where an LSM
+  refuses the fds but not ``exe``).
+Its owner (a pod of another claim, the host) proves nothing: a holder of any owner blocks the
+release, and a device cgroup only checks ``open``, not an fd inherited or passed over a socket.
+A process that exits mid-scan (ENOENT/ESRCH) is gone, not unknown.
+
+A scan that cannot list ``<proc_root>`` and a MIG device whose capability nodes cannot all be
+mapped (review finding 1: an unmapped node's holders would be invisible) are ``failed`` too.
+``failed`` means "holders cannot be ruled out": the barrier posts a Warning Event
+(``DeviceHandleScanFailed``), counts it (``dra_sanitizer_device_handle_scan_problems_total``),
+quarantines with the self-clearing reason ``device handle scan failed`` (guard kept, nobody
+killed) and re-runs the barrier once a scan succeeds and finds nobody (see :mod:`.barrier`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterable
@@ -55,10 +76,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.owners import Owner, ProcOwners
+from dra_constructs.errors import DraConstructsError
 
 __all__ = ["DEFAULT_EXEMPT", "MPS_COMM", "MPS_KINDS", "NVIDIA_MAJOR", "DeviceHandles", "ExemptRule", "HandleHolder",
            "HandleScan", "cap_minor", "char_majors"]
@@ -72,6 +94,10 @@ NVIDIA_MAJOR = 195
 _NVIDIA_NAMES = ("nvidia-frontend", "nvidia")
 _CAPS_NAME = "nvidia-caps"
 _UNREADABLE_KEPT = 20
+#: ``PF_KTHREAD`` of include/linux/sched.h: the ``flags`` field (9th) of ``/proc/<pid>/stat``.
+_PF_KTHREAD = 0x00200000
+#: A systemd unit name (systemd.unit(5): "[a-zA-Z0-9:_.\\-]" plus ``@`` for templates, and a type suffix).
+_UNIT = re.compile(r"^[A-Za-z0-9:_.\\@-]+\.(service|scope)$")
 #: Namespaces the GPU operator and the NVIDIA DRA driver install their monitors and plugins into.
 _OPERATOR_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator", "nvidia-dra-driver-gpu", "kube-system")
 
@@ -82,10 +108,34 @@ class ExemptRule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     exe: str = Field(description="``readlink /proc/<pid>/exe`` as the process's own mount namespace shows it.")
-    owner: Literal["host", "pod"] = Field(
-        default="host", description="host: a process outside kubepods; pod: a pod in one of ``namespaces``.")
+    owner: Literal["host", "pod", "host-systemd-unit"] = Field(
+        default="host", description="host: a process outside kubepods in the host's mount namespace; pod: a pod "
+                                    "in one of ``namespaces``; host-systemd-unit: a host daemon in its own mount "
+                                    "namespace (systemd ProtectSystem=, PrivateTmp=...) in the cgroup of ``unit`` "
+                                    "under system.slice, in the host's PID namespace, as root.")
     namespaces: list[str] = Field(default_factory=list, description="owner pod: the pod's namespace is one of these.")
-    uid: int | None = Field(default=None, description="The real and effective uid it must run as (None: any).")
+    unit: str | None = Field(default=None, description="owner host-systemd-unit: the systemd unit "
+                                                       "(e.g. nvidia-persistenced.service).")
+    uid: int | None = Field(default=None, description="The real and effective uid it must run as (None: any; "
+                                                      "host-systemd-unit: 0 unless set).")
+
+    @model_validator(mode="after")
+    def _unit_rule(self) -> ExemptRule:
+        """``host-systemd-unit`` needs a unit name that systemd could have made, and nothing else needs one."""
+        if self.owner == "host-systemd-unit":
+            if self.unit is None or not _UNIT.match(self.unit):
+                raise DraConstructsError(
+                    f"ExemptRule {self.exe}", "unit", self.unit,
+                    "owner host-systemd-unit needs the systemd unit whose cgroup under system.slice holds the daemon",
+                    "name a unit such as nvidia-persistenced.service (letters, digits, ':-_.\\@', a type suffix)")
+            if not self.exe.startswith("/"):
+                raise DraConstructsError(f"ExemptRule {self.exe}", "exe", self.exe, "not an absolute path",
+                                         "give the executable's absolute path on the host")
+        elif self.unit is not None:
+            raise DraConstructsError(f"ExemptRule {self.exe}", "unit", self.unit,
+                                     f"only owner host-systemd-unit takes a unit (owner is {self.owner})",
+                                     "drop unit, or set owner: host-systemd-unit")
+        return self
 
 
 #: NVML-only monitors that hold every GPU's node without a context.
@@ -138,8 +188,10 @@ class HandleHolder:
 class HandleScan:
     """One scan: holders that count, exempt ones, PIDs whose fds could not be read, what was matched.
 
-    ``failed``: the scan could not run at all (nothing was looked at); ``problem``: why (or, with
-    ``failed`` False, what part of the device's nodes could not be mapped).
+    ``failed``: holders cannot be ruled out (the proc root could not be listed, a MIG device's
+    capability nodes could not all be mapped, a process's fds or mappings could not be read and
+    it is not provably no holder): the release is refused; ``problem``: why. The holders found
+    in what could be read are still listed.
     """
 
     nodes: tuple[str, ...]
@@ -182,6 +234,7 @@ class DeviceHandles:
                  owners: Callable[[int], Owner] | None = None,
                  pod_name: Callable[[str], str | None] = lambda _uid: None) -> None:
         self._root = Path(proc_root)
+        self._root_text = str(self._root)
         self._caps = Path(caps_root) if caps_root is not None else self._root / "driver/nvidia/capabilities"
         self._exempt = tuple(exempt)
         self._self = os.getpid() if self_pid is None else self_pid
@@ -244,37 +297,57 @@ class DeviceHandles:
         """Every process (but the agent) whose fds point at this device's nodes; one pass over the PIDs."""
         start = time.monotonic()
         wanted, problem = self._wanted(device)
-        result = HandleScan(wanted.labels, problem=problem, devices=wanted.devices)
+        # An unmapped node's holders would be invisible: fail closed (review finding 1).
+        result = HandleScan(wanted.labels, problem=problem, devices=wanted.devices, failed=problem is not None)
         try:
             entries = [e for e in os.listdir(self._root) if e.isdigit()]
         except OSError as error:
             result.problem = f"cannot list {self._root}: {error.strerror}"
             result.failed = True
             return result
+        files: dict[tuple[str, str], bool] = {}  # mapped file (dev, ino) -> this device's; one stat each
         for entry in entries:
             pid = int(entry)
             if pid == self._self or not wanted:
                 continue
             result.scanned += 1
-            held = self._held(pid, wanted, result)
-            if held:
-                comm = self._comm(pid)
-                exe = self._exe(pid)
-                holder = HandleHolder(pid, comm, held, self._mps(pid) if comm == MPS_COMM else None, exe)
-                exempt = self._ppid(pid) == self._self or self._is_exempt(pid, exe)  # our fill workers
-                (result.exempt if exempt else result.holders).append(holder)
+            held, readable = self._held(pid, wanted, files)
+            if not held and readable:
+                continue
+            if not readable and self._no_files(pid):
+                continue  # a zombie or a kernel thread: holds no file (module docstring)
+            comm = self._comm(pid)
+            exe = self._exe(pid)
+            holder = HandleHolder(pid, comm, held or ("fds or mappings unreadable",),
+                                  self._mps(pid) if comm == MPS_COMM else None, exe)
+            exempt = self._ppid(pid) == self._self or self._is_exempt(pid, exe)  # our fill workers
+            if exempt:
+                result.exempt.append(holder)
+            elif held:
+                result.holders.append(holder)
+            if not readable and not exempt:
+                result.unreadable.append(pid)  # may hold it: blocks the release, never signalled
+        if result.unreadable:
+            shown = ", ".join(map(str, result.unreadable[:_UNREADABLE_KEPT]))
+            more = f" and {len(result.unreadable) - _UNREADABLE_KEPT} more" if len(
+                result.unreadable) > _UNREADABLE_KEPT else ""
+            unread = (f"fds or mappings of {len(result.unreadable)} process(es) cannot be read (EACCES/EPERM; the "
+                      f"agent needs CAP_SYS_PTRACE and CAP_SYS_ADMIN): pids {shown}{more}; any of them may hold "
+                      "the device")
+            result.problem = f"{result.problem}; {unread}" if result.problem else unread
+            result.failed = True
         result.seconds = time.monotonic() - start
         return result
 
-    def _held(self, pid: int, wanted: _Wanted, result: HandleScan) -> tuple[str, ...]:
-        fd_dir = f"{self._root}/{pid}/fd"  # strings, not Paths: ~16,000 stats per scan of 2,000 PIDs
+    def _held(self, pid: int, wanted: _Wanted, files: dict[tuple[str, str], bool]) -> tuple[tuple[str, ...], bool]:
+        """Labels of this device's nodes ``pid`` holds by an fd or a mapping, and whether both could be read."""
+        fd_dir = f"{self._root_text}/{pid}/fd"  # strings, not Paths: ~16,000 stats per scan of 2,000 PIDs
         try:
             fds = os.listdir(fd_dir)
         except PermissionError:
-            result.unreadable.append(pid)  # cannot be shown to hold it: reported, not blocking
-            return ()
+            return (), False
         except OSError:
-            return ()  # ENOENT/ESRCH: it exited
+            return (), True  # ENOENT/ESRCH: it exited
         held: set[str] = set()
         for fd in fds:
             link = f"{fd_dir}/{fd}"
@@ -282,13 +355,64 @@ class DeviceHandles:
                 info = os.stat(link)  # follows the fd to the open inode, whatever path it has there
             except OSError:
                 continue  # closed meanwhile, or a link to nothing
-            if (stat.S_ISCHR(info.st_mode) and info.st_rdev in wanted.rdevs) or (
-                    (info.st_dev, info.st_ino) in wanted.inodes):
+            if self._matches(info, wanted):
                 try:
                     held.add(os.readlink(link))  # the path in the holder's mount namespace: a label only
                 except OSError:
                     held.add(f"{os.major(info.st_rdev)}:{os.minor(info.st_rdev)}")
-        return tuple(sorted(held))
+        readable = self._mapped(pid, wanted, files, held)
+        return tuple(sorted(held)), readable
+
+    @staticmethod
+    def _matches(info: os.stat_result, wanted: _Wanted) -> bool:
+        return (stat.S_ISCHR(info.st_mode) and info.st_rdev in wanted.rdevs) or (
+            (info.st_dev, info.st_ino) in wanted.inodes)
+
+    def _mapped(self, pid: int, wanted: _Wanted, files: dict[tuple[str, str], bool], held: set[str]) -> bool:
+        """Add the device's nodes ``pid`` has mapped (``maps`` + ``map_files``) to ``held``; False: unreadable.
+
+        proc(5) ``maps``: ``address perms offset dev inode pathname``; ``dev`` (hex major:minor) and
+        ``inode`` are the mapped file's filesystem and inode, so the file's own ``st_rdev`` comes from
+        following ``map_files/<start>-<end>`` (named without leading zeros). One stat per distinct
+        file per scan (``files``); anonymous mappings (inode 0) are skipped.
+        """
+        try:
+            with open(f"{self._root_text}/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+                lines = handle.readlines()
+        except PermissionError:
+            return False
+        except OSError:
+            return True  # ENOENT/ESRCH: it exited (or, on a test's fake proc root, has no maps)
+        maps_dir = f"{self._root_text}/{pid}/map_files"
+        for line in lines:
+            fields = line.split(None, 5)
+            if len(fields) < 5 or fields[4] == "0":
+                continue
+            key = (fields[3], fields[4])  # "dev inode" as maps prints them: the same text for the same file
+            known = files.get(key)
+            if known is None:
+                start, _, end = fields[0].partition("-")
+                try:
+                    info = os.stat(f"{maps_dir}/{int(start, 16):x}-{int(end, 16):x}")
+                except PermissionError:
+                    return False  # map_files not ours to follow: cannot be ruled out
+                except (OSError, ValueError):
+                    continue  # unmapped meanwhile (or a line that is not a mapping)
+                files[key] = known = self._matches(info, wanted)
+            if known:
+                label = fields[5].strip() if len(fields) > 5 else fields[3]
+                held.add(f"{label} (mmap)")
+        return True
+
+    def _no_files(self, pid: int) -> bool:
+        """A zombie/dead task or a kernel thread, from ``stat`` (readable by all): it holds no file."""
+        try:
+            text = (self._root / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
+            fields = text.rpartition(")")[2].split()
+            state, flags = fields[0], int(fields[6])  # proc(5): (3) state ... (9) flags
+        except (OSError, IndexError, ValueError):
+            return False
+        return state in ("Z", "X", "x") or bool(flags & _PF_KTHREAD)
 
     def _is_exempt(self, pid: int, exe: str | None) -> bool:
         """The executable and the owner of a rule; anything unreadable: not exempt (it counts)."""
@@ -298,15 +422,51 @@ class DeviceHandles:
         owner = self._owners(pid)
         uids = self._uids(pid)
         for rule in rules:
-            if rule.uid is not None and (uids is None or set(uids) != {rule.uid}):
+            uid = 0 if rule.uid is None and rule.owner == "host-systemd-unit" else rule.uid
+            if uid is not None and (uids is None or set(uids) != {uid}):
                 continue
             if rule.owner == "host" and owner.kind == "host" and self._host_mounts(pid):
+                return True
+            if (rule.owner == "host-systemd-unit" and owner.kind == "host" and rule.unit is not None
+                    and self._in_unit(pid, rule.unit) and self._host_ns(pid, "pid")):
                 return True
             if rule.owner == "pod" and owner.kind == "pod" and owner.pod_uid is not None:
                 name = self.pod_name(owner.pod_uid)
                 if name is not None and name.partition("/")[0] in rule.namespaces:
                     return True
         return False
+
+    def _in_unit(self, pid: int, unit: str) -> bool:
+        """Whether every systemd line of ``cgroup`` (v2 ``0::``, v1 ``name=systemd``) is ``/system.slice/<unit>[/...]``.
+
+        Only root on the host (systemd) places a process there: a pod's cgroups are under
+        ``kubepods``, and a pod cannot leave its cgroup namespace without privileges tenants do
+        not have. Leading ``..`` (the agent's own cgroup namespace) are dropped; nothing else may
+        precede ``system.slice``. No systemd line, or an unreadable file: no.
+        """
+        try:
+            text = (self._root / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        found = False
+        for line in text.splitlines():
+            fields = line.split(":", 2)
+            if len(fields) != 3 or not ((fields[0] == "0" and fields[1] == "") or fields[1] == "name=systemd"):
+                continue
+            parts = [p for p in fields[2].strip().split("/") if p]
+            while parts and parts[0] == "..":
+                parts.pop(0)
+            if parts[:2] != ["system.slice", unit]:
+                return False
+            found = True
+        return found
+
+    def _host_ns(self, pid: int, kind: str) -> bool:
+        """Whether ``pid`` is in PID 1's ``ns/<kind>`` namespace (the agent runs with hostPID); unreadable: no."""
+        try:
+            return os.readlink(f"{self._root}/{pid}/ns/{kind}") == os.readlink(f"{self._root}/1/ns/{kind}")
+        except OSError:
+            return False
 
     def _host_mounts(self, pid: int) -> bool:
         """Whether ``pid`` sees the host's files: its mount namespace is PID 1's (``ns/mnt``); unreadable: no.
@@ -316,12 +476,7 @@ class DeviceHandles:
         ships a binary at ``/usr/bin/nvidia-persistenced`` names it like the host's daemon. Only
         in the host's mount namespace is that path the host's file.
         """
-        try:
-            mine = os.readlink(f"{self._root}/{pid}/ns/mnt")
-            host = os.readlink(f"{self._root}/1/ns/mnt")
-        except OSError:
-            return False
-        return mine == host
+        return self._host_ns(pid, "mnt")
 
     def _exe(self, pid: int) -> str | None:
         try:

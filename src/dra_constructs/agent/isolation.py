@@ -21,13 +21,23 @@ of each GPU that holds a slice; for DynamicMIG also on the other placements and 
   every guard and kills nothing it is not sure of); the GPU takes nobody new until they are gone.
 
 A stored tenant whose level the agent has not seen (an agent restart mid-barrier) counts as
-exclusive: the strictest value, dropped when its barrier ends. Off (``mig_isolation: false``, the
-default), the agent places no ``Shared`` taints; an exclusive claim still gets its GPU tainted (it
-asked for it) and the agent warns once that other tenants' GPUs are not closed to it.
+exclusive: the strictest value, dropped when its barrier ends. A device whose state file is
+corrupt or unreadable counts as held by an unknown exclusive tenant (``Unknown``, a value no
+namespace can be, so nobody tolerates it; review finding 4): whoever held it may still run there,
+and the barrier (which treats the device as ``unknown``) rewrites the state; beside real tenants
+it makes the value ``Conflict`` without a breach report (no allocation raced anything).
+Off (``mig_isolation: false``, the default), the agent places no ``Shared`` taints; an exclusive
+claim still gets its GPU tainted (it asked for it) and the agent warns once that other tenants'
+GPUs are not closed to it.
 
-Rules are named ``dra-isolation-<node>-<device>`` (hashed when long), one per device, applied only
-when a value changes; a failed call is retried at the next reconcile. The first reconcile after
-start deletes the rules of devices that need none (left by an earlier run).
+Rules are named ``dra-isolation-<node>-<device>`` (hashed when long), one per device, applied when
+a value changes; a failed call is retried at the next reconcile. The first reconcile after
+start deletes the rules of devices that need none (left by an earlier run). A rule deleted by hand
+(review finding 5) is found at the next reconcile (the agent's tick, every
+``reconcile_interval_s``): where the API can list the node's isolation rules
+(``KubeOps.list_taint_rules``), each applied rule missing from that list, or with another value, is
+applied again and a Warning Event ``IsolationTaintRestored`` names it; a list that fails is logged
+and retried at the next reconcile.
 """
 
 from __future__ import annotations
@@ -46,11 +56,11 @@ from dra_constructs.agent.clock import Clock
 from dra_constructs.agent.devices import DRIVER, DeviceInfo
 from dra_constructs.agent.kube import ApiError, KubeOps, retrying
 from dra_constructs.agent.state import Phase, StateStore
-from dra_constructs.agent.taints import ANNOTATION_PREFIX, taint_rule
+from dra_constructs.agent.taints import ANNOTATION_PREFIX, MANAGED_BY, taint_rule
 from dra_constructs.isolation import CONFLICT_VALUE, ISOLATION_TAINT_KEY, gpu_taint_value
 from dra_constructs.target import Target
 
-__all__ = ["EFFECT", "GpuHolders", "Isolation", "exclusive_claim", "isolation_rule_name"]
+__all__ = ["EFFECT", "UNKNOWN_TENANT", "GpuHolders", "Isolation", "exclusive_claim", "isolation_rule_name"]
 
 _LOG = logging.getLogger("dra_sanitizer.isolation")
 EFFECT = "NoSchedule"  # keeps new allocations away; evicts nobody
@@ -60,6 +70,8 @@ _NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _LINGERING = frozenset(Phase) - {Phase.CLEAN, Phase.UNKNOWN}
 
 Event = Callable[[str, str, str, Clock, bool], bool]
+#: The tenant of a device whose state file is corrupt: capitalised, so no namespace (a DNS label) is it.
+UNKNOWN_TENANT = "Unknown"
 
 
 def isolation_rule_name(node: str, device: str) -> str:
@@ -151,6 +163,7 @@ class Isolation:
         self._reported: dict[str, frozenset[str]] = {}  # gpu uuid -> tenants of the breach reported
         self._swept = False
         self._warned_off = False
+        self._corrupt: set[str] = set()  # devices whose unreadable state was logged
         #: Whether the server serves devicetaintrules (the guard's discovery; False: the gate is off).
         self.served: Callable[[], bool] = lambda: True
         self.breaches = Counter("dra_sanitizer_isolation_breaches",
@@ -160,6 +173,9 @@ class Isolation:
         self.conflicts = Gauge("dra_sanitizer_isolation_conflict_gpus",
                                "GPUs whose isolation taint is Conflict (nobody new is allocated there).",
                                registry=registry)
+        self.restored = Counter("dra_sanitizer_isolation_taints_restored",
+                                "Isolation DeviceTaintRules found deleted or changed by others and applied again.",
+                                registry=registry)
         self.failures = Counter("dra_sanitizer_isolation_taint_failures",
                                 "Isolation DeviceTaintRule changes the API refused (retried next reconcile).",
                                 registry=registry)
@@ -192,6 +208,15 @@ class Isolation:
                 gpu[str(namespace)] = gpu.get(str(namespace), False) or exclusive
         lingering: dict[str, dict[str, bool]] = {}
         for name, device in list(self._inventory.items()):
+            problem = self._store.unreadable(name)
+            if problem is not None:  # whoever held it may still run there: fail closed
+                lingering.setdefault(device.gpu_uuid, {})[UNKNOWN_TENANT] = True
+                if name not in self._corrupt:
+                    self._corrupt.add(name)
+                    _LOG.warning("%s: state unreadable (%s): its GPU keeps an isolation taint for an unknown "
+                                 "tenant until the barrier rewrites the state", name, problem)
+                continue
+            self._corrupt.discard(name)
             if name in allocated:
                 continue
             state = self._store.load(name)
@@ -212,18 +237,51 @@ class Isolation:
             values = {gpu: holders.value(self.shared_taints) for gpu, holders in by_gpu.items()}
             self._report(by_gpu, values, clock)
             self.conflicts.set(sum(1 for v in values.values() if v == CONFLICT_VALUE))
+            lost = self._lost(clock)
             for name, device in sorted(self._inventory.items()):
                 if device.gpu_uuid not in values:
                     continue
                 wanted = values[device.gpu_uuid]
-                if wanted is not None and self._applied.get(name) != wanted:
-                    self._apply(device, wanted, by_gpu[device.gpu_uuid], clock)
+                if wanted is not None and (self._applied.get(name) != wanted or name in lost):
+                    if self._apply(device, wanted, by_gpu[device.gpu_uuid], clock) and name in lost:
+                        self.restored.inc()
+                        message = (f"isolation DeviceTaintRule {isolation_rule_name(self.node, name)} ({lost[name]}) "
+                                   f"applied again with value {wanted}: only the agent removes it")
+                        _LOG.warning("%s: %s", name, message)
+                        self._event(name, "IsolationTaintRestored", message, clock, True)
                 elif wanted is None and (name in self._applied or not self._swept):
                     self._delete(name, clock)
             self._swept = True
             return values
 
-    def _apply(self, device: DeviceInfo, value: str, holders: GpuHolders, clock: Clock) -> None:
+    def _lost(self, clock: Clock) -> dict[str, str]:
+        """Applied rules the API no longer has as applied (deleted or edited by hand): device -> what changed.
+
+        One LIST of the agent's isolation rules by label; a failed list finds nothing (retried next time).
+        """
+        api_version = self.target.device_taint_rule_api_version
+        kube = self._kube
+        if not self._applied or kube is None or api_version is None:
+            return {}
+        selector = f"app.kubernetes.io/managed-by={MANAGED_BY},{ANNOTATION_PREFIX}/purpose=isolation"
+        try:
+            rules = retrying(lambda: kube.list_taint_rules(api_version, selector), clock, self._retries,
+                             self._backoff)
+        except ApiError as error:
+            _LOG.error("cannot list the isolation taint rules (a rule deleted by hand is found next time): %s", error)
+            return {}
+        present = {str((r.get("metadata") or {}).get("name")): ((r.get("spec") or {}).get("taint") or {}).get("value")
+                   for r in rules}
+        lost: dict[str, str] = {}
+        for name, value in self._applied.items():
+            rule = isolation_rule_name(self.node, name)
+            if rule not in present:
+                lost[name] = "deleted"
+            elif present[rule] != value:
+                lost[name] = f"value changed to {present[rule]}"
+        return lost
+
+    def _apply(self, device: DeviceInfo, value: str, holders: GpuHolders, clock: Clock) -> bool:
         assert self._kube is not None
         who = ", ".join(sorted(holders.tenants)) or "nobody"
         body = taint_rule(self.target, self.node, device.name, key=ISOLATION_TAINT_KEY, effect=EFFECT, value=value,
@@ -233,6 +291,8 @@ class Isolation:
         kube = self._kube
         if self._call(lambda: kube.apply_taint_rule(body), clock, device.name):
             self._applied[device.name] = value
+            return True
+        return False
 
     def _delete(self, name: str, clock: Clock) -> None:
         api_version = self.target.device_taint_rule_api_version
@@ -257,15 +317,16 @@ class Isolation:
             _LOG.warning("a claim asks for exclusive-gpu MIG isolation but mig_isolation is off on this agent: other "
                          "tenants' GPUs are not closed to it (no Shared taints); turn mig_isolation on")
         for gpu, value in sorted(values.items()):
-            if value != CONFLICT_VALUE:
-                self._reported.pop(gpu, None)
+            known = {t: e for t, e in by_gpu[gpu].tenants.items() if t != UNKNOWN_TENANT}
+            if value != CONFLICT_VALUE or gpu_taint_value(known, self.shared_taints) != CONFLICT_VALUE:
+                self._reported.pop(gpu, None)  # an unknown tenant (a corrupt state) alone raced nothing
                 continue
-            tenants = frozenset(by_gpu[gpu].tenants)
+            tenants = frozenset(known)
             if self._reported.get(gpu) == tenants:
                 continue
             self._reported[gpu] = tenants
             self.breaches.inc()
-            exclusive = sorted(t for t, e in by_gpu[gpu].tenants.items() if e)
+            exclusive = sorted(t for t, e in known.items() if e)
             message = (f"GPU {gpu} holds MIG slices of tenants {', '.join(sorted(tenants))}, of which "
                        f"{', '.join(exclusive)} asked for exclusive-gpu isolation (allocations raced the isolation "
                        "taint); nothing is killed, the GPU takes no new claim (taint Conflict) until they are gone")

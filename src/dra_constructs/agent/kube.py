@@ -75,6 +75,9 @@ class KubeOps(Protocol):
     def serves(self, api_version: str, resource: str) -> bool:
         """Discovery: True if the server lists ``resource`` in ``api_version`` (group/version)."""
 
+    def list_taint_rules(self, api_version: str, label_selector: str) -> list[dict[str, Any]]:
+        """The DeviceTaintRules whose labels match ``label_selector`` (``k=v,k=v``)."""
+
 
 @dataclass(frozen=True)
 class Tenant:
@@ -267,6 +270,12 @@ class KubeClient:
         if not isinstance(listing, dict):
             listing = listing.to_dict() if hasattr(listing, "to_dict") else {}
         return any(r.get("name") == resource for r in listing.get("resources") or [])
+
+    def list_taint_rules(self, api_version: str, label_selector: str) -> list[dict[str, Any]]:
+        group, version = self._group_version(api_version)
+        listing = self._call(self._custom.list_cluster_custom_object, group, version, "devicetaintrules",
+                             label_selector=label_selector)
+        return list(listing.get("items") or [])
 
     def post_event(self, body: dict[str, Any]) -> None:
         namespace = body["metadata"].get("namespace") or self._settings.event_namespace

@@ -58,6 +58,13 @@ class SimulatedKube:
     def serves(self, api_version: str, resource: str) -> bool:
         return resource != "devicetaintrules" or self.serve_taint_rules
 
+    def list_taint_rules(self, api_version: str, label_selector: str) -> list[dict[str, Any]]:
+        self._maybe_fail("kube.list")
+        wanted = dict(term.split("=", 1) for term in label_selector.split(",") if term)
+        with self._lock:
+            return [body for body in self.rules.values()
+                    if all(body["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())]
+
     def tainted(self, device: str) -> dict[str, Any] | None:
         """The rule tainting ``device``, if any."""
         with self._lock:

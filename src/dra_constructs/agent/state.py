@@ -187,6 +187,23 @@ class StateStore:
             return DeviceState(device=device, uuid=uuid, cycle=state.cycle)
         return state
 
+    def unreadable(self, device: str) -> str | None:
+        """Why the device's state file exists but cannot be read or parsed; None if absent or valid.
+
+        :meth:`load` answers ``UNKNOWN`` for both; an absent file is "never seen", a corrupt one
+        may have held any tenant (isolation keeps the GPU's taint for it, :mod:`.isolation`).
+        """
+        path = self._path(device)
+        try:
+            DeviceState.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            return f"cannot read {path}: {error.strerror}"
+        except ValidationError as error:
+            return f"{path} is not a device state ({error.error_count()} error(s))"
+        return None
+
     def save(self, state: DeviceState, durable: bool = True) -> None:
         """Replace the file atomically (write, fsync, rename, fsync the directory).
 

@@ -154,6 +154,10 @@ class Node:
     #: the driver's ``/proc/driver/nvidia/capabilities/mig/config`` (``DeviceFileMinor: 1``) and the
     #: ``/dev/nvidia-caps/nvidia-cap1`` node, under ``host/`` (``DRA_SANITIZER_HOST_ROOT``). False: absent.
     mig_config: bool = True
+    #: The driver publishes each live GI's and CI's capability ``access`` file under
+    #: ``<proc_root>/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>[/ci<C>]/access`` (``DeviceFileMinor``
+    #: as ``/proc/driver/nvidia-caps/mig-minors`` numbers them; standin.c ``si_caps_publish``). False: none.
+    mig_caps: bool = True
 
     @property
     def config_path(self) -> Path:
@@ -175,6 +179,7 @@ class Node:
         driver, cuda, ptx = GENERATIONS[self.generation]
         lines: dict[str, Any] = {
             "state_dir": self.state_dir, "driver_version": self.driver_version or driver,
+            "caps_dir": self.proc_root / "driver/nvidia/capabilities" if self.mig_caps else "",
             "cuda_version": self.cuda_version or cuda, "ptx_isa_max": self.ptx_isa_max or ptx,
             "scrub_on_free": int(self.scrub_on_free), "gi_destroy_scrub": int(self.gi_destroy_scrub),
             "mig_default_refused": int(self.mig_default_refused),

@@ -92,7 +92,74 @@ int si_layout_save(void) {
             }
         }
     if (fclose(f) != 0) return -1;
-    return rename(tmp, path);
+    if (rename(tmp, path) != 0) return -1;
+    si_caps_publish();
+    return 0;
+}
+
+/* DeviceFileMinor of a MIG capability as /proc/driver/nvidia-caps/mig-minors numbers them: config 1,
+ * monitor 2, then per GPU 15 GIs x (the GI's access + 8 CIs): gpu0/gi0/access 3, gpu0/gi0/ci0/access 4,
+ * gpu0/gi1/access 12, gpu0/gi1/ci0/access 13 (MIG User Guide, "Device Nodes and Capabilities"). */
+static unsigned cap_minor(unsigned gpu_minor, unsigned gi, int ci) {
+    return 3 + gpu_minor * 15 * 9 + gi * 9 + (ci < 0 ? 0 : (unsigned)ci + 1);
+}
+
+static void mkdirs(const char *path) {
+    char buf[700];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
+    mkdir(buf, 0755);
+}
+
+/* Written beside and renamed over: a scan in another thread never sees a live GI's file missing. */
+static void cap_write(const char *dir, unsigned minor) {
+    char path[800], tmp[820];
+    mkdirs(dir);
+    snprintf(path, sizeof path, "%s/access", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n", minor);
+    if (fclose(f) == 0) rename(tmp, path);
+}
+
+static void cap_remove(const char *dir) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/access", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+void si_caps_publish(void) {
+    if (!si_cfg.caps_dir[0]) return;
+    char dir[700];
+    for (int pass = 0; pass < 2; pass++)  /* gone ones first, then the live ones (a reused id stays) */
+        for (int g = 0; g < si_cfg.ngpus; g++) {
+            const si_gpu *G = &si_cfg.gpus[g];
+            if (!G->mig) continue;
+            for (int i = 0; i < G->ngis; i++) {
+                const si_gi *I = &G->gis[i];
+                char gi[600];
+                snprintf(gi, sizeof gi, "%s/gpu%u/mig/gi%u", si_cfg.caps_dir, G->minor, I->id);
+                for (int c = 0; c < SI_MAX_CIS; c++) {
+                    const si_ci *C = &I->cis[c];
+                    int live = I->present && c < I->ncis && !C->dead;
+                    if (pass == 0 && !I->present) {  /* a GI gone: every CI id it may have had (0..7) */
+                        snprintf(dir, sizeof dir, "%s/ci%d", gi, c);
+                        cap_remove(dir);
+                    } else if (pass == 0 && c < I->ncis && C->dead) {
+                        snprintf(dir, sizeof dir, "%s/ci%u", gi, C->id);
+                        cap_remove(dir);
+                    } else if (pass == 1 && live) {
+                        snprintf(dir, sizeof dir, "%s/ci%u", gi, C->id);
+                        cap_write(dir, cap_minor(G->minor, I->id, (int)C->id));
+                    }
+                }
+                if (pass == 0 && !I->present) cap_remove(gi);
+                if (pass == 1 && I->present) cap_write(gi, cap_minor(G->minor, I->id, -1));
+            }
+        }
 }
 
 int si_load(void) {
@@ -121,6 +188,7 @@ int si_load(void) {
     }
     memset(&si_cfg, 0, sizeof si_cfg);
     str(si_cfg.state_dir, sizeof si_cfg.state_dir, get("state_dir"), "/tmp/dra-standin");
+    str(si_cfg.caps_dir, sizeof si_cfg.caps_dir, get("caps_dir"), "");
     str(si_cfg.driver_version, sizeof si_cfg.driver_version, get("driver_version"), "570.124.06");
     si_cfg.cuda_version = (int)num(get("cuda_version"), 12080);
     si_cfg.ptx_isa_max = (int)num(get("ptx_isa_max"), 87);
@@ -183,6 +251,7 @@ int si_load(void) {
     }
     mkdir(si_cfg.state_dir, 0755);
     layout_load();
+    si_caps_publish();
     snprintf(loaded_path, sizeof loaded_path, "%s", path);
     si_cfg.loaded = 1;
     return 1;

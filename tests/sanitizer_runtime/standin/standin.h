@@ -83,6 +83,7 @@ typedef struct {
 typedef struct {
     int loaded;
     char state_dir[512];
+    char caps_dir[512];       /* the driver's /proc/driver/nvidia/capabilities ("" : not published) */
     char driver_version[64];
     int cuda_version;         /* cuDriverGetVersion, e.g. 12080 */
     int ptx_isa_max;          /* 87 = PTX ISA 8.7 */
@@ -126,5 +127,8 @@ int si_set_mode(const char *uuid, int mode);
 /* MIG layout changes (GI/CI create/destroy) persist in <state_dir>/layout, applied by si_load in
  * every process that loads the stand-in afterwards (the CUDA worker, tenants). */
 int si_layout_save(void);
+/* The MIG capability ``access`` files of every live GI and CI under caps_dir, as the driver publishes
+ * them (gpu<minor>/mig/gi<G>/access, .../ci<C>/access, "DeviceFileMinor: N"); gone ones removed. */
+void si_caps_publish(void);
 
 #endif
