@@ -116,17 +116,23 @@ def audit(
     if progress is not None:
         progress.step("checking rules")
     object_rules = [rule for rule in rules if rule.object_check is not None]
-    by_shape: dict[bytes, list[tuple[Rule, Hit]]] = {}
+    by_shape: dict[bytes, tuple[Manifest, list[tuple[Rule, Hit]]]] = {}
     for done, m in enumerate(manifests):
         if progress is not None and not done & 1023:
             progress.update(done, len(manifests))
         key = shape_key(m) if memoize else None
-        hits = by_shape.get(key) if key is not None else None
-        if hits is None:
+        known = by_shape.get(key) if key is not None else None
+        if known is None:
+            if key is not None:
+                ctx.note_shape(m, key)
             hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
                     for hit in rule.object_check(m, ctx)]
             if key is not None:
-                by_shape[key] = hits
+                by_shape[key] = (m, hits)
+        else:
+            like, hits = known
+            ctx.note_shape(m, key)  # set rules ask the same facts of it: answered once per shape
+            m.share_listings(like)
         raw.extend((rule, m, hit) for rule, hit in hits)
     for rule in rules:
         if rule.set_check is not None:
