@@ -116,7 +116,7 @@ def audit(
     if progress is not None:
         progress.step("checking rules")
     object_rules = [rule for rule in rules if rule.object_check is not None]
-    by_shape: dict[bytes, tuple[Manifest, list[tuple[Rule, Hit]]]] = {}
+    by_shape: dict[bytes, tuple[bytes, Manifest, list[tuple[Rule, Hit]]]] = {}
     for done, m in enumerate(manifests):
         if progress is not None and not done & 1023:
             progress.update(done, len(manifests))
@@ -128,9 +128,9 @@ def audit(
             hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
                     for hit in rule.object_check(m, ctx)]
             if key is not None:
-                by_shape[key] = (m, hits)
+                by_shape[key] = (key, m, hits)
         else:
-            like, hits = known
+            key, like, hits = known  # the first object's key: one bytes object per shape in memory
             ctx.note_shape(m, key)  # set rules ask the same facts of it: answered once per shape
             m.share_listings(like)
         raw.extend((rule, m, hit) for rule, hit in hits)
