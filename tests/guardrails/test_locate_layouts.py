@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from dra_constructs.guardrails import audit, load_paths
-from dra_constructs.guardrails import locate
+from dra_constructs.guardrails import audit, load_paths, locate
 from dra_constructs.guardrails.locate import with_field_lines
 
 

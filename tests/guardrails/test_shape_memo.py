@@ -41,7 +41,8 @@ _IDENTITY = ("object", "name", "sample")
 
 def _excluded_places(obj: dict[str, Any]) -> list[tuple[str, ...]]:
     """Every field the shape key leaves out, as a path to set."""
-    places = [("status",)] + [("metadata", key) for key in sorted(IDENTITY_METADATA)]
+    places: list[tuple[str, ...]] = [("status",)]
+    places += [("metadata", key) for key in sorted(IDENTITY_METADATA)]
     places += [("metadata", "labels", key) for key in sorted(IDENTITY_LABELS)]
     if obj.get("kind") == "Pod":
         places += [("spec", key) for key in sorted(POD_IDENTITY_SPEC)]
@@ -63,11 +64,11 @@ def _add_token_volume(obj: dict[str, Any], suffix: str) -> None:
     if obj.get("kind") != "Pod" or not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
         return
     name = f"kube-api-access-{suffix}"
-    spec["volumes"] = [*(spec.get("volumes") if isinstance(spec.get("volumes"), list) else []),
-                       {"name": name, "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]
+    volumes: list[Any] = spec["volumes"] if isinstance(spec.get("volumes"), list) else []
+    spec["volumes"] = [*volumes, {"name": name, "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}]
     for container in spec["containers"]:
         if isinstance(container, dict):
-            mounts = container.get("volumeMounts") if isinstance(container.get("volumeMounts"), list) else []
+            mounts: list[Any] = container["volumeMounts"] if isinstance(container.get("volumeMounts"), list) else []
             container["volumeMounts"] = [*mounts, {"name": name, "mountPath": "/var/run/secrets/x"}]
 
 
@@ -138,7 +139,7 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 def test_identity_clones_share_one_key_and_findings_name_each_object() -> None:
     """A ReplicaSet's pods: one key, one evaluation, one finding per pod with its own name and line."""
-    pod = {"apiVersion": "v1", "kind": "Pod",
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "a", "namespace": "t", "labels": {"app": "x", "pod-template-hash": "1"}},
            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
                                                       "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
@@ -165,7 +166,8 @@ def test_kinds_whose_rules_print_their_name_are_not_memoized(kind: str) -> None:
 
 
 def test_values_orjson_cannot_write_are_checked_alone() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "annotations": {1: "x"}}, "spec": {}}
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "annotations": {1: "x"}},
+                           "spec": {}}
     assert shape_key(Manifest(pod)) is None
     pod["metadata"]["annotations"] = {"big": 2**70}
     assert shape_key(Manifest(pod)) is None

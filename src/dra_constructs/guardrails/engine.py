@@ -120,18 +120,18 @@ def audit(
     for done, m in enumerate(manifests):
         if progress is not None and not done & 1023:
             progress.update(done, len(manifests))
-        key = shape_key(m) if memoize else None
-        known = by_shape.get(key) if key is not None else None
+        shape = shape_key(m) if memoize else None
+        known = by_shape.get(shape) if shape is not None else None
         if known is None:
-            if key is not None:
-                ctx.note_shape(m, key)
+            if shape is not None:
+                ctx.note_shape(m, shape)
             hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
                     for hit in rule.object_check(m, ctx)]
-            if key is not None:
-                by_shape[key] = (key, m, hits)
+            if shape is not None:
+                by_shape[shape] = (shape, m, hits)
         else:
-            key, like, hits = known  # the first object's key: one bytes object per shape in memory
-            ctx.note_shape(m, key)  # set rules ask the same facts of it: answered once per shape
+            shape, like, hits = known  # the first object's key: one bytes object per shape in memory
+            ctx.note_shape(m, shape)  # set rules ask the same facts of it: answered once per shape
             m.share_listings(like)
         raw.extend((rule, m, hit) for rule, hit in hits)
     for rule in rules:
