@@ -271,17 +271,20 @@ def write_export(path: Path, objects: int, fmt: str) -> None:
             yaml.dump(document, out, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
 
 
-def _measure(path: Path, src: str | None) -> tuple[float, float, int]:
+def _measure(path: Path, src: str | None) -> tuple[float, float, float]:
     env = {**os.environ, "PYTHONPATH": src} if src else dict(os.environ)
     command = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "dra_constructs.cli", "audit", "--format", "json",
-               "-o", os.devnull, str(path)]
+               "-o", os.devnull, "--max-input-bytes", "none", str(path)]  # 200,000 Pods: 280 MB of JSON
     if not src:
         command[7:7] = ["--quiet"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     assert done.returncode == 1, done.stderr[-800:]
-    return wall, int(done.stderr.strip().splitlines()[-1]) / 1024, done.returncode
+    return wall, int(done.stderr.strip().splitlines()[-1]) / 1024, cpu
 
 
 def bench_export(objects: int, formats: list[str], repeat: int, src: str | None) -> dict[str, Any]:
@@ -292,7 +295,7 @@ def bench_export(objects: int, formats: list[str], repeat: int, src: str | None)
             path = Path(tmp) / f"export.{fmt}"
             write_export(path, objects, fmt)
             trees = {"this": None, **({"other": src} if src else {})}
-            samples: dict[str, list[tuple[float, float, int]]] = {name: [] for name in trees}
+            samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in trees}
             for _ in range(repeat):
                 for name, tree in trees.items():  # alternating: same load for both
                     samples[name].append(_measure(path, tree))
@@ -300,6 +303,9 @@ def bench_export(objects: int, formats: list[str], repeat: int, src: str | None)
                 rows.append({"format": fmt, "tree": name, "objects": objects, "megabytes": path.stat().st_size / 1e6,
                              "seconds_median": statistics.median(s[0] for s in samples[name]),
                              "seconds_all": [round(s[0], 2) for s in samples[name]],
+                             "cpu_seconds_median": statistics.median(s[2] for s in samples[name]),
+                             "cpu_seconds_all": [round(s[2], 2) for s in samples[name]],
+                             "load_average": os.getloadavg()[0],
                              "peak_rss_mib_median": statistics.median(s[1] for s in samples[name])})
     return {"rows": rows}
 
@@ -394,6 +400,8 @@ def main() -> int:
         for row in exported["rows"]:
             print(f"export ({row['tree']}): {row['format']}, {row['megabytes']:.1f} MB, {row['objects']} objects: "
                   f"{row['seconds_median']:.2f} s wall (all {row['seconds_all']}), "
+                  f"{row['cpu_seconds_median']:.2f} s CPU (all {row['cpu_seconds_all']}), "
+                  f"load {row['load_average']:.1f}, "
                   f"{row['peak_rss_mib_median']:.0f} MiB peak RSS (goal: 100 MB in <= 10 s, <= 1 GB)")
     if args.what in ("synth", "all"):
         report["synth"] = s = bench_synth(args.workloads, args.repeat)

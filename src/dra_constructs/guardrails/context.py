@@ -84,8 +84,10 @@ class AuditContext:
         self.sanitizer_namespaces: set[str] = set()
         #: Sanitizer DaemonSets that do not count: their pods wait for a DRA allocation (path, why).
         self.sanitizers_not_counted: list[tuple[Manifest, str]] = []
-        self._gpu_pod: dict[int, bool] = {}
-        self._memo: dict[tuple[str, int], Any] = {}
+        self._gpu_pod: dict[int | bytes, bool] = {}
+        self._memo: dict[tuple[str, int | bytes], Any] = {}
+        #: Object id -> its shape key (``shape_key``), told by the engine: facts of one shape are computed once.
+        self._shapes: dict[int, bytes] = {}
         for manifest in manifests:
             self._index(manifest)
 
@@ -176,9 +178,17 @@ class AuditContext:
 
     # --- derived facts -------------------------------------------------------------------
 
+    def note_shape(self, m: Manifest, key: bytes) -> None:
+        """``m``'s shape key: what :meth:`memo`, :meth:`is_gpu_pod` and :meth:`uses_only_admin_claims`
+        compute for ``m`` holds for every object of the shape (they read only what the key holds)."""
+        self._shapes[id(m)] = key
+
+    def _slot(self, m: Manifest) -> int | bytes:
+        return self._shapes.get(id(m)) or id(m)
+
     def memo(self, key: str, m: Manifest, compute: Callable[[Manifest], Any]) -> Any:
-        """``compute(m)``, computed once per object and audit (for facts several rules ask)."""
-        slot = (key, id(m))
+        """``compute(m)``, computed once per object (or shape) and audit (for facts several rules ask)."""
+        slot = (key, self._slot(m))
         if slot not in self._memo:
             self._memo[slot] = compute(m)
         return self._memo[slot]
@@ -223,7 +233,7 @@ class AuditContext:
 
         A claim whose template or ResourceClaim is not in the set counts as a GPU claim.
         """
-        key = id(m)
+        key = self._slot(m)
         cached = self._gpu_pod.get(key)
         if cached is not None:
             return cached
@@ -245,6 +255,9 @@ class AuditContext:
 
     def uses_only_admin_claims(self, m: Manifest) -> bool:
         """Every pod claim is an adminAccess claim in the set (a node agent, not a tenant)."""
+        return bool(self.memo("uses_only_admin_claims", m, self._uses_only_admin_claims))
+
+    def _uses_only_admin_claims(self, m: Manifest) -> bool:
         sources = [self.claim_source(m, entry) for _, entry in m.pod_claims()]
         return bool(sources) and all(s is not None and self.claim_is_admin_only(s) for s in sources)
 

@@ -13,6 +13,7 @@ from dra_constructs.guardrails.manifest import Manifest, as_dict
 from dra_constructs.guardrails.model import SAMPLE_SIZE, Finding, Hit, Rule, Severity, SuppressedFinding
 from dra_constructs.guardrails.resources import parse_dra_extended_resources
 from dra_constructs.guardrails.rules import RULES, RULES_BY_ID
+from dra_constructs.guardrails.shape_key import shape_key
 from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION, UNSUPPRESSIBLE, parse_suppressions
 from dra_constructs.target import Target
 
@@ -93,6 +94,7 @@ def audit(
     tenant_scope: str = "set",
     dra_extended_resources: Mapping[str, str] | Iterable[str] | None = None,
     progress: Progress | None = None,
+    memoize: bool = True,
 ) -> AuditResult:
     """Audit a manifest set (plain dicts or loaded :class:`Manifest`\\ s) against ``rules``.
 
@@ -103,6 +105,8 @@ def audit(
     resources the cluster serves through DRA (``{"nvidia.com/gpu": "gpu.nvidia.com"}`` or
     ``["nvidia.com/gpu=gpu.nvidia.com"]``; Kubernetes 1.34+): DRA010 reports them instead of DRA001.
     ``progress`` (the command line's) is told how many objects the rules have checked.
+    ``memoize`` checks workloads that differ only in identity fields once (:func:`shape_key`);
+    ``False`` checks every object on its own (same findings; the tests compare the two).
     """
     target = Target.parse(kubernetes_version, "audit")
     declared = parse_dra_extended_resources(dra_extended_resources, target)
@@ -111,12 +115,25 @@ def audit(
     raw: list[tuple[Rule, Manifest, Hit]] = []
     if progress is not None:
         progress.step("checking rules")
+    object_rules = [rule for rule in rules if rule.object_check is not None]
+    by_shape: dict[bytes, tuple[bytes, Manifest, list[tuple[Rule, Hit]]]] = {}
     for done, m in enumerate(manifests):
         if progress is not None and not done & 1023:
             progress.update(done, len(manifests))
-        for rule in rules:
-            if rule.object_check is not None:
-                raw.extend((rule, m, hit) for hit in rule.object_check(m, ctx))
+        shape = shape_key(m) if memoize else None
+        known = by_shape.get(shape) if shape is not None else None
+        if known is None:
+            if shape is not None:
+                ctx.note_shape(m, shape)
+            hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
+                    for hit in rule.object_check(m, ctx)]
+            if shape is not None:
+                by_shape[shape] = (shape, m, hits)
+        else:
+            shape, like, hits = known  # the first object's key: one bytes object per shape in memory
+            ctx.note_shape(m, shape)  # set rules ask the same facts of it: answered once per shape
+            m.share_listings(like)
+        raw.extend((rule, m, hit) for rule, hit in hits)
     for rule in rules:
         if rule.set_check is not None:
             raw.extend((rule, m, hit) for m, hit in rule.set_check(ctx))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import functools
 import itertools
 import json
 import re
@@ -56,6 +57,10 @@ def parse_field_path(path: str) -> list[str | int] | None:
 
 _MARKER = re.compile(r"^(---|\.\.\.)(\s|$)")
 _DECODER = json.JSONDecoder()
+#: Every JSON string (matched whole, from its opening quote), with the ``:`` that makes it a key.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?')
+#: Composed JSON objects kept by layout (a cluster export repeats a few layouts many times).
+_LAYOUTS_KEPT = 4096
 
 
 class _File:
@@ -69,13 +74,21 @@ class _File:
         self.text = text
         #: JSON (``kubectl -o json``): each object's text is cut at its start line, not the whole file composed.
         self.json = text.lstrip()[:1] in ("{", "[")
-        self.lines = text.splitlines(keepends=True)
-        # 0-based indexes of document-marker lines: a marker at column 0 always ends a document.
-        self.markers = [i for i, line in enumerate(self.lines) if line.startswith(("---", "...")) and
-                        _MARKER.match(line)]
         self.nodes: dict[int, tuple[yaml.Node, int]] = {}  # 1-based file line -> (node, line offset)
         self._offsets: list[int] | None = None  # character offset of each line (JSON only)
         self.composed: set[int] = set()
+        #: JSON object text with its string values blanked -> its composed node (see _compose_json_object).
+        self._layouts: dict[str, yaml.Node] = {}
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        """The text's lines (YAML, or JSON composed whole): not split for a JSON list's objects."""
+        return self.text.splitlines(keepends=True)
+
+    @functools.cached_property
+    def markers(self) -> list[int]:
+        """0-based indexes of document-marker lines: a marker at column 0 always ends a document."""
+        return [i for i, line in enumerate(self.lines) if line.startswith(("---", "...")) and _MARKER.match(line)]
 
     def node_at(self, line: int) -> tuple[yaml.Node, int] | None:
         """The object node (document or ``kind: List`` item) starting on 1-based ``line``, and its offset."""
@@ -90,7 +103,7 @@ class _File:
         ``raw_decode``); ``False`` when the line opens none (then the whole document is composed)."""
         if self._offsets is None:
             # "\n" lines, as the loader counts them (splitlines also breaks at U+2028 and others)
-            self._offsets = list(itertools.accumulate((len(line) + 1 for line in self.text.split("\n")), initial=0))
+            self._offsets = list(itertools.accumulate(map((1).__add__, map(len, self.text.split("\n"))), initial=0))
         if index + 1 >= len(self._offsets):
             return False
         start = self.text.find("{", self._offsets[index], self._offsets[index + 1])
@@ -100,15 +113,24 @@ class _File:
             _, end = _DECODER.raw_decode(self.text, start)
         except (ValueError, RecursionError):
             return False
-        loader = _PositionLoader(self.text[start:end])
-        try:
-            node = loader.get_single_node()
-        except (yaml.YAMLError, RecursionError, ValueError):
-            return False
-        finally:
-            loader.dispose()
-        if not isinstance(node, yaml.MappingNode):
-            return False
+        # Objects whose texts differ only inside string values (names, uids, node names...) have
+        # their nodes on the same lines: a JSON string holds no raw line break (raw_decode is
+        # strict), so only keys, structure and whitespace place lines. Such an object reuses the
+        # node composed for the first one (node lines are relative to the object's text).
+        layout = _JSON_STRING.sub(_blank_value, self.text[start:end])
+        node = self._layouts.get(layout)
+        if node is None:
+            loader = _PositionLoader(self.text[start:end])
+            try:
+                node = loader.get_single_node()
+            except (yaml.YAMLError, RecursionError, ValueError):
+                return False
+            finally:
+                loader.dispose()
+            if not isinstance(node, yaml.MappingNode):
+                return False
+            if len(self._layouts) < _LAYOUTS_KEPT:
+                self._layouts[layout] = node
         self.nodes[index + 1] = (node, index)
         return True
 
@@ -134,6 +156,11 @@ class _File:
                 for item in value.value:
                     self.nodes[item.start_mark.line + 1 + start] = (item, start)
 
+
+
+def _blank_value(match: re.Match[str]) -> str:
+    """A key as it is, a string value as ``""``."""
+    return match.group(0) if match.group(1) else '""'
 
 
 def _relocate(findings: Sequence[Finding], files: dict[str, _File]) -> list[Finding]:

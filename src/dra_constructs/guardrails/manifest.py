@@ -296,6 +296,18 @@ class Manifest:
         """Every pod spec of the object: a Pod's, a workload's template, or ones found in custom kinds."""
         return self._discovered.pods
 
+    def share_listings(self, like: Manifest) -> None:
+        """Take the containers and claims ``like`` listed of its pod specs (same kind, same pod specs).
+
+        For an object whose shape key equals ``like``'s (``shape_key``): the pod specs differ at
+        most in fields no rule reads, so the listings (paths and entries) are ``like``'s.
+        """
+        for mine, theirs in zip(self.pods, like.pods, strict=False):
+            if mine.path == theirs.path:
+                for name in ("_containers", "_main_containers", "_claims"):
+                    if name in theirs.__dict__ and name not in mine.__dict__:
+                        mine.__dict__[name] = theirs.__dict__[name]
+
     def containers(self, include_init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(path, container)`` for the containers of every pod spec of the object."""
         for pod in self.pods:

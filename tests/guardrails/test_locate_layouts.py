@@ -1,0 +1,45 @@
+"""Locating in a kubectl JSON list reuses the node of an object with the same layout (issue 25)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dra_constructs.guardrails import audit, load_paths, locate
+from dra_constructs.guardrails.locate import with_field_lines
+
+
+def _pod(i: int) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": f"c-{i}", "image": f"img:{i}",
+                                 "resources": {"limits": {"nvidia.com/gpu": 1}}}
+    if i % 3 == 0:  # another layout: one more line before the limits
+        container["env"] = [{"name": "NOTE", "value": f"he said \\\": {i}\" : {{"}]
+    metadata: dict[str, Any] = {"name": f"pod-{i}", "namespace": f"ns-{i % 2}", "uid": f"u-{i}"}
+    if i % 4 == 1:  # a value that looks like a key when its quotes are not matched whole
+        metadata["annotations"] = {"x": '": "', "y": "\\"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"nodeName": f"node-{i}", "containers": [container]}, "status": {"phase": "Running"}}
+
+
+def test_same_layout_objects_get_the_lines_a_fresh_composition_gives(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [_pod(i) for i in range(24)]},
+                               indent=4))
+    texts: dict[str, str] = {}
+    result = audit(load_paths([str(path)], texts=texts))
+    shared = with_field_lines(result, texts)
+    lines = path.read_text().splitlines()
+    limits = [f for f in shared.findings if f.path.endswith("limits['nvidia.com/gpu']")]
+    assert len(limits) == 24
+    assert all(f.line is not None and '"nvidia.com/gpu": 1' in lines[f.line - 1] for f in limits)
+    file = locate._File(texts[str(path)])
+    for finding in result.findings:
+        assert finding.line is not None
+        file.node_at(finding.line)
+    assert 1 < len(file._layouts) < 24  # layouts were shared, and different layouts were not
+    monkeypatch.setattr(locate, "_LAYOUTS_KEPT", 0)  # every object composed on its own
+    assert with_field_lines(result, texts) == shared
