@@ -450,3 +450,34 @@ def test_a_systemd_unit_rule_is_a_config_option(tmp_path: Path) -> None:
                     "  owner: host-systemd-unit\n")
     with pytest.raises(DraConstructsError, match=r"device_handles_exempt\.0.*needs the systemd unit"):
         load_config(path)
+
+
+def test_a_failed_scan_still_drains_the_released_claims_own_processes(tmp_path: Path) -> None:
+    """A failed scan refuses the release, but only after the claim's own processes are signalled.
+
+    Before, the drain refused at its first poll: the claim's processes (known by their cgroups,
+    not by the scan) kept running on a quarantined device, and the self-clearing retry waited for
+    them to leave on their own.
+    """
+    import random
+
+    from dra_constructs.agent.barrier import HANDLE_SCAN_FAILED
+    from dra_constructs.agent.kube import Tenant
+
+    from .conftest import SimEnv
+
+    pod = "0c4e5f1a-7d2b-4c9e-9a41-5b7e2f3d8c10"
+    tenant = Tenant("team-a/claim-1", "team-a", "uid-1", pods=(pod,))
+    env = SimEnv(tmp_path / "sim", simulated=SimulatedBackendSettings(gpus=1, mig_slices_per_gpu=0, memory_bytes=2048))
+    env.rt.barrier.run(env.device, "startup-unknown")
+    env.rt.barrier.mark_allocated(env.device, tenant)
+    pids = env.node.start_tenant(env.device.name, [("obey", 5.0)], random.Random(0), pod=pod)
+    root = tmp_path / "proc-root"  # not there: every scan fails
+    env.rt.barrier.deps.device_handles = DeviceHandles(root, self_pid=1).scan
+    record = env.rt.barrier.run(env.device, "deallocated", tenant)
+    assert record.pids_sigterm == pids  # the claim's own process was signalled and left
+    assert record.result == "quarantined" and (record.reason or "").startswith(HANDLE_SCAN_FAILED)
+    assert env.node.audit(env.device.name).live_contexts == 0
+    root.mkdir()
+    released = env.rt.barrier.recover(env.device)  # a scan that reads everything: sanitized
+    assert released is not None and released.result == "released", released and released.reason

@@ -51,9 +51,10 @@ AWAITING_ZERO_CONTEXTS = "awaiting zero contexts"
 FOREIGN_CONTEXTS = "foreign contexts"
 
 
-#: Reason prefix of a release refused because the ``/proc/*/fd`` scan (:mod:`.devhandles`) could
-#: not run: processes holding the device's nodes cannot be ruled out. Fail closed (the scan was
-#: configured, so its answer is part of the proof); retried by the agent until a scan runs.
+#: Reason prefix of a release refused because the device-handle scan (:mod:`.devhandles`) cannot
+#: rule holders out (the proc root unlistable, capability nodes unmapped, a process's fds or
+#: mappings unreadable). Fail closed (the scan was configured, so its answer is part of the proof);
+#: the claim's own processes are drained first; retried by the agent until a scan reads everything.
 HANDLE_SCAN_FAILED = "device handle scan failed"
 
 
@@ -151,6 +152,9 @@ class _Cycle:
         #: Processes seen holding the device's nodes (:mod:`.devhandles`), by pid, and NVML's pids.
         self.holders: dict[int, HandleHolder] = {}
         self.nvml_pids: set[int] = set()
+        #: The latest device-handle scan could not rule holders out: the release is refused once
+        #: the claim's own processes are drained (:meth:`.barrier_drain._DrainMixin._scan_problem`).
+        self.scan_failure: str | None = None
         #: A cold reset was done in this cycle (the health gates count across it: :func:`.health.check`).
         self.reset_done = False
 

@@ -55,6 +55,8 @@ class _DrainMixin(_BarrierBase):
                 if not mine:
                     if others:
                         self._foreign_failure(c)
+                    if c.scan_failure is not None:  # the claim's own are gone; others cannot be ruled out
+                        raise BarrierFailure(c.scan_failure)
                     return
                 # Pinned first, then the owner read again: a PID reused in between is not the one read.
                 pids = [p for p in self._pinned(c, mine) if self._owned(c, p, owned)]
@@ -77,6 +79,8 @@ class _DrainMixin(_BarrierBase):
                 still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, pids))
                 if c.record.foreign_processes:
                     still += f"; and foreign contexts, never signalled: {self._foreign_text(c)}"
+                if c.scan_failure is not None:
+                    still += f"; and {c.scan_failure}"
                 if not kill:
                     raise BarrierFailure(f"{AWAITING_ZERO_CONTEXTS} (claim policy onContextsRemaining: "
                                          f"Quarantine; no SIGKILL): pids {still} after {timeout:g}s")
@@ -96,11 +100,15 @@ class _DrainMixin(_BarrierBase):
         return pids + [h.pid for h in scan.holders if h.pid not in pids]
 
     def _scan_problem(self, c: _Cycle, scan: HandleScan) -> None:
-        """A scan that could not run: Warning Event, metric, and the release is refused (fail closed).
+        """A scan that cannot rule holders out: Warning Event, metric, and the release is refused (fail closed).
 
-        A partial one (a MIG device's capability nodes not all mapped): Warning Event, metric and a
-        warning, once per cycle; the holders of what was mapped still count.
+        The refusal waits for the drain: the claim's own processes (known by their cgroups, not by the
+        scan) are still signalled, so a failed scan does not leave them running on a quarantined
+        device; :attr:`_Cycle.scan_failure` then refuses the release. The latest scan decides: one
+        that reads everything clears it. A partial scan (``problem`` without ``failed``) is only
+        reported, once per cycle; the holders of what was read still count.
         """
+        c.scan_failure = None
         if scan.problem is None:
             return
         outcome = "failed" if scan.failed else "partial"
@@ -113,8 +121,8 @@ class _DrainMixin(_BarrierBase):
                     else "holders of the unmapped nodes are not seen (NVML still lists their contexts)")
             self.deps.guard.event(c.device.name, "DeviceHandleScanFailed", f"{note}; {what}", c.clock)
         if scan.failed:
-            raise BarrierFailure(f"{HANDLE_SCAN_FAILED}: {scan.problem}; processes holding the device's nodes "
-                                 f"cannot be ruled out (retried until a scan runs)")
+            c.scan_failure = (f"{HANDLE_SCAN_FAILED}: {scan.problem}; processes holding the device's nodes "
+                              f"cannot be ruled out (retried until a scan runs)")
 
     def _owned(self, c: _Cycle, pid: int, owned: frozenset[str]) -> bool:
         """True if ``pid`` runs in a pod of the released claims (the only processes ever signalled).
