@@ -28,6 +28,7 @@ from cel_expr_python import cel
 
 from dra_constructs.cel import _astpb
 from dra_constructs.cel._depth import Node, parse
+from dra_constructs.cel._validate import format_type
 
 __all__ = ["PIECE_HEIGHT", "compile_deep", "declarations"]
 
@@ -184,19 +185,19 @@ def _cut(tree: Node, text: str) -> list[_Piece] | None:
     return pieces
 
 
-def _variable_types(binder: _Binder, range_type: Any) -> tuple[bytes, ...]:
+def _variable_types(binder: _Binder, range_type: Any, opaque: dict[bytes, str]) -> tuple[bytes, ...]:
     """The serialized ``cel.expr.Type`` of each variable of ``binder`` over ``range_type``."""
     if binder.bind:
-        return (_within_type_nesting(range_type).SerializeToString(),)
+        return (_within_type_nesting(range_type, opaque).SerializeToString(),)
     kind = range_type.WhichOneof("kind")
     if kind == "dyn" or kind == "error":
         return (_DYN_TYPE,) * len(binder.names)
     if kind == "list_type":
-        elem = _within_type_nesting(range_type.list_type.elem_type).SerializeToString()
+        elem = _within_type_nesting(range_type.list_type.elem_type, opaque).SerializeToString()
         return (elem,) if len(binder.names) == 1 else (_INT_TYPE, elem)
     if kind == "map_type":
-        key = _within_type_nesting(range_type.map_type.key_type).SerializeToString()
-        value = _within_type_nesting(range_type.map_type.value_type).SerializeToString()
+        key = _within_type_nesting(range_type.map_type.key_type, opaque).SerializeToString()
+        value = _within_type_nesting(range_type.map_type.value_type, opaque).SerializeToString()
         return (key,) if len(binder.names) == 1 else (key, value)
     raise _Unsupported(kind)
 
@@ -206,40 +207,43 @@ def _variable_types(binder: _Binder, range_type: Any) -> tuple[bytes, ...]:
 TYPE_NESTING = 12
 
 
-def _within_type_nesting(t: Any, left: int = TYPE_NESTING) -> Any:
-    """``t`` with every part nested deeper than :data:`TYPE_NESTING` made ``dyn``.
+def _within_type_nesting(t: Any, opaque: dict[bytes, str], left: int = TYPE_NESTING) -> Any:
+    """``t`` with every part nested deeper than :data:`TYPE_NESTING` an opaque type.
 
-    A placeholder of a piece that is a deep list or map literal is declared this way; its
-    elements keep their own types in the spliced tree, only the enclosing nodes read ``dyn``.
+    A placeholder of a piece that is a deep list or map literal is declared this way. Each
+    distinct deep part becomes its own abstract type (``opaque``: serialized type to name), so
+    equal parts still compare and unequal ones still fail overload resolution; the names are
+    put back in errors and in the spliced tree (:func:`_restore_types`).
     """
     kind = t.WhichOneof("kind")
     if kind not in ("list_type", "map_type", "abstract_type", "type"):
         return t
     if left == 0:
-        return _astpb.Type(dyn={})
+        name = opaque.setdefault(t.SerializeToString(), f"_deep_t{len(opaque)}")
+        return _astpb.Type(abstract_type={"name": name})
     out = _astpb.Type()
     out.CopyFrom(t)
     if kind == "list_type":
-        out.list_type.elem_type.CopyFrom(_within_type_nesting(t.list_type.elem_type, left - 1))
+        out.list_type.elem_type.CopyFrom(_within_type_nesting(t.list_type.elem_type, opaque, left - 1))
     elif kind == "map_type":
-        out.map_type.key_type.CopyFrom(_within_type_nesting(t.map_type.key_type, left - 1))
-        out.map_type.value_type.CopyFrom(_within_type_nesting(t.map_type.value_type, left - 1))
+        out.map_type.key_type.CopyFrom(_within_type_nesting(t.map_type.key_type, opaque, left - 1))
+        out.map_type.value_type.CopyFrom(_within_type_nesting(t.map_type.value_type, opaque, left - 1))
     elif kind == "abstract_type":
         del out.abstract_type.parameter_types[:]
         out.abstract_type.parameter_types.extend(
-            [_within_type_nesting(p, left - 1) for p in t.abstract_type.parameter_types])
+            [_within_type_nesting(p, opaque, left - 1) for p in t.abstract_type.parameter_types])
     else:
-        out.type.CopyFrom(_within_type_nesting(t.type, left - 1))
+        out.type.CopyFrom(_within_type_nesting(t.type, opaque, left - 1))
     return out
 
 
-def _scope_declarations(reads: dict[str, _Binder], compile_range: Callable[[_Binder], Any]) \
-        -> list[tuple[str, bytes]]:
+def _scope_declarations(reads: dict[str, _Binder], compile_range: Callable[[_Binder], Any],
+                        opaque: dict[bytes, str]) -> list[tuple[str, bytes]]:
     """``(name, type)`` of the bound variables a piece reads, typing their binders first."""
     out = []
     for name, binder in sorted(reads.items()):
         if binder.types is None:
-            binder.types = _variable_types(binder, compile_range(binder))
+            binder.types = _variable_types(binder, compile_range(binder), opaque)
         out.append((name, binder.types[binder.names.index(name)]))
     return out
 
@@ -359,11 +363,12 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
     declared: list[tuple[str, bytes]] = []
     checked_pieces: dict[str, Any] = {}
     errors: list[str] = []
+    opaque: dict[bytes, str] = {}
 
     def compile_range(binder: _Binder) -> Any:
         """The type of a binder's range (or value), compiled alone; ``dyn`` if it has errors."""
         text = _piece_text(expression, _Piece(binder.source, "", binder.source_inner))
-        scope = _scope_declarations(binder.scope, compile_range)
+        scope = _scope_declarations(binder.scope, compile_range, opaque)
         program, _ = compile_text(make_env(tuple(declared + scope)), text)
         if program is None:
             return _astpb.Type(dyn={})
@@ -373,21 +378,24 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
     try:
         for piece in pieces:
             text = _piece_text(expression, piece)
-            scope = _scope_declarations(piece.reads, compile_range)
+            scope = _scope_declarations(piece.reads, compile_range, opaque)
             program, error = compile_text(make_env(tuple(declared + scope)), text)
             if program is None:
                 if error is None or "recursion" in error or "ERROR: <input>:" not in error:
                     return None
-                errors.extend(_blocks(_original_lines(error, text, expression)))
+                if any(name in error for name in opaque.values()) and not _EQUALITY.search(error):
+                    return None  # an index or call into a part past cel-cpp's type nesting: not checked here
+                errors.extend(_blocks(_original_lines(_named(error, opaque), text, expression)))
                 # like cel-go's error type, `dyn` lets the rest be checked without follow-on errors
                 declared.append((piece.name, _DYN_TYPE))
                 continue
             checked = _astpb.decode_checked(program.serialize())
             if not piece.name and not errors:
                 spliced = _splice(checked, {p.name: checked_pieces[p.name] for p in pieces[:-1]})
+                _restore_types(spliced, opaque)
                 return _astpb.encode_checked(spliced), None
             checked_pieces[piece.name] = checked
-            piece_type = _within_type_nesting(checked.type_map[checked.expr.id])
+            piece_type = _within_type_nesting(checked.type_map[checked.expr.id], opaque)
             declared.append((piece.name, piece_type.SerializeToString()))
     except _Unsupported:
         return None
@@ -396,6 +404,7 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
 
 _DYN_TYPE = _astpb.Type(dyn={}).SerializeToString()
 _INT_TYPE = _astpb.Type(primitive=2).SerializeToString()
+_EQUALITY = re.compile(r"^ERROR: <input>:\d+:\d+: found no matching overload for '_[!=]=_'")
 _LOCATION = re.compile(r"^ERROR: <input>:(-?\d+):(-?\d+): ")
 
 
@@ -414,6 +423,38 @@ def _location(block: str) -> tuple[int, int]:
     """cel-go prints errors ordered by line, then column."""
     found = _LOCATION.match(block)
     return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+def _named(error: str, opaque: dict[bytes, str]) -> str:
+    """An error naming opaque types names the types they stand for, as cel-go prints them."""
+    for raw, name in sorted(opaque.items(), key=lambda item: -len(item[1])):
+        error = error.replace(name, format_type(_astpb.Type.FromString(raw)))
+    return error
+
+
+def _restore_types(checked: Any, opaque: dict[bytes, str]) -> None:
+    """Every opaque type in ``checked``'s type map back to the type it stands for."""
+    if not opaque:
+        return
+    by_name = {name: _astpb.Type.FromString(raw) for raw, name in opaque.items()}
+
+    def restore(t: Any) -> None:
+        kind = t.WhichOneof("kind")
+        if kind == "abstract_type" and t.abstract_type.name in by_name:
+            t.CopyFrom(by_name[t.abstract_type.name])
+        elif kind == "list_type":
+            restore(t.list_type.elem_type)
+        elif kind == "map_type":
+            restore(t.map_type.key_type)
+            restore(t.map_type.value_type)
+        elif kind == "abstract_type":
+            for p in t.abstract_type.parameter_types:
+                restore(p)
+        elif kind == "type":
+            restore(t.type)
+
+    for t in checked.type_map.values():
+        restore(t)
 
 
 def _original_lines(error: str, text: str, expression: str) -> str:
