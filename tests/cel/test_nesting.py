@@ -60,6 +60,34 @@ def indexes(n: int) -> str:
     return "[[1]]" + "[0]" * n + " == 1"
 
 
+def bound_all(n: int) -> str:  # every level reads the macro's variable
+    return "[1].all(x, " + "(x > 0 && " * n + "true" + ")" * n + ")"
+
+
+def bound_map(n: int) -> str:
+    return "[1].map(x, " + "(x + " * n + "1" + ")" * n + ").size() == 1"
+
+
+def bound_bind(n: int) -> str:
+    return "cel.bind(v, 1, " + "(v > 0 && " * n + "true" + ")" * n + ")"
+
+
+def bound_two(n: int) -> str:
+    return "{'a': 1}.all(k, v, " + "(v > 0 && " * n + "k != ''" + ")" * n + ")"
+
+
+def bound_wrong(n: int) -> str:  # the innermost comparison has no overload
+    return "[1].all(x, " + "(x > 0 && " * n + "x == 'a'" + ")" * n + ")"
+
+
+def nested_lists(n: int) -> str:  # list(list(...(int))): n levels of type
+    return "size(" + "[" * n + "1" + "]" * n + ") == 1"
+
+
+def nested_maps(n: int) -> str:
+    return "size(" + "{'a': " * n + "1" + "}" * n + ") == 1"
+
+
 # (builder, largest n cel-go accepts, its message one past it)
 BOUNDARIES = [
     (parens, 249, LISTENER),
@@ -72,6 +100,13 @@ BOUNDARIES = [
     (global_calls, 249, LISTENER),
     (ternaries, 249, LISTENER),
     (indexes, 249, VISITOR),
+    # measured on the real 1.37.2 API server (test_nesting_real.py)
+    (bound_all, 247, LISTENER),
+    (bound_map, 124, LISTENER),
+    (bound_bind, 247, LISTENER),
+    (bound_two, 247, LISTENER),
+    (nested_lists, 248, LISTENER),
+    (nested_maps, 248, LISTENER),
 ]
 
 
@@ -83,7 +118,8 @@ def test_cel_go_limit_of_each_construct(build, limit: int, message: str) -> None
     assert (past.verdict, past.error) == ("Invalid", message)
 
 
-@pytest.mark.parametrize("build", [parens, nested_and, plus_chain, lists, calls, global_calls, ternaries])
+@pytest.mark.parametrize("build", [parens, nested_and, plus_chain, lists, calls, global_calls, ternaries, bound_all,
+                                   bound_two, nested_maps])
 def test_at_the_limit_compiles(build) -> None:  # type: ignore[no-untyped-def]
     limit = next(b[1] for b in BOUNDARIES if b[0] is build)
     result = check(build(limit), "1.34")
@@ -166,34 +202,6 @@ def test_splice_equals_one_compile(monkeypatch: pytest.MonkeyPatch, expression: 
     assert shape(spliced) == shape(whole)
     assert len(spliced.type_map) == len(whole.type_map)
     assert len(spliced.reference_map) == len(whole.reference_map)
-
-
-def bound_all(n: int) -> str:  # every level reads the macro's variable
-    return "[1].all(x, " + "(x > 0 && " * n + "true" + ")" * n + ")"
-
-
-def bound_map(n: int) -> str:
-    return "[1].map(x, " + "(x + " * n + "1" + ")" * n + ").size() == 1"
-
-
-def bound_bind(n: int) -> str:
-    return "cel.bind(v, 1, " + "(v > 0 && " * n + "true" + ")" * n + ")"
-
-
-def bound_two(n: int) -> str:
-    return "{'a': 1}.all(k, v, " + "(v > 0 && " * n + "k != ''" + ")" * n + ")"
-
-
-def bound_wrong(n: int) -> str:  # the innermost comparison has no overload
-    return "[1].all(x, " + "(x > 0 && " * n + "x == 'a'" + ")" * n + ")"
-
-
-def nested_lists(n: int) -> str:  # list(list(...(int))): n levels of type
-    return "size(" + "[" * n + "1" + "]" * n + ") == 1"
-
-
-def nested_maps(n: int) -> str:
-    return "size(" + "{'a': " * n + "1" + "}" * n + ") == 1"
 
 
 @pytest.mark.parametrize("build", [bound_all, bound_map, bound_bind, bound_two, nested_lists, nested_maps])
