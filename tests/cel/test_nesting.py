@@ -274,3 +274,16 @@ def test_errors_in_several_pieces_are_all_reported_in_order() -> None:
     error = check(expression, "1.34").error or ""
     columns = [int(c) for c in re.findall(r"ERROR: <input>:1:(\d+): found no matching overload", error)]
     assert len(columns) == 40 and columns == sorted(columns), error[:500]
+
+
+def test_deep_literals_past_the_type_nesting_limit_still_compare() -> None:
+    """Placeholders deeper than cel-cpp's type nesting of 13 are opaque types, not ``dyn``."""
+    equal = "[" * 40 + "1" + "]" * 40 + " == " + "[" * 40 + "1" + "]" * 40
+    assert check(equal, "1.34").verdict == "OK"
+    unequal = "{'a': " * 30 + "1" + "}" * 30 + " == " + "{'a': " * 30 + "'b'" + "}" * 30
+    error = check(unequal, "1.34").error or ""
+    inner = "map(string, " * 30 + "{}" + ")" * 30
+    assert f"applied to '({inner.format('int')}, {inner.format('string')})'" in error, error[:400]
+    # known gap (docs/cel.md): an index past 12 levels into such a part is not checked here
+    indexed = "[" * 30 + "1" + "]" * 30 + "[0]" * 30 + " == 'a'"
+    assert check(indexed, "1.34").verdict == "Invalid"
