@@ -9,22 +9,26 @@ its source offsets, and the line and column of any error, are those of the whole
 The checked pieces are then spliced back into one ``CheckedExpr`` (ids renumbered), which the
 checker's validators, cost estimate and the evaluator read as if cel-cpp had compiled it whole.
 
-A subtree that uses a variable bound around it (a macro's or ``cel.bind``'s) cannot be compiled
-alone; when no cut avoids them, :func:`compile_deep` returns ``None`` and the engine's depth
-error stands (``docs/cel.md``, known gaps).
+A subtree that reads a variable bound around it (a macro's or ``cel.bind``'s) is compiled with
+that variable declared, of the type the binder gives it: the element (or index and element) of
+the range's list, the key (or key and value) of its map, ``dyn`` of a ``dyn`` range, the type of
+``cel.bind``'s value; the range is compiled alone for its type (:func:`_bound_types`). Binders
+of other shapes (``cel.block``) are not cut through; when no cut avoids them,
+:func:`compile_deep` returns ``None`` and the engine's depth error stands.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
 
 from dra_constructs.cel import _astpb
 from dra_constructs.cel._depth import Node, parse
+from dra_constructs.cel._validate import format_type
 
 __all__ = ["PIECE_HEIGHT", "compile_deep", "declarations"]
 
@@ -47,6 +51,47 @@ class _Piece:
     node: Node
     name: str
     inner: list[_Piece]  # the nearest cut subtrees inside this one
+    reads: dict[str, _Binder] = field(default_factory=dict)  # bound variables it reads, by binder
+
+
+@dataclass
+class _Binder:
+    """A macro or ``cel.bind`` call: its variables and the range (or value) that types them."""
+
+    names: tuple[str, ...]
+    source: Node  # the range of a macro, the value of ``cel.bind``
+    bind: bool
+    source_inner: list[_Piece] = field(default_factory=list)
+    scope: dict[str, _Binder] = field(default_factory=dict)  # bound around the source
+    types: tuple[bytes, ...] | None = None
+
+
+#: Macros binding one variable at two arguments, two at three (cel-go's ``parser/macro.go``,
+#: ``ext/comprehensions.go``, ``ext/lists.go``).
+_ONE_OR_TWO = {"all", "exists", "exists_one", "existsOne"}
+_ONE = {"map", "filter", "sortBy"}
+_TWO = {"transformList", "transformMap", "transformMapEntry"}
+
+
+def _binder(node: Node) -> tuple[_Binder, int] | None:
+    """The binder of a call node and the index of its first body argument, if one is typed here."""
+    if node.kind != "call" or not node.binders:
+        return None
+    target, args = node.children[0], node.children[1:]
+    if node.name == "bind" and target.kind == "ident" and target.name == "cel" and len(args) == 3:
+        count = 1
+    elif node.name in _ONE_OR_TWO and len(args) in (2, 3):
+        count = len(args) - 1
+    elif (node.name in _ONE and len(args) in (2, 3)) or (node.name in _TWO and len(args) in (3, 4)):
+        count = 1 if node.name in _ONE else 2
+    else:
+        return None
+    names = tuple(a.name for a in args[:count])
+    if any(a.kind != "ident" for a in args[:count]) or len(set(names)) != count:
+        return None
+    if node.name == "bind":
+        return _Binder(names, args[1], True), 3
+    return _Binder(names, target, False), 1 + count
 
 
 def cel_type(t: Any) -> Any:
@@ -76,50 +121,131 @@ def cel_type(t: Any) -> Any:
     raise _Unsupported(kind)
 
 
-def _bound_inside(node: Node, bound: frozenset[str], out: dict[int, bool]) -> set[str]:
-    """Identifiers each node reads; ``out[id(node)]`` is whether it reads one bound around it."""
+def _reads(node: Node, out: dict[int, set[str]]) -> set[str]:
+    """Free identifiers each node reads (``out[id(node)]``); a binder's body hides its variables."""
     names: set[str] = {node.name} if node.kind == "ident" else set()
-    inner_bound = bound | set(node.binders)
-    for child in node.children:
-        names |= _bound_inside(child, inner_bound if node.binders else bound, out)
-    out[id(node)] = bool(names & bound)
+    found = _binder(node)
+    for position, child in enumerate(node.children):
+        inner = _reads(child, out)
+        if found is not None and position >= found[1]:
+            inner = inner - set(found[0].names)
+        elif node.binders and position > 0 and found is None:
+            inner = inner - set(node.binders)
+        names |= inner
+    out[id(node)] = names
     return names
 
 
 def _cut(tree: Node, text: str) -> list[_Piece] | None:
     """Pieces in compile order (inner first), the whole expression last; ``None`` if no cut fits."""
-    uses_bound: dict[int, bool] = {}
-    _bound_inside(tree, frozenset(), uses_bound)
+    reads: dict[int, set[str]] = {}
+    _reads(tree, reads)
     pieces: list[_Piece] = []
 
     def name_fits(node: Node, name: str) -> bool:
         line_end = text.find("\n", node.start, node.end)
         return (node.end if line_end < 0 else line_end) - node.start >= len(name)
 
-    def reduce(node: Node, parent: Node | None, index: int) -> tuple[int, list[_Piece]]:
+    def reduce(node: Node, parent: Node | None, index: int,
+               scope: dict[str, _Binder | None]) -> tuple[int, list[_Piece]]:
         height, inner = 0, []
+        found = _binder(node)
         for position, child in enumerate(node.children):
-            child_height, child_inner = reduce(child, node, position)
+            child_scope = scope
+            if found is not None and position >= found[1]:
+                child_scope = {**scope, **dict.fromkeys(found[0].names, found[0])}
+            elif node.binders and position > 0 and found is None:
+                child_scope = {**scope, **dict.fromkeys(node.binders)}  # not typed here: not cut
+            child_height, child_inner = reduce(child, node, position, child_scope)
+            if found is not None and child is found[0].source:
+                found[0].source_inner = list(child_inner)
+                found[0].scope = {k: v for k, v in scope.items() if k in reads[id(child)] and v is not None}
+                if any(scope.get(k, 0) is None for k in reads[id(child)]):
+                    found = None  # its range reads a variable not typed here
             height = max(height, child_height)
             inner.extend(child_inner)
         height += 1
-        keep = node.kind in _KEEP or uses_bound[id(node)] \
+        bound = {name: scope[name] for name in reads[id(node)] if name in scope}
+        keep = node.kind in _KEEP or any(b is None for b in bound.values()) \
             or (parent is not None and parent.kind == "global" and parent.name == "has") \
             or (parent is not None and index > 0 and node.kind == "ident" and parent.binders)
         if height >= PIECE_HEIGHT and not keep:
             name = f"_deep{len(pieces)}"
             if name in text or not name_fits(node, name):
                 return height, inner
-            piece = _Piece(node, name, inner)
+            piece = _Piece(node, name, inner, {k: v for k, v in bound.items() if v is not None})
             pieces.append(piece)
             return 1, [piece]
         return height, inner
 
-    height, inner = reduce(tree, None, 0)
+    height, inner = reduce(tree, None, 0, {})
     if height > 2 * PIECE_HEIGHT:
         return None
     pieces.append(_Piece(tree, "", inner))
     return pieces
+
+
+def _variable_types(binder: _Binder, range_type: Any, opaque: dict[bytes, str]) -> tuple[bytes, ...]:
+    """The serialized ``cel.expr.Type`` of each variable of ``binder`` over ``range_type``."""
+    if binder.bind:
+        return (_within_type_nesting(range_type, opaque).SerializeToString(),)
+    kind = range_type.WhichOneof("kind")
+    if kind == "dyn" or kind == "error":
+        return (_DYN_TYPE,) * len(binder.names)
+    if kind == "list_type":
+        elem = _within_type_nesting(range_type.list_type.elem_type, opaque).SerializeToString()
+        return (elem,) if len(binder.names) == 1 else (_INT_TYPE, elem)
+    if kind == "map_type":
+        key = _within_type_nesting(range_type.map_type.key_type, opaque).SerializeToString()
+        value = _within_type_nesting(range_type.map_type.value_type, opaque).SerializeToString()
+        return (key,) if len(binder.names) == 1 else (key, value)
+    raise _Unsupported(kind)
+
+
+#: cel-cpp refuses to declare a variable whose type nests deeper (``type nesting limit of 13
+#: exceeded``); cel-go has no such limit, and list or map literals nested deeper check there.
+TYPE_NESTING = 12
+
+
+def _within_type_nesting(t: Any, opaque: dict[bytes, str], left: int = TYPE_NESTING) -> Any:
+    """``t`` with every part nested deeper than :data:`TYPE_NESTING` an opaque type.
+
+    A placeholder of a piece that is a deep list or map literal is declared this way. Each
+    distinct deep part becomes its own abstract type (``opaque``: serialized type to name), so
+    equal parts still compare and unequal ones still fail overload resolution; the names are
+    put back in errors and in the spliced tree (:func:`_restore_types`).
+    """
+    kind = t.WhichOneof("kind")
+    if kind not in ("list_type", "map_type", "abstract_type", "type"):
+        return t
+    if left == 0:
+        name = opaque.setdefault(t.SerializeToString(), f"_deep_t{len(opaque)}")
+        return _astpb.Type(abstract_type={"name": name})
+    out = _astpb.Type()
+    out.CopyFrom(t)
+    if kind == "list_type":
+        out.list_type.elem_type.CopyFrom(_within_type_nesting(t.list_type.elem_type, opaque, left - 1))
+    elif kind == "map_type":
+        out.map_type.key_type.CopyFrom(_within_type_nesting(t.map_type.key_type, opaque, left - 1))
+        out.map_type.value_type.CopyFrom(_within_type_nesting(t.map_type.value_type, opaque, left - 1))
+    elif kind == "abstract_type":
+        del out.abstract_type.parameter_types[:]
+        out.abstract_type.parameter_types.extend(
+            [_within_type_nesting(p, opaque, left - 1) for p in t.abstract_type.parameter_types])
+    else:
+        out.type.CopyFrom(_within_type_nesting(t.type, opaque, left - 1))
+    return out
+
+
+def _scope_declarations(reads: dict[str, _Binder], compile_range: Callable[[_Binder], Any],
+                        opaque: dict[bytes, str]) -> list[tuple[str, bytes]]:
+    """``(name, type)`` of the bound variables a piece reads, typing their binders first."""
+    out = []
+    for name, binder in sorted(reads.items()):
+        if binder.types is None:
+            binder.types = _variable_types(binder, compile_range(binder), opaque)
+        out.append((name, binder.types[binder.names.index(name)]))
+    return out
 
 
 def _piece_text(text: str, piece: _Piece) -> str:
@@ -237,29 +363,48 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
     declared: list[tuple[str, bytes]] = []
     checked_pieces: dict[str, Any] = {}
     errors: list[str] = []
+    opaque: dict[bytes, str] = {}
+
+    def compile_range(binder: _Binder) -> Any:
+        """The type of a binder's range (or value), compiled alone; ``dyn`` if it has errors."""
+        text = _piece_text(expression, _Piece(binder.source, "", binder.source_inner))
+        scope = _scope_declarations(binder.scope, compile_range, opaque)
+        program, _ = compile_text(make_env(tuple(declared + scope)), text)
+        if program is None:
+            return _astpb.Type(dyn={})
+        checked = _astpb.decode_checked(program.serialize())
+        return checked.type_map[checked.expr.id]
+
     try:
         for piece in pieces:
             text = _piece_text(expression, piece)
-            program, error = compile_text(make_env(tuple(declared)), text)
+            scope = _scope_declarations(piece.reads, compile_range, opaque)
+            program, error = compile_text(make_env(tuple(declared + scope)), text)
             if program is None:
                 if error is None or "recursion" in error or "ERROR: <input>:" not in error:
                     return None
-                errors.extend(_blocks(_original_lines(error, text, expression)))
+                if any(name in error for name in opaque.values()) and not _EQUALITY.search(error):
+                    return None  # an index or call into a part past cel-cpp's type nesting: not checked here
+                errors.extend(_blocks(_original_lines(_named(error, opaque), text, expression)))
                 # like cel-go's error type, `dyn` lets the rest be checked without follow-on errors
                 declared.append((piece.name, _DYN_TYPE))
                 continue
             checked = _astpb.decode_checked(program.serialize())
             if not piece.name and not errors:
                 spliced = _splice(checked, {p.name: checked_pieces[p.name] for p in pieces[:-1]})
+                _restore_types(spliced, opaque)
                 return _astpb.encode_checked(spliced), None
             checked_pieces[piece.name] = checked
-            declared.append((piece.name, checked.type_map[checked.expr.id].SerializeToString()))
+            piece_type = _within_type_nesting(checked.type_map[checked.expr.id], opaque)
+            declared.append((piece.name, piece_type.SerializeToString()))
     except _Unsupported:
         return None
     return None, "\n".join(sorted(errors, key=_location))
 
 
 _DYN_TYPE = _astpb.Type(dyn={}).SerializeToString()
+_INT_TYPE = _astpb.Type(primitive=2).SerializeToString()
+_EQUALITY = re.compile(r"^ERROR: <input>:\d+:\d+: found no matching overload for '_[!=]=_'")
 _LOCATION = re.compile(r"^ERROR: <input>:(-?\d+):(-?\d+): ")
 
 
@@ -278,6 +423,38 @@ def _location(block: str) -> tuple[int, int]:
     """cel-go prints errors ordered by line, then column."""
     found = _LOCATION.match(block)
     return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+def _named(error: str, opaque: dict[bytes, str]) -> str:
+    """An error naming opaque types names the types they stand for, as cel-go prints them."""
+    for raw, name in sorted(opaque.items(), key=lambda item: -len(item[1])):
+        error = error.replace(name, format_type(_astpb.Type.FromString(raw)))
+    return error
+
+
+def _restore_types(checked: Any, opaque: dict[bytes, str]) -> None:
+    """Every opaque type in ``checked``'s type map back to the type it stands for."""
+    if not opaque:
+        return
+    by_name = {name: _astpb.Type.FromString(raw) for raw, name in opaque.items()}
+
+    def restore(t: Any) -> None:
+        kind = t.WhichOneof("kind")
+        if kind == "abstract_type" and t.abstract_type.name in by_name:
+            t.CopyFrom(by_name[t.abstract_type.name])
+        elif kind == "list_type":
+            restore(t.list_type.elem_type)
+        elif kind == "map_type":
+            restore(t.map_type.key_type)
+            restore(t.map_type.value_type)
+        elif kind == "abstract_type":
+            for p in t.abstract_type.parameter_types:
+                restore(p)
+        elif kind == "type":
+            restore(t.type)
+
+    for t in checked.type_map.values():
+        restore(t)
 
 
 def _original_lines(error: str, text: str, expression: str) -> str:
