@@ -107,6 +107,8 @@ class OwnManifest:
     _dra_manifest: dict[str, Any] | None = None
     _dra_patches: tuple[tuple[str, Any], ...] = ()
     _dra_scope: constructs.Construct | None = None
+    # the manifest with the chart's defaults, rendered once: the rules read it, to_json copies it
+    _dra_rendered: dict[str, Any] | None = None
 
     def _dra_record(self, scope: constructs.Construct, api_version: str, kind: str,
                     metadata: Mapping[str, Any] | None, name: str, spec: Mapping[str, Any] | None = None,
@@ -122,6 +124,7 @@ class OwnManifest:
         manifest.update(patches)
         object.__setattr__(self, "_dra_patches", tuple(patches))
         object.__setattr__(self, "_dra_scope", scope)
+        object.__setattr__(self, "_dra_rendered", None)
         bad = _not_plain_json(manifest)
         if bad is None:
             object.__setattr__(self, "_dra_manifest", manifest)
@@ -232,6 +235,7 @@ def _materialize(obj: OwnManifest) -> None:
         _ADD_JSON_PATCH(obj, *[cdk8s.JsonPatch.add(f"/{key}", value) for key, value in patches])
         object.__setattr__(obj, "_dra_patches", ())
     object.__setattr__(obj, "_dra_manifest", None)
+    object.__setattr__(obj, "_dra_rendered", None)
 
 
 def _python_rendering(obj: OwnManifest) -> dict[str, Any] | None:
@@ -243,7 +247,11 @@ def _python_rendering(obj: OwnManifest) -> dict[str, Any] | None:
     defaults = _chart_defaults(scope)
     if not defaults.python_renderable:
         return None
-    return _with_chart_defaults(manifest, defaults.labels, defaults.namespace)
+    rendered = obj._dra_rendered
+    if rendered is None:  # the chart's labels and namespace are fixed per scope (_chart_defaults)
+        rendered = _with_chart_defaults(manifest, defaults.labels, defaults.namespace)
+        object.__setattr__(obj, "_dra_rendered", rendered)
+    return rendered
 
 
 def _json_copy(value: Any) -> Any:
