@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Synthesis cost of the library vs plain cdk8s ApiObjects, for 100 / 1,000 / 5,000 GPU workloads.
+"""Synthesis cost of the library vs plain cdk8s ApiObjects, for 100 / 1,000 / 5,000 (or 10,000) GPU workloads.
 
 Each workload is one ResourceClaimTemplate (a MIG slice) plus one Pod that uses it. Two routes
 build the same manifests:
@@ -22,6 +22,7 @@ ratio: median user+system CPU seconds of Python plus Node over the same span (le
 than wall time on a shared machine). Output: a table and JSON.
 
     python benchmarks/synth_bench.py [--sizes 100 1000 5000] [--repeat 3]
+    python benchmarks/synth_bench.py --sizes 1000 10000 --repeat 2   # repo scale (docs/performance.md)
 """
 
 from __future__ import annotations

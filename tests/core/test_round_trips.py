@@ -88,3 +88,26 @@ def test_a_deployment_needs_one_create(ids: tuple[str, str]) -> None:
     for obj, doc in zip((first, second), docs, strict=True):
         assert doc["metadata"]["name"] == obj.name
         assert doc["spec"]["selector"]["matchLabels"] == doc["spec"]["template"]["metadata"]["labels"]
+
+
+def test_each_object_is_rendered_once_per_synth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules' collection and the ``to_json`` callback share one Python rendering per object."""
+    from dra_constructs.constructs import _rendered
+
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "bench", labels={"team": "a"}, namespace="ns")
+    for i in range(5):
+        _workload(chart, i)
+    original = _rendered._with_chart_defaults
+    calls: list[str] = []
+
+    def counting(manifest: dict[str, Any], *args: Any) -> dict[str, Any]:
+        calls.append(manifest["metadata"]["name"])
+        return original(manifest, *args)
+
+    monkeypatch.setattr(_rendered, "_with_chart_defaults", counting)
+    first = app.synth_yaml()
+    assert len(calls) == 10 == len(set(calls))  # 10 objects, the rules and to_json share each rendering
+    assert app.synth_yaml() == first and len(calls) == 10
+    with _rendered.cdk8s_rendering():
+        assert app.synth_yaml() == first  # byte-identical to cdk8s's own rendering

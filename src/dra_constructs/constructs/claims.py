@@ -14,15 +14,13 @@ from dra_constructs.catalog import GpuModel
 from dra_constructs.constructs._rendered import OwnManifest, _chart_defaults
 from dra_constructs.constructs.guardrails import guard
 from dra_constructs.constructs.scope import (
+    app_settings,
     duplicate_id,
     generated_name,
     lazy_path,
     object_name,
     resolve_inventory,
-    resolve_kueue_compatible,
-    resolve_mig_mode,
     resolve_nvidia_driver,
-    resolve_target,
 )
 from dra_constructs.driver_support import check_driver_alignments
 from dra_constructs.errors import DraConstructsError
@@ -130,7 +128,8 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         kueue_compatible: bool | None = None,
     ) -> None:
         where = lazy_path(scope, id)
-        target = resolve_target(scope, kubernetes_version, id)
+        settings = app_settings(scope)  # the App's settings, once per scope; plain values below
+        target = Target.parse(kubernetes_version, id) if kubernetes_version is not None else settings.target
         name = name if name is not None else generated_name(scope, id)  # ids with '_' or '.': cdk8s's is invalid
         metadata = object_metadata(where, name, namespace, labels, annotations)
         self.claim_name = check_dns_label(where, "claim_name", claim_name or to_dns_label(id))
@@ -151,7 +150,7 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
             inventory = resolve_inventory(scope, CATALOG)
         catalog = inventory is CATALOG
         if catalog:
-            mode = target.check_mig_mode(mig_mode if mig_mode is not None else resolve_mig_mode(scope), id)
+            mode = target.check_mig_mode(mig_mode if mig_mode is not None else settings.mig_mode, id)
             # built only where the precomputed table cannot vouch; in the target's slice layout
             inventory = LazyCatalog(mode, target.counter_sets_in_own_slice)
             if align:  # the catalog publishes every topology attribute; the cluster's driver may not
@@ -168,7 +167,7 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         template: dict[str, Any] = {"spec": spec}
         if claim_labels:
             template["metadata"] = {"labels": check_labels(where, "claim_labels", claim_labels)}
-        if resolve_kueue_compatible(scope, kueue_compatible):
+        if kueue_compatible if kueue_compatible is not None else settings.kueue_compatible:
             from dra_constructs.tenants.kueue import check_kueue_admissible
 
             check_kueue_admissible(template["spec"], target, where())

@@ -23,6 +23,8 @@ __all__ = [
     "DRA_EXTENDED_RESOURCES_CONTEXT",
     "KUBERNETES_VERSION_CONTEXT",
     "KUEUE_COMPATIBLE_CONTEXT",
+    "AppSettings",
+    "app_settings",
     "duplicate_id",
     "generated_name",
     "lazy_path",
@@ -48,22 +50,76 @@ NVIDIA_DRIVER_CONTEXT = "dra-constructs/nvidia-driver-version"
 #: cdk8s context key for the shape of the catalog inventory (see :func:`set_mig_mode`).
 MIG_MODE_CONTEXT = "dra-constructs/mig-mode"
 
-# Context lookups are jsii round trips; most constructs share a handful of scopes, so cache per scope.
-_TARGET_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, Target] = weakref.WeakKeyDictionary()
+class AppSettings:
+    """The dra-constructs settings (cdk8s context) visible from one scope, read in one jsii call.
+
+    Constructs resolve these once (:func:`app_settings`) and hand the plain values to the core.
+    Context is per node (a chart may set its own before it has children), so the record is per
+    scope; an App whose constructs share a chart reads its context once.
+    """
+
+    __slots__ = ("_target", "context")
+
+    def __init__(self, context: Mapping[str, Any]) -> None:
+        self.context = context
+        self._target: Target | None = None
+
+    @property
+    def target(self) -> Target:
+        """``dra-constructs/kubernetes-version`` (default 1.32); parsed on first use, so a bad value
+        fails only constructs that rely on it."""
+        if self._target is None:
+            self._target = Target.parse(self.context.get(KUBERNETES_VERSION_CONTEXT),
+                                        f"context {KUBERNETES_VERSION_CONTEXT}")
+        return self._target
+
+    @property
+    def mig_mode(self) -> str | None:
+        """``dra-constructs/mig-mode`` (``None``: the target's default)."""
+        value = self.context.get(MIG_MODE_CONTEXT)
+        return str(value) if value else None
+
+    @property
+    def kueue_compatible(self) -> bool:
+        """``dra-constructs/kueue-compatible`` (default off)."""
+        return self.context.get(KUEUE_COMPATIBLE_CONTEXT) is True
+
+    @property
+    def nvidia_driver(self) -> str | None:
+        """``dra-constructs/nvidia-driver-version`` as set (``None``: the newest release)."""
+        value = self.context.get(NVIDIA_DRIVER_CONTEXT)
+        return str(value) if value else None
+
+    @property
+    def dra_extended_resources(self) -> dict[str, str]:
+        """``dra-constructs/dra-extended-resources`` (empty if none)."""
+        value = self.context.get(DRA_EXTENDED_RESOURCES_CONTEXT)
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+# scope -> its settings. Every setter clears it: a record read before a setter ran is stale.
+_SETTINGS: weakref.WeakKeyDictionary[constructs.Construct, AppSettings] = weakref.WeakKeyDictionary()
+
+
+def app_settings(scope: constructs.Construct) -> AppSettings:
+    """The settings visible from ``scope``: one ``getAllContext`` jsii call per scope, then a dict lookup.
+
+    ``getAllContext`` merges the context of the scope and its ancestors as ``tryGetContext`` reads
+    it key by key (constructs' ``Node``: the nearest scope's value wins).
+    """
+    cached = _SETTINGS.get(scope)
+    if cached is None:
+        context = scope.node.get_all_context()
+        cached = AppSettings(dict(context) if isinstance(context, Mapping) else {})
+        _SETTINGS[scope] = cached
+    return cached
 
 
 def resolve_target(scope: constructs.Construct, override: str | Target | None, where: str) -> Target:
     """``override`` if given, else the scope's ``dra-constructs/kubernetes-version`` context, else 1.32."""
     if override is not None:
         return Target.parse(override, where)
-    cached = _TARGET_BY_SCOPE.get(scope)
-    if cached is None:
-        value = scope.node.try_get_context(KUBERNETES_VERSION_CONTEXT)
-        cached = Target.parse(value, f"context {KUBERNETES_VERSION_CONTEXT}")
-        _TARGET_BY_SCOPE[scope] = cached
-    return cached
-
-
+    return app_settings(scope).target
 
 
 def lazy_path(scope: constructs.Construct, id: str) -> Callable[[], str]:
@@ -98,6 +154,7 @@ def set_kubernetes_version(scope: constructs.Construct, version: str | Target) -
     target = Target.parse(version, f"{where}: set_kubernetes_version")
     try:
         scope.node.set_context(KUBERNETES_VERSION_CONTEXT, str(target))
+        _SETTINGS.clear()
     except RuntimeError:  # jsii: "Cannot set context after children have been added"
         children = ", ".join(c.node.id for c in scope.node.children)
         raise DraConstructsError(
@@ -127,16 +184,13 @@ def set_dra_extended_resources(scope: constructs.Construct, mapping: Mapping[str
     where = f"{scope.node.path or 'App'}: set_dra_extended_resources"
     checked = parse_dra_extended_resources(dict(mapping), resolve_target(scope, None, where), where)
     scope.node.set_context(DRA_EXTENDED_RESOURCES_CONTEXT, checked)
+    _SETTINGS.clear()
     return checked
 
 
 def resolve_dra_extended_resources(scope: constructs.Construct) -> dict[str, str]:
     """The declaration of :func:`set_dra_extended_resources` visible from ``scope`` (empty if none)."""
-    value = scope.node.try_get_context(DRA_EXTENDED_RESOURCES_CONTEXT)
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-_MIG_MODE_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, str | None] = weakref.WeakKeyDictionary()
+    return app_settings(scope).dra_extended_resources
 
 
 def set_mig_mode(scope: constructs.Construct, mode: str | None) -> None:
@@ -150,7 +204,7 @@ def set_mig_mode(scope: constructs.Construct, mode: str | None) -> None:
         raise DraConstructsError(f"{scope.node.path or 'App'}: set_mig_mode", "mode", mode, "not a MIG inventory shape",
                                  'write "dynamic" or "static"')
     scope.node.set_context(MIG_MODE_CONTEXT, mode or "")
-    _MIG_MODE_BY_SCOPE.clear()
+    _SETTINGS.clear()
 
 
 def set_nvidia_driver_version(scope: constructs.Construct, version: str) -> NvidiaDriverRelease:
@@ -165,6 +219,7 @@ def set_nvidia_driver_version(scope: constructs.Construct, version: str) -> Nvid
     release = nvidia_driver_release(version, where)
     try:
         scope.node.set_context(NVIDIA_DRIVER_CONTEXT, release.semver)
+        _SETTINGS.clear()
     except RuntimeError:  # jsii: "Cannot set context after children have been added"
         raise DraConstructsError(where, "version", version, "cdk8s fixes the context once children exist",
                                  "call set_nvidia_driver_version(app, ...) right after cdk8s.App()") from None
@@ -175,18 +230,12 @@ def resolve_nvidia_driver(scope: constructs.Construct) -> NvidiaDriverRelease:
     """The release of :func:`set_nvidia_driver_version` visible from ``scope``, else the default."""
     from dra_constructs.catalog.driver_versions import nvidia_driver_release
 
-    value = scope.node.try_get_context(NVIDIA_DRIVER_CONTEXT)
-    return nvidia_driver_release(str(value) if value else None, f"context {NVIDIA_DRIVER_CONTEXT}")
+    return nvidia_driver_release(app_settings(scope).nvidia_driver, f"context {NVIDIA_DRIVER_CONTEXT}")
 
 
 def resolve_mig_mode(scope: constructs.Construct) -> str | None:
     """The scope's ``dra-constructs/mig-mode`` context (``None``: the target's default)."""
-    if scope in _MIG_MODE_BY_SCOPE:
-        return _MIG_MODE_BY_SCOPE[scope]
-    value = scope.node.try_get_context(MIG_MODE_CONTEXT)
-    mode = str(value) if value else None
-    _MIG_MODE_BY_SCOPE[scope] = mode
-    return mode
+    return app_settings(scope).mig_mode
 
 
 # App (its node address and outdir, see _app_key; not the proxy: jsii may hand out a new proxy for an
@@ -332,18 +381,11 @@ def set_kueue_compatible(scope: constructs.Construct, enabled: bool = True) -> N
     A template's own ``kueue_compatible=`` still wins. Kueue's DRA integration needs 1.34+.
     """
     scope.node.set_context(KUEUE_COMPATIBLE_CONTEXT, bool(enabled))
-    _KUEUE_BY_SCOPE.clear()
+    _SETTINGS.clear()
 
 
 def resolve_kueue_compatible(scope: constructs.Construct, override: bool | None) -> bool:
     """``override`` if given, else the scope's ``dra-constructs/kueue-compatible`` context (default off)."""
     if override is not None:
         return bool(override)
-    cached = _KUEUE_BY_SCOPE.get(scope)
-    if cached is None:
-        cached = scope.node.try_get_context(KUEUE_COMPATIBLE_CONTEXT) is True
-        _KUEUE_BY_SCOPE[scope] = cached
-    return cached
-
-
-_KUEUE_BY_SCOPE: weakref.WeakKeyDictionary[constructs.Construct, bool] = weakref.WeakKeyDictionary()
+    return app_settings(scope).kueue_compatible
