@@ -37,6 +37,7 @@ from dra_constructs.fit.results import (
     DeviceResult,
     NodeResult,
 )
+from dra_constructs.fit.scheduler_time import SCHEDULER_COUNT_WORK
 from dra_constructs.fit.search import _NodeSearch
 from dra_constructs.target import Target
 
@@ -51,7 +52,8 @@ class Allocator:
     def __init__(self, inventory: Inventory, classes: Mapping[str, DeviceClass], gates: Mapping[str, bool],
                  target: Target, allocated: AllocatedState | None = None,
                  step_budget: int = DEFAULT_STEP_BUDGET, upstream_quirks: bool = True,
-                 packing_after: int | None = PACKING_AFTER) -> None:
+                 packing_after: int | None = PACKING_AFTER,
+                 scheduler_count_work: int = SCHEDULER_COUNT_WORK) -> None:
         self.inventory = inventory
         self.classes = classes
         self.gates = gates
@@ -63,6 +65,9 @@ class Allocator:
         #: Steps of plain search before the exact packing check (``fit/packing.py``) cuts branches
         #: (``None``: never); it never changes the answer, only how many steps find it.
         self.packing_after = packing_after
+        #: Steps the plain search may take to count the scheduler's steps to a solution found
+        #: with cuts (``fit/scheduler_time.py``; ``0``: not counted).
+        self.scheduler_count_work = scheduler_count_work
         self._matches: dict[str, dict[int, bool | str]] = {}
         self._matchers: dict[str, Any] = {}
         self._available: dict[int, dict[str, dict[str, Fraction]]] = {}

@@ -107,3 +107,11 @@ class NodeResult:
     failed: tuple[str, str] | None = None
     #: Whether no device of the node matches the failed request at all.
     no_match: bool = False
+    #: ``allocateOne`` calls of the scheduler's search to this solution (``fit/scheduler_time.py``;
+    #: ``None``: not counted); with ``scheduler_steps_over`` a lower bound (it takes more).
+    scheduler_steps: int | None = None
+    scheduler_steps_over: bool = False
+    #: Where the scheduler's search order does not reach this solution (not expected).
+    scheduler_note: str | None = None
+    #: That the scheduler may time out before reaching this solution, and why.
+    warning: str | None = None

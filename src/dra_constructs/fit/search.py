@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from dra_constructs.fit.constraints import _ConstraintState
 from dra_constructs.fit.explain import _Explain
@@ -10,12 +11,11 @@ from dra_constructs.fit.model import Claim, DeviceClass, SubRequest
 from dra_constructs.fit.pools import counter_set_slice, invalid_reason, node_pools
 from dra_constructs.fit.results import (
     ALLOCATION_RESULTS_MAX_SIZE,
-    SCHEDULER_FILTER_TIMEOUT_S,
-    SCHEDULER_STEPS_PER_SECOND,
     SHARED_UNSHAREABLE,
     NodeResult,
 )
-from dra_constructs.fit.search_state import _Alt, _OverLimit, _Stop
+from dra_constructs.fit.scheduler_time import count_scheduler_steps, gave_up, timeout_warning
+from dra_constructs.fit.search_state import _Alt, _OverLimit, _Stop, _Uncounted
 
 
 class _NodeSearch(_Explain):
@@ -120,10 +120,7 @@ class _NodeSearch(_Explain):
 
     def run(self) -> NodeResult:
         try:
-            self._gather()
-            self._resolve()
-            self._traces = self._failures_leave_traces()
-            self._packing = self._make_packing() if self.a.packing_after is not None else None
+            self._prepare()
             done = self._one(0, 0, 0, 0, False, 0)
         except _Stop as stop:
             return NodeResult(self.node.name, False, reason=str(stop), steps=self.steps)
@@ -131,7 +128,13 @@ class _NodeSearch(_Explain):
             done = False
         if done:
             devices = [r for claim in self.results for r in claim]
-            return NodeResult(self.node.name, True, devices, steps=self.steps)
+            result = NodeResult(self.node.name, True, devices, steps=self.steps)
+            if not self.cuts:  # the scheduler's search took the same steps
+                result.scheduler_steps = self.steps
+            elif self.a.scheduler_count_work:
+                count_scheduler_steps(result, _NodeSearch(self.a, self.claims, self.node, plain=True))
+            result.warning = timeout_warning(result, self.a.target)
+            return result
         self.failed = None
         self.no_match = False
         reason = self._explain()
@@ -147,13 +150,19 @@ class _NodeSearch(_Explain):
         return NodeResult(self.node.name, False, reason=reason, steps=self.steps, failed=self.failed,
                           no_match=self.no_match)
 
+    def _prepare(self) -> None:
+        """Pools gathered, requests resolved, the cuts that apply chosen (none in the plain search)."""
+        self._gather()
+        self._resolve()
+        self._traces = self._failures_leave_traces()
+        self._packing = self._make_packing() if self.a.packing_after is not None and not self.plain else None
+
     def _step(self) -> None:
         self.steps += 1
-        if self.steps > self.a.step_budget:
-            raise _Stop(f"gave up after {self.a.step_budget:,} search steps: the scheduler's search takes at least "
-                        f"as many and would pass its filter timeout ({SCHEDULER_FILTER_TIMEOUT_S} s, filterTimeout of "
-                        f"DynamicResources, ~{SCHEDULER_STEPS_PER_SECOND:,} steps a second), leaving the node "
-                        "unschedulable: simplify the claims or split the Pod")
+        if self.steps > self.limit:
+            if self.plain:
+                raise _Uncounted
+            raise _Stop(gave_up(self.a.step_budget, self.a.target))
 
     def _one(self, claim: int, request: int, sub: int, device: int, in_sub: bool, start: int) -> bool:
         """``allocateOne``."""
@@ -196,10 +205,12 @@ class _NodeSearch(_Explain):
                 return True
             self._deallocate(claim, alt, position)
             return False
-        if device == 0 and not self._traces and not self._bound_ok(claim, request, sub, device):
+        if device == 0 and not self.plain and not self._traces and not self._bound_ok(claim, request, sub, device):
+            self.cuts += 1
             return False
         if self._packing is not None and self.steps > self.packing_after and not self._packs(
                 claim, request, sub, device, alt):
+            self.cuts += 1
             return False
         low = start
         if request == 0 and device == 0 and claim > 0 and self._same_as_previous(claim):
@@ -209,6 +220,8 @@ class _NodeSearch(_Explain):
         why: Counter[str] = Counter()
         for position in alt.candidates:
             if position < low:
+                if position >= start and self.pool_ok[position] and not self._in_use(position):
+                    self.cuts += 1  # the plain search tries it (and finds no solution below it)
                 continue
             if not self.pool_ok[position]:
                 continue
@@ -246,14 +259,18 @@ class _NodeSearch(_Explain):
 
     def _next_claim(self, claim: int) -> bool:
         """Start ``claim``, unless the same state (devices taken, counters used, symmetry bound)
-        already failed from here: the claims left see exactly the same problem again."""
+        already failed from here: the claims left see exactly the same problem again (the plain
+        search counts the steps that failure took instead of taking them again)."""
         if claim >= len(self.claims):
             return self._one(claim, 0, 0, 0, False, 0)
         low = self.first_position[claim - 1] if claim > 0 and self._same_as_previous(claim) else None
         key = (claim, low, frozenset(p for p, users in self.allocating.items() if users),
                frozenset((k, tuple(sorted(v.items()))) for k, v in self.capacity_in_use.items()),
                frozenset((k, tuple(sorted(v.items()))) for k, v in self.consumed.items()))
+        if self.plain:
+            return self._next_claim_counted(claim, key)
         if key in self._failed:
+            self.cuts += 1
             return False
         if self._one(claim, 0, 0, 0, False, 0):
             return True
@@ -263,7 +280,27 @@ class _NodeSearch(_Explain):
             self._failed.add(key)
         return False
 
+    def _next_claim_counted(self, claim: int, key: Any) -> bool:
+        """The plain search's ``_next_claim``: a state that already failed takes the steps it took
+        then (the search from a claim boundary depends on that state alone, as ``_failed`` relies
+        on), counted without being taken again."""
+        known = self._failed_steps.get(key)
+        if known is not None:
+            self.steps += known
+            self.limit = min(self.limit + known, self.count_cap)
+            if self.steps > self.limit:
+                raise _Uncounted
+            return False
+        before = self.steps
+        if self._one(claim, 0, 0, 0, False, 0):
+            return True
+        if len(self._failed_steps) < 1 << 18:
+            self._failed_steps[key] = self.steps - before
+        return False
+
     def _same_as_previous(self, claim: int) -> bool:
+        if self.plain:  # the scheduler has no symmetry rule
+            return False
         one, other = self.claims[claim], self.claims[claim - 1]
         if one.requests != other.requests or one.constraints != other.constraints:
             return False

@@ -24,7 +24,7 @@ from dra_constructs.fit.capacity import (
 from dra_constructs.fit.constraints import _ConstraintState, _tolerated
 from dra_constructs.fit.model import Claim, FitDevice, Node, Pool, SubRequest
 from dra_constructs.fit.packing import Packing
-from dra_constructs.fit.results import DeviceResult
+from dra_constructs.fit.results import DEFAULT_STEP_BUDGET, DeviceResult
 
 if TYPE_CHECKING:
     from dra_constructs.fit.allocator import Allocator
@@ -36,6 +36,10 @@ class _Stop(Exception):
 
 class _OverLimit(Exception):
     """``errAllocationResultMaxSizeExceeded``."""
+
+
+class _Uncounted(Exception):
+    """The plain search passed what it may count (``fit/scheduler_time.py``)."""
 
 
 @dataclass
@@ -69,8 +73,11 @@ class _SearchState:
     #: Whether no device of the node matches the failed request at all.
     no_match: bool
 
-    def __init__(self, allocator: Allocator, claims: Sequence[Claim], node: Node) -> None:
+    def __init__(self, allocator: Allocator, claims: Sequence[Claim], node: Node, plain: bool = False) -> None:
         self.a = allocator
+        #: The scheduler's search without fit's cuts (symmetry, bounds, packing, failed states), to
+        #: count its steps (``fit/scheduler_time.py``); a failed state's steps are counted again.
+        self.plain = plain
         self.claims = list(claims)
         self.node = node
         self.devices: list[FitDevice] = []
@@ -89,6 +96,13 @@ class _SearchState:
         self.undo: list[list[tuple[int, bool, bool]]] = [[] for _ in self.claims]
         self.first_position: list[int | None] = [None for _ in self.claims]
         self.steps = 0
+        #: Branches cut before the solution (``0``: the scheduler's search took the same steps).
+        self.cuts = 0
+        #: Steps after which the search stops: the budget, or for the plain count its work limit
+        #: (raised by the steps counted without being taken) up to ``count_cap``.
+        self.count_cap = DEFAULT_STEP_BUDGET
+        self.limit = min(allocator.scheduler_count_work, self.count_cap) if plain else allocator.step_budget
+        self._failed_steps: dict[Any, int] = {}
         self.deepest = -1
         self.deepest_reason: tuple[int, str, Counter[str], str] | None = None
         self.multi = allocator.gate("DRAConsumableCapacity")
