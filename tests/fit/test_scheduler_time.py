@@ -15,7 +15,7 @@ import pytest
 from dra_constructs.catalog import GPU_SPECS
 from dra_constructs.fit import Claim, default_device_classes
 from dra_constructs.fit.allocator import DEFAULT_STEP_BUDGET, Allocator
-from dra_constructs.fit.scheduler_time import filter_timeout, gave_up
+from dra_constructs.fit.scheduler_time import SCHEDULER_COUNT_WORK, filter_timeout, gave_up
 from dra_constructs.fit.search import _NodeSearch
 from dra_constructs.target import Target
 
@@ -73,7 +73,7 @@ def test_p00_shape_warns_that_the_scheduler_may_time_out() -> None:
     result = allocator.allocate(_claims("aaaa", True), node)
     assert result.allocatable and result.steps < 2_000
     assert result.scheduler_steps_over and result.scheduler_steps is not None
-    assert result.scheduler_steps > DEFAULT_STEP_BUDGET  # past the nominal 10 s: counting stopped there
+    assert result.scheduler_steps > SCHEDULER_COUNT_WORK  # counting stopped there
     assert result.warning is not None
     assert "may time out" in result.warning and "filter timeout is 10 s" in result.warning
     assert "DRASchedulerFilterTimeout" in result.warning and f"found it in {result.steps:,}" in result.warning
@@ -127,7 +127,7 @@ def test_report_carries_the_count_and_the_warning() -> None:
     inventory = dynamic(gpus=4, version="1.37")
     report = fit(_claims("aaaa", True), inventory, target=target)
     (entry,) = report.as_json()["nodes"].values()
-    assert entry["allocatable"] and entry["schedulerSteps"] > DEFAULT_STEP_BUDGET
+    assert entry["allocatable"] and entry["schedulerSteps"] > SCHEDULER_COUNT_WORK
     assert entry["schedulerStepsMoreThan"] is True and "may time out" in entry["warning"]
     assert "\n  warning: the scheduler may time out on this node" in _text(report)
     small = fit(_claims("a", False)[:1], inventory, target=target).as_json()

@@ -8,8 +8,8 @@ on a slow or loaded scheduler. When nothing was cut before the solution the two 
 same; otherwise the plain search is run again, without cuts, up to ``SCHEDULER_COUNT_WORK``
 steps of work: a state at a claim boundary that already failed is not searched again, the steps
 it took are counted again (the search from there depends on that state alone), which is exact
-and often far cheaper. A count past the work limit, or past the nominal timeout
-(``DEFAULT_STEP_BUDGET``), is a lower bound ("more than"). docs/fit.md has the numbers.
+and often far cheaper. A count past the work limit, or past ``SCHEDULER_COUNT_WORK`` steps
+counted, is a lower bound ("more than"). docs/fit.md has the numbers.
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ __all__ = ["SCHEDULER_COUNT_WORK", "SCHEDULER_WARN_STEPS", "count_scheduler_step
 #: 2-core VM (oracle case ``p00``), so the margin is wide on purpose.
 SCHEDULER_WARN_STEPS = SCHEDULER_STEPS_PER_SECOND
 #: Most steps the plain search may take (steps counted again from failed states excepted) to
-#: count the scheduler's steps; past it the count is a lower bound. Above the warning threshold,
-#: so a count cut short still warns.
+#: count the scheduler's steps, and most steps it counts; past either the count is a lower bound
+#: ("more than"). Above the warning threshold, so a count cut short still warns; well below the
+#: nominal timeout, as counting costs ``fit`` ~0.1 ms a step (counting to 500,000 took 4-12 s of
+#: CPU on the 8-GPU packings of ``benchmarks/fit_bench.py``, docs/performance.md).
 SCHEDULER_COUNT_WORK = 2 * SCHEDULER_WARN_STEPS
 
 

@@ -24,7 +24,7 @@ from dra_constructs.fit.capacity import (
 from dra_constructs.fit.constraints import _ConstraintState, _tolerated
 from dra_constructs.fit.model import Claim, FitDevice, Node, Pool, SubRequest
 from dra_constructs.fit.packing import Packing
-from dra_constructs.fit.results import DEFAULT_STEP_BUDGET, DeviceResult
+from dra_constructs.fit.results import DeviceResult
 
 if TYPE_CHECKING:
     from dra_constructs.fit.allocator import Allocator
@@ -98,10 +98,10 @@ class _SearchState:
         self.steps = 0
         #: Branches cut before the solution (``0``: the scheduler's search took the same steps).
         self.cuts = 0
-        #: Steps after which the search stops: the budget, or for the plain count its work limit
-        #: (raised by the steps counted without being taken) up to ``count_cap``.
-        self.count_cap = DEFAULT_STEP_BUDGET
-        self.limit = min(allocator.scheduler_count_work, self.count_cap) if plain else allocator.step_budget
+        #: Steps after which the search stops: the budget, or for the plain count the most steps it
+        #: counts (``count_cap``; a lower work limit would rise by the steps counted, not taken).
+        self.count_cap = allocator.scheduler_count_work
+        self.limit = self.count_cap if plain else allocator.step_budget
         self._failed_steps: dict[Any, int] = {}
         self.deepest = -1
         self.deepest_reason: tuple[int, str, Counter[str], str] | None = None
