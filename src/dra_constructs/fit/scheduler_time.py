@@ -38,8 +38,8 @@ SCHEDULER_WARN_STEPS = SCHEDULER_STEPS_PER_SECOND
 #: Most steps the plain search may take (steps counted again from failed states excepted) to
 #: count the scheduler's steps, and most steps it counts; past either the count is a lower bound
 #: ("more than"). Above the warning threshold, so a count cut short still warns; well below the
-#: nominal timeout, as counting costs ``fit`` ~0.1 ms a step (counting to 500,000 took 4-12 s of
-#: CPU on the 8-GPU packings of ``benchmarks/fit_bench.py``, docs/performance.md).
+#: nominal timeout, as counting costs ``fit`` ~0.04 ms a step (counting to 500,000 took up to 12 s
+#: of CPU on the 8-GPU packings of ``benchmarks/fit_bench.py``, docs/performance.md).
 SCHEDULER_COUNT_WORK = 2 * SCHEDULER_WARN_STEPS
 
 
