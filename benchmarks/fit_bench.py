@@ -23,7 +23,8 @@ shared machine's load inflates wall time) and wall time:
 ``--packings``: instead, the hardest packings of the densest catalog nodes (8 GPUs in DynamicMIG,
 every placement; issue 24 item 4): one-device claims that fill all 8 GPUs exactly (per GPU
 3g+2g+1g+1g, or mixed with 4g+3g and 2g+2g+2g+1g), in several orders, and the same plus one 1g
-that does not fit. Each is solved by ``fit``'s allocator (the exact packing check on) and, in the
+that does not fit. Each is solved by ``fit``'s allocator (the exact packing check on; with the count of
+the scheduler's own steps, ``fit/scheduler_time.py``, and without it: ``fit_uncounted``) and, in the
 same run, by the plain search with the old 50,000-step budget (``packing_after=None``, what
 ``fit`` did before); steps, verdict and CPU time of both, and their ratio.
 
@@ -94,6 +95,7 @@ def packings(args: argparse.Namespace) -> int:
     from dra_constructs.catalog import GPU_SPECS, catalog_resource_slices
     from dra_constructs.fit import Inventory, claim_from_spec, default_device_classes
     from dra_constructs.fit.allocator import Allocator
+    from dra_constructs.fit.scheduler_time import SCHEDULER_COUNT_WORK
     from dra_constructs.target import Target
 
     target = Target.parse("1.36")
@@ -118,17 +120,23 @@ def packings(args: argparse.Namespace) -> int:
                 "selectors": [{"cel": {"expression": SELECTOR.format(short[p])}}]}}]}}, "bench")
                 for i, p in enumerate(wanted)]
             row: dict[str, Any] = {"model": model, "packing": title, "claims": len(claims)}
-            for label, plain in (("fit", False), ("plain", True)):
+            for label, plain in (("fit", False), ("fit_uncounted", False), ("plain", True)):
                 cpus = []
                 for _ in range(args.repeat):
+                    count = 0 if label == "fit_uncounted" else SCHEDULER_COUNT_WORK
                     allocator = (Allocator(inventory, default_device_classes(), gates, target, packing_after=None,
                                            step_budget=50_000) if plain else
-                                 Allocator(inventory, default_device_classes(), gates, target))
+                                 Allocator(inventory, default_device_classes(), gates, target,
+                                           scheduler_count_work=count))
                     result, cpu, _ = timed(lambda a=allocator, c=claims, n=inventory.nodes[0]: a.allocate(c, n))
                     cpus.append(cpu)
                 verdict = "fits" if result.allocatable else "gave up" if (result.reason or "").startswith(
                     "gave up") else "does not fit"
                 row[label] = {"verdict": verdict, "steps": result.steps, "cpu_s": round(statistics.median(cpus), 3)}
+                if label == "fit":  # the scheduler's own steps to the solution (fit/scheduler_time.py)
+                    row[label]["scheduler_steps"] = (f"> {result.scheduler_steps}" if result.scheduler_steps_over
+                                                     else result.scheduler_steps)
+                    row[label]["warns"] = result.warning is not None
             row["cpu_ratio"] = round(row["fit"]["cpu_s"] / row["plain"]["cpu_s"], 3)
             rows.append(row)
             print(json.dumps(row), flush=True)

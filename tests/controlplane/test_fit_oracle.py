@@ -10,21 +10,29 @@ printed and written to ``$ORACLE_REPORT`` (default: the test's tmp dir); docs/fi
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from .cluster_access import Cluster, cluster, cluster_134  # noqa: F401 - fixtures
-from .oracle_cases import all_cases, fit_verdicts, prune
+from .oracle_cases import NodeVerdict, all_cases, fit_verdicts, prune
 from .oracle_cluster import cleanup, compare, device_differences, run_cases
 
 pytestmark = pytest.mark.controlplane
 
 #: Differences known and not fixed, by case id (each with its reason in docs/fit.md).
-KNOWN: dict[str, str] = {
-    "p00": "an exact packing of ~81,000 plain search steps: the scheduler's 10 s filter timeout hits it or not "
-           "depending on the machine's speed and load (1.34.4 timed out on it under load here); fit answers",
-}
+KNOWN: dict[str, str] = {}
+#: The scheduler's message when its filter timeout passes (``dynamicresources.go``, 1.34 and 1.37).
+TIMED_OUT = "timed out trying to allocate devices"
+
+
+def warned(difference: str, expected: Mapping[str, Mapping[str, NodeVerdict]]) -> bool:
+    """A difference ``fit`` announced: it places the Pod with a warning that the scheduler may time
+    out (``fit/scheduler_time.py``), and the scheduler did (how fast it is depends on its machine and
+    load: case p00 passes on some runs, times out on others)."""
+    case_id = difference.split()[0]
+    return TIMED_OUT in difference and any(v.warning for v in expected.get(case_id, {}).values())
 
 
 @pytest.mark.parametrize("server", [pytest.param("cluster", marks=pytest.mark.xdist_group("kcp-1.37")),
@@ -53,5 +61,5 @@ def test_scheduler_and_fit_agree_on_every_case(server: str, request: pytest.Fixt
     assert rejections == [], "the server refused inventories or claims the library emits or reads"
     assert len([c for c in cases if not c.templates]) >= 200
     assert bound and bound < len(observed), "a generator whose cases all agree one way proves little"
-    unknown = [d for d in differences if d.split()[0] not in KNOWN]
+    unknown = [d for d in differences if d.split()[0] not in KNOWN and not warned(d, expected)]
     assert unknown == [], f"{len(unknown)} difference(s), see {report}"

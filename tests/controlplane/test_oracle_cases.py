@@ -48,3 +48,17 @@ def test_prune_keeps_allocatable_nodes_and_their_slices_only() -> None:
     assert sum(expected[n].allocatable for n in small.node_names) == sum(v.allocatable for v in expected.values())
     assert {s["spec"]["nodeName"] for s in small.slices} == set(small.node_names)
     assert fit_verdicts(small, TARGET, GATES) == {n: expected[n] for n in small.node_names}
+
+
+def test_only_a_timeout_fit_warned_of_is_accepted() -> None:
+    """``test_fit_oracle.warned``: the p00 shape warns (fit places it, the scheduler may time out);
+    a timeout on a case without the warning, or another difference on the warned case, is not accepted."""
+    from .test_fit_oracle import warned
+
+    (p00,) = [c for c in all_cases(TARGET) if c.id == "p00"]
+    expected = {"p00": fit_verdicts(p00, TARGET, GATES)}
+    assert all(v.allocatable and v.warning for v in expected["p00"].values())
+    line = "p00 (packing) on n0: fit places 1 of 1 Pod(s), the scheduler bound 0; scheduler: {}"
+    assert warned(line.format("0/1 nodes are available: 1 timed out trying to allocate devices."), expected)
+    assert not warned(line.format("0/1 nodes are available: 1 cannot allocate all claims."), expected)
+    assert not warned("o001 (x) on n0: ...; scheduler: timed out trying to allocate devices", expected)

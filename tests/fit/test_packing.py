@@ -101,13 +101,13 @@ def test_match_attribute_claims_fill_each_gpu() -> None:
     assert not more.allocatable and "gave up" not in (more.reason or "")
 
 
-def test_gave_up_names_the_scheduler_timeout() -> None:
+def test_gave_up_under_a_smaller_budget_names_the_budget_not_the_timeout() -> None:
     inventory = dynamic("A100_80GB", gpus=8)
     result = Allocator(inventory, default_device_classes(), TARGET.default_feature_gates, TARGET, step_budget=100,
                        packing_after=None).allocate(packing("A100_80GB", ["a"] * 8, "grouped"), inventory.nodes[0])
     assert not result.allocatable
-    assert result.reason is not None and "gave up after 100 search steps" in result.reason
-    assert "filter timeout (10 s" in result.reason
+    assert result.reason is not None and "gave up after 100 search steps (the step budget" in result.reason
+    assert "filter timeout" not in result.reason  # 100 steps say nothing of the scheduler's timeout
 
 
 # --- the check never changes the answer --------------------------------------------------------

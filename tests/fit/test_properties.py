@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dra_constructs.fit import Allocator, Claim, DeviceClass, Inventory, validate_allocation
-from dra_constructs.fit.allocator import _attribute
+from dra_constructs.fit.constraints import _attribute
 from dra_constructs.fit.model import FitDevice
 from dra_constructs.target import Target
 

@@ -81,6 +81,12 @@ class FitReport:
             entry: dict[str, Any] = {"allocatable": result.allocatable,
                                      "devices": [d.as_json() for d in result.devices],
                                      "reason": result.reason}
+            if result.scheduler_steps is not None:  # the scheduler's own steps to this solution (docs/fit.md)
+                entry["schedulerSteps"] = result.scheduler_steps
+                if result.scheduler_steps_over:
+                    entry["schedulerStepsMoreThan"] = True
+            if result.warning:
+                entry["warning"] = result.warning
             if self.counts is not None:
                 entry["count"] = self.counts.get(name, 0)
             nodes[name] = entry

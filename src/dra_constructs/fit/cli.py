@@ -155,6 +155,8 @@ def _text(report: FitReport) -> str:
         if result.allocatable:
             lines.append(f"{name}: allocatable{count}")
             lines += [f"  {d.claim}/{d.request}: {d.driver}/{d.pool}/{d.device}" + _consumed(d) for d in result.devices]
+            if result.warning:
+                lines.append(f"  warning: {result.warning}")
         else:
             lines.append(f"{name}: not allocatable: {result.reason}")
     fitting = sum(r.allocatable for r in report.nodes.values())

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 from dra_constructs.cel.matching import match_devices
-from dra_constructs.fit.allocator import AllocatedState, DeviceResult, _attribute
+from dra_constructs.fit.allocator import AllocatedState, DeviceResult
 from dra_constructs.fit.capacity import RequestPolicy
+from dra_constructs.fit.constraints import _attribute
 from dra_constructs.fit.model import Claim, DeviceClass, FitDevice, Inventory, Node, SubRequest
 from dra_constructs.fit.pools import invalid_reason
 from dra_constructs.target import Target
