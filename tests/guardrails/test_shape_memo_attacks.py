@@ -156,3 +156,48 @@ def test_order_and_duplicates(tmp_path: Path) -> None:
         return sorted((f["object"], f["rule"], f["path"], f["message"]) for f in result["findings"])
 
     assert rules(forward_result) == rules(backward_result)
+
+
+def test_a_yaml_timestamp_is_not_the_string_of_its_text(tmp_path: Path) -> None:
+    """YAML reads ``2026-01-01`` as a date, which orjson writes as the string ``"2026-01-01"``: two pods
+    alike but for the quotes shared a key, though the env rule looks up only the string name."""
+    path = tmp_path / "set.yaml"
+    path.write_text("""\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: "2026-01-01", namespace: t}
+data: {CUDA_VISIBLE_DEVICES: "0"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: t}
+spec:
+  containers:
+  - {name: c, image: i, envFrom: [{configMapRef: {name: 2026-01-01}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: t}
+spec:
+  containers:
+  - {name: c, image: i, envFrom: [{configMapRef: {name: "2026-01-01"}}]}
+""")
+    result, _ = _both([str(path)])
+    assert [(f["rule"], f["name"]) for f in result["findings"]] == [("DRA002", "b")]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_nan_and_infinity_are_not_null(value: float) -> None:
+    """orjson writes NaN and infinity as ``null``; the env rule reads ``None`` as "hides devices" and a float
+    as a device list (objects from the Python API: the loader refuses a float env value)."""
+    unset = _pod("a", "t")
+    unset["spec"]["containers"][0]["env"] = [{"name": "CUDA_VISIBLE_DEVICES", "value": None}]
+    odd = copy.deepcopy(unset)
+    odd["metadata"]["name"] = "b"
+    odd["spec"]["containers"][0]["env"][0]["value"] = value
+    assert shape_key(Manifest(unset)) is not None
+    assert shape_key(Manifest(odd)) is None
+    results = [audit([copy.deepcopy(unset), copy.deepcopy(odd)], memoize=memoize).to_dict()
+               for memoize in (True, False)]
+    assert results[0] == results[1]
+    assert [f["name"] for f in results[0]["findings"] if f["rule"] == "DRA002"] == ["b"]
