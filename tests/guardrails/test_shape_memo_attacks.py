@@ -57,7 +57,7 @@ def _identity_variants(namespace: str) -> list[dict[str, Any]]:
 
 def _world() -> list[dict[str, Any]]:
     """Two tenant namespaces whose context differs: template, Namespace labels, LocalQueue."""
-    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+    template: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                 "metadata": {"name": "gpu", "namespace": "team-a"},
                 "spec": {"spec": {"devices": {"requests": [
                     {"name": "r1", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]}}}}
