@@ -43,3 +43,26 @@ def test_same_layout_objects_get_the_lines_a_fresh_composition_gives(tmp_path: P
     assert 1 < len(file._layouts) < 24  # layouts were shared, and different layouts were not
     monkeypatch.setattr(locate, "_LAYOUTS_KEPT", 0)  # every object composed on its own
     assert with_field_lines(result, texts) == shared
+
+
+@pytest.mark.parametrize("brk", ["\u2028", "\u2029", "\x85"])
+def test_a_yaml_line_break_inside_a_json_string_moves_no_line(tmp_path: Path, brk: str) -> None:
+    """JSON allows raw U+2028, U+2029 and NEL in strings; YAML (which composes the object) counts them as line
+    breaks, the loader and the file do not. Blanked, such a string gave its layout to objects without one
+    (whose lines then moved by one); composed as it was, its own fields after it were one line off."""
+    def pod(i: int, note: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"p{i}", "namespace": "t", "annotations": {"note": note}},
+                "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                "items": [pod(0, f"a{brk}b"), pod(1, "ab"), pod(2, f"{brk}{brk}")]},
+                               indent=2, ensure_ascii=False), encoding="utf-8")
+    texts: dict[str, str] = {}
+    located = with_field_lines(audit(load_paths([str(path)], texts=texts)), texts)
+    lines = path.read_text(encoding="utf-8").split("\n")  # the file's lines, as an editor shows them
+    limits = [f for f in located.findings if f.rule == "DRA001"]
+    assert [f.name for f in limits] == ["p0", "p1", "p2"]
+    assert all(f.line is not None and '"nvidia.com/gpu": 1' in lines[f.line - 1] for f in limits), \
+        [(f.name, f.line) for f in limits]

@@ -28,8 +28,10 @@ from dra_constructs.guardrails.shape_key import (
 
 from .helpers import FIXTURES
 
+# YAML gives dates and NaN too (orjson writes them as a string and as null: keys must not merge them)
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=6),
-                     st.sampled_from(["All", "ExactCount", "gpu", "nvidia.com/gpu", "CUDA_VISIBLE_DEVICES"]))
+                     st.sampled_from(["All", "ExactCount", "gpu", "nvidia.com/gpu", "CUDA_VISIBLE_DEVICES"]),
+                     st.dates(), st.sampled_from([float("nan"), float("inf"), 0.5]))
 _VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
                                                          st.dictionaries(st.text(max_size=5), inner, max_size=3)),
                        max_leaves=8)

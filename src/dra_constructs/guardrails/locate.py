@@ -59,6 +59,9 @@ _MARKER = re.compile(r"^(---|\.\.\.)(\s|$)")
 _DECODER = json.JSONDecoder()
 #: Every JSON string (matched whole, from its opening quote), with the ``:`` that makes it a key.
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?')
+#: Characters YAML counts as line breaks that JSON allows raw inside strings (the loader and editors do
+#: not break lines there): escaped before composing, so that node lines are the file's "\n" lines.
+_YAML_ONLY_BREAKS = {0x85: "\\x85", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 #: Composed JSON objects kept by layout (a cluster export repeats a few layouts many times).
 _LAYOUTS_KEPT = 4096
 
@@ -115,12 +118,16 @@ class _File:
             return False
         # Objects whose texts differ only inside string values (names, uids, node names...) have
         # their nodes on the same lines: a JSON string holds no raw line break (raw_decode is
-        # strict), so only keys, structure and whitespace place lines. Such an object reuses the
-        # node composed for the first one (node lines are relative to the object's text).
-        layout = _JSON_STRING.sub(_blank_value, self.text[start:end])
+        # strict, and the breaks only YAML sees are escaped), so only keys, structure and whitespace
+        # place lines. Such an object reuses the node composed for the first one (node lines are
+        # relative to the object's text).
+        text = self.text[start:end]
+        if not text.isascii():  # raw_decode passed: they are inside strings, where YAML reads escapes
+            text = text.translate(_YAML_ONLY_BREAKS)
+        layout = _JSON_STRING.sub(_blank_value, text)
         node = self._layouts.get(layout)
         if node is None:
-            loader = _PositionLoader(self.text[start:end])
+            loader = _PositionLoader(text)
             try:
                 node = loader.get_single_node()
             except (yaml.YAMLError, RecursionError, ValueError):

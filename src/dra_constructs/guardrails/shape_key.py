@@ -10,6 +10,7 @@ change except in the object's identity, and compares memoized audits with unmemo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dra_constructs.guardrails.manifest import Manifest
@@ -87,7 +88,9 @@ def shape_key(m: Manifest) -> bytes | None:
     """The object as the per-object rules see it (file included), or ``None``: not memoized.
 
     ``None`` for kinds outside :data:`MEMOIZED_KINDS` and for values orjson cannot write
-    losslessly (non-string keys, integers past 64 bits): those objects are checked on their own.
+    losslessly (non-string keys, integers past 64 bits, YAML timestamps, which it would write as
+    the string a quoted value gives, NaN and infinity, which it writes as ``null``): those objects
+    are checked on their own.
     Key order is kept (not sorted): two objects share a key only when their texts agree.
     """
     if _orjson is None or m.kind not in MEMOIZED_KINDS:
@@ -107,6 +110,21 @@ def shape_key(m: Manifest) -> bytes | None:
     if m.kind == "Pod" and isinstance(spec, dict):
         view["spec"] = _pod_spec(spec)
     try:
-        return bytes(_orjson.dumps((m.file, view)))
+        key = bytes(_orjson.dumps((m.file, view), option=_orjson.OPT_PASSTHROUGH_DATETIME))
     except (TypeError, _orjson.JSONEncodeError):
         return None
+    if b"null" in key and not _finite(view):
+        return None
+    return key
+
+
+def _finite(view: dict[str, Any]) -> bool:
+    """No NaN or infinity in ``view``: orjson writes them as ``null``, which a rule reads otherwise.
+
+    Asked only of keys holding ``null`` (rare in workloads); the standard library refuses both.
+    """
+    try:
+        json.dumps(view, allow_nan=False, check_circular=False)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
