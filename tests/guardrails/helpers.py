@@ -86,3 +86,15 @@ def gpu_pod_spec(claim: str = "gpu", template: str = "t", **extra: Any) -> dict[
         "containers": [{"name": "app", "image": "python:3.12", "resources": {"claims": [{"name": claim}]}}],
         **extra,
     }
+
+
+def field_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into ``node`` (keys and list indexes), the node's own first."""
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += field_paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += field_paths(value, (*prefix, i))
+    return out

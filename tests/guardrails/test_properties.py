@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dra_constructs.guardrails import audit, load_paths
 
-from .helpers import FIXTURES
+from .helpers import FIXTURES, field_paths
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=6),
                      st.sampled_from(["All", "ExactCount", "MPS", "nvidia.com/gpu", "CUDA_VISIBLE_DEVICES"]))
@@ -20,22 +20,12 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_siz
 _SEEDS = [m.obj for m in load_paths([str(FIXTURES / "noncompliant"), str(FIXTURES / "compliant")])]
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
-
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.sampled_from(range(len(_SEEDS))), choice=st.integers(0, 10_000), value=_VALUES)
 def test_mutated_fixtures_never_crash(seed: int, choice: int, value: Any) -> None:
     obj = copy.deepcopy(_SEEDS[seed])
-    paths = [p for p in _paths(obj) if p and p[0] not in ("apiVersion", "kind")]
+    paths = [p for p in field_paths(obj) if p and p[0] not in ("apiVersion", "kind")]
     path = paths[choice % len(paths)]
     node = obj
     for key in path[:-1]:

@@ -26,7 +26,7 @@ from dra_constructs.guardrails.shape_key import (
     shape_key,
 )
 
-from .helpers import FIXTURES
+from .helpers import FIXTURES, field_paths
 
 # YAML gives dates and NaN too (orjson writes them as a string and as null: keys must not merge them)
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=6),
@@ -117,7 +117,7 @@ def test_memoized_audit_equals_unmemoized(data: st.DataObject) -> None:
     for n in range(data.draw(st.integers(1, 12))):
         obj = copy.deepcopy(_SEEDS[data.draw(st.sampled_from(_WORKLOADS))])
         if data.draw(st.booleans()):
-            paths = _paths(obj)
+            paths = field_paths(obj)
             path = paths[data.draw(st.integers(0, len(paths) - 1))]
             if path and path[0] not in ("apiVersion", "kind"):
                 node = obj
@@ -127,16 +127,6 @@ def test_memoized_audit_equals_unmemoized(data: st.DataObject) -> None:
         objects.append(_clone(obj, n, data.draw))
     assert _findings(objects, memoize=True) == _findings(objects, memoize=False)
 
-
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
 
 
 def test_identity_clones_share_one_key_and_findings_name_each_object() -> None:
