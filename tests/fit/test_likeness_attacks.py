@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 import dra_constructs._json_stream as stream
+import dra_constructs.fit.likeness as likeness
+import dra_constructs.fit.shapes as shapes
 from dra_constructs.cli import main
 from dra_constructs.fit.likeness import Template
 
@@ -134,6 +136,54 @@ def test_a_uuid_read_by_a_selector_is_answered_as_reading_the_file_whole(
     assert outputs[0][0] == 0
     assert {name: node["allocatable"] for name, node in outputs[0][1]["nodes"].items()} == {
         "a": True, "b": False, "c": False}
+
+
+def hostile_fleet(templates: int, attacks: int, labels: int) -> bytes:
+    """Slices with many metadata labels (variable strings) that differ only at their end: each is
+    unlike every template, and a wide walk reads all labels before it fails."""
+    def one(index: int, device: str, layout: int) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"labels": {f"l{j}": "v" for j in range(labels)}, "name": f"s{index}"},
+                "spec": {"driver": "gpu.example.com", "nodeName": f"n{index}",
+                         "pool": {"generation": layout, "name": f"p{index}", "resourceSliceCount": 1},
+                         "devices": [{"name": device, "attributes": {"a": {"string": "x"}}}]}}
+    items = [one(i, f"d{i}", i // 16) for i in range(templates)]  # 16 a layout: no more templates of it
+    items += [one(templates + i, "other", 0) for i in range(attacks)]
+    return kubectl_json(items).encode()
+
+
+def test_failed_walks_cost_at_most_a_share_of_the_bytes_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every item unlike every template, each walk failing late: the variable strings that failed
+    walks pass stay proportional to the file (they once grew with items x templates: 36x the
+    parse's CPU time on 8 MB); what is read is unchanged."""
+    path = tmp_path / "slices.json"
+    data = hostile_fleet(32, 32, 1000)
+    path.write_bytes(data)
+    wasted = [0]
+    original = likeness._Cut.walk
+
+    def counting(self: Any, text: Any, start: int, limit: int) -> Any:
+        found = original(self, text, start, limit)
+        if not isinstance(found, tuple):
+            wasted[0] += len(self.rest)  # (at most what it passed; here, where walks fail at the end, about it)
+        return found
+
+    monkeypatch.setattr(likeness._Cut, "walk", counting)
+    fast, parsed = outcome([path], monkeypatch)
+    assert (fast, parsed) == outcome([path], monkeypatch, templates=False)  # every item parsed, as read whole
+    widest = 1000 + 8
+    assert wasted[0] <= 2 * (len(data) // 32 + (1 << 16)) + 4 * widest  # (shapes._BYTES_PER_STRING, _WALK_ALLOWANCE)
+
+
+def test_a_fleet_still_walks_its_like_items_within_the_allowance(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allowance is never reached by a fleet whose nodes repeat (every like item walked)."""
+    monkeypatch.setattr(shapes, "_WALK_ALLOWANCE", 0, raising=False)  # only what the bytes read earn
+    path = tmp_path / "slices.json"
+    path.write_bytes(fleet_text(("a", "b", "c", "d", "e", "f")))
+    fast, parsed = outcome([path], monkeypatch)
+    whole, items = outcome([path], monkeypatch, templates=False)
+    assert fast == whole and parsed == items // 6
 
 
 def test_small_blocks_do_not_change_what_the_walk_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
