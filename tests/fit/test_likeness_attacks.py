@@ -196,3 +196,28 @@ def test_small_blocks_do_not_change_what_the_walk_reads(tmp_path: Path, monkeypa
         monkeypatch.setattr(stream, "BLOCK_BYTES", block)
         monkeypatch.setattr(stream, "LOOKAHEAD", lookahead)
         assert outcome([path], monkeypatch)[0] == whole, (block, lookahead)
+
+
+def test_templates_learnt_hold_at_most_a_share_of_the_bytes_read(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Items of a string per few bytes, each of its own layout: each would be learnt (Python work
+    per string, ~8x the parse's per byte); the strings learnt stay proportional to the file."""
+    monkeypatch.setattr(shapes, "_LEARN_ALLOWANCE", 0, raising=False)  # only what the bytes read earn
+    path = tmp_path / "slices.json"
+    items = [json.loads(hostile_fleet(1, 0, 4000))["items"][0] for _ in range(24)]
+    for index, item in enumerate(items):  # a layout each (a pool generation of its own), names of its own
+        item["spec"]["pool"]["generation"] = index
+        item["spec"]["nodeName"] = item["spec"]["pool"]["name"] = item["metadata"]["name"] = f"n{index}"
+    data = kubectl_json(items).encode()
+    path.write_bytes(data)
+    learnt = [0]
+    original = likeness.Template.__init__
+
+    def counting(self: Any, text: bytes, changeable: Any) -> None:
+        learnt[0] += text.count(b'"') // 2
+        original(self, text, changeable)
+
+    monkeypatch.setattr(likeness.Template, "__init__", counting)
+    fast, parsed = outcome([path], monkeypatch)
+    assert (fast, parsed) == outcome([path], monkeypatch, templates=False)
+    assert learnt[0] <= len(data) // 64 + 2 * 4000 + 20  # (shapes._BYTES_PER_LEARNT_STRING; one item)
