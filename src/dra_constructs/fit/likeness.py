@@ -83,20 +83,21 @@ class _Cut:
         self.first, self.rest = segments[0], tuple((segment, len(segment)) for segment in segments[1:])
         self.names = names  # where the names are among these strings
 
-    def walk(self, text: bytes | bytearray, start: int, limit: int) -> tuple[int, list[bytes | bytearray]] | None:
-        """Where an item walked as this cut in ``text[:limit]`` ends, and its variable strings (not checked yet).
+    def walk(self, text: bytes | bytearray, start: int, limit: int) -> tuple[int, list[bytes | bytearray]] | int:
+        """Where an item walked as this cut in ``text[:limit]`` ends, and its variable strings (not checked yet);
+        if it is not like it, the variable strings the walk passed (what it cost).
 
         (A quote found at or past ``limit`` is followed by no segment within it: the walk fails.)
         """
         if not text.startswith(self.first, start, limit):
-            return None
+            return 0
         find, startswith = text.find, text.startswith
         position = start + len(self.first)
         strings: list[bytes | bytearray] = []
         for segment, length in self.rest:
             end = find(b'"', position, position + MAX_VARIABLE + 1)
             if end < 0 or not startswith(segment, end, limit):
-                return None
+                return len(strings)
             strings.append(text[position:end])
             position = end + length
         return position, strings
@@ -132,6 +133,8 @@ class Template:
         self._narrow = self._cut(self._differed)
         self.newlines = data.count(b"\n")
         self.close = data[data.rindex(b"\n"):]
+        #: variable strings passed by walks that failed (the Python work spent on items not like it)
+        self.wasted = 0
 
     def _cut(self, variable: set[int]) -> _Cut:
         kept = sorted(variable)
@@ -141,10 +144,12 @@ class Template:
         """Where an item like this template that opens at ``start`` in ``text[:limit]`` ends, and its names."""
         cut = self._narrow
         found = cut.walk(text, start, limit)
-        if found is None:
+        if not isinstance(found, tuple):
+            self.wasted += found
             cut = self._wide
             found = cut.walk(text, start, limit)
-            if found is None:
+            if not isinstance(found, tuple):
+                self.wasted += found
                 return None
         position, strings = found
         joined = b'"'.join(strings)  # (a quote between them: a character cut in two is seen)

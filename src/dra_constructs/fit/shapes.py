@@ -54,6 +54,20 @@ _BLANK = {"string": ""}
 #: outside strings: a node's GPUs) a few.
 _MAX_TEMPLATES = 256
 _MAX_TEMPLATES_ALIKE = 16
+#: Walks that fail cost Python work (a variable string each, ~1 us) that parsing the item would
+#: not: they may pass this many variable strings, plus one per :data:`_BYTES_PER_STRING` bytes
+#: of the items read (about what parsing those bytes costs). Past that, items are parsed until
+#: the bytes read earn more, so the walks never cost more than the parse: a hostile file of
+#: items that fail late in the walk of every template grew with items x templates (8 MB, 64
+#: templates: 36x the parse's CPU time). A fleet whose nodes repeat fails few walks.
+_WALK_ALLOWANCE = 1 << 16
+_BYTES_PER_STRING = 32
+#: Learning a template costs Python work per string of its text (~4 us: ``string_paths``, the
+#: cuts): templates may hold this many strings, plus one per :data:`_BYTES_PER_LEARNT_STRING`
+#: bytes of the items read. A fleet's slice has one string per ~50 bytes (the benchmark's first
+#: node: 18,000), a hostile one per ~5: 256 of 1 MB would take minutes to learn.
+_LEARN_ALLOWANCE = 1 << 18
+_BYTES_PER_LEARNT_STRING = 64
 _Span = tuple[str, int, int, int]  # file, start, end, line: an item to read again
 
 
@@ -114,6 +128,8 @@ class FleetReader:
         self._alike: dict[bytes, int] = {}
         self._next = 0
         self._learnt = 0
+        self._allowance = _WALK_ALLOWANCE  # variable strings failed walks may still pass
+        self._learning = _LEARN_ALLOWANCE  # strings new templates may still hold
 
     def read_path(self, path: str, budget: ReadBudget, stdin: IO[str] | None = None,
                   progress: Progress | None = None) -> None:
@@ -123,6 +139,8 @@ class FleetReader:
             try:
                 for count, chunk in enumerate(list_chunks(path, budget, self._match), 1):
                     span: _Span = (path, chunk.start, chunk.end, chunk.line)
+                    self._allowance += (chunk.end - chunk.start) // _BYTES_PER_STRING
+                    self._learning += (chunk.end - chunk.start) // _BYTES_PER_LEARNT_STRING
                     if chunk.matched is not None:
                         slice_, like = chunk.matched
                         digest = slice_.digest if self.groupable else None  # (as ``add`` hashes then)
@@ -148,11 +166,15 @@ class FleetReader:
         templates = self._templates
         count = len(templates)
         for offset in range(count):  # the next template first: a node's slices come in the same order
+            if self._allowance <= 0:  # failed walks have cost what parsing would: parse
+                return None
             index = (self._next + offset) % count
             template, slice_ = templates[index]
             if template.close != close:
                 continue
+            wasted = template.wasted
             found = template.match(text, start, limit)
+            self._allowance -= template.wasted - wasted
             if found is not None:
                 self._next = index + 1
                 return found[0], template.newlines, (slice_, found[1])
@@ -166,6 +188,10 @@ class FleetReader:
         layout = hashlib.blake2b(b'"'.join(data.split(b'"')[0::2]), digest_size=16).digest()  # outside strings
         if self._alike.get(layout, 0) >= _MAX_TEMPLATES_ALIKE:  # (slices that differ in what is read: parsed)
             return
+        strings = data.count(b'"') // 2
+        if strings > self._learning:  # (learnt when the bytes read have earned it)
+            return
+        self._learning -= strings
         self._alike[layout] = self._alike.get(layout, 0) + 1
         spec = obj["spec"]
         driver = last.pool[0]
