@@ -35,6 +35,7 @@ PLURALS: dict[str, tuple[str, bool]] = {
     "DeviceTaintRule": ("devicetaintrules", False),
     "DaemonSet": ("daemonsets", True), "Deployment": ("deployments", True), "Job": ("jobs", True),
     "NetworkPolicy": ("networkpolicies", True), "PriorityClass": ("priorityclasses", False),
+    "RuntimeClass": ("runtimeclasses", False),
     "ValidatingAdmissionPolicy": ("validatingadmissionpolicies", False),
     "ValidatingAdmissionPolicyBinding": ("validatingadmissionpolicybindings", False),
 }

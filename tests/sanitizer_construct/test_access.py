@@ -91,11 +91,15 @@ def test_privileged_exactly_where_the_agent_manages_mig_instances(
         # The API server refuses allowPrivilegeEscalation: false with privileged; capabilities are
         # ignored for a privileged container, so none is written.
         assert "allowPrivilegeEscalation" not in security and "capabilities" not in security
+        assert "appArmorProfile" not in security  # a privileged container is unconfined already
         assert env["NVIDIA_MIG_CONFIG_DEVICES"] == "all"
         assert set(PRIVILEGED_SUPPRESSIONS) <= skipped and "CKV_K8S_39" not in skipped
         assert sanitizer.access.privileged_because
     else:
         assert security["allowPrivilegeEscalation"] is False
+        # The default container profile allows ptrace reads only to its own peers: host processes'
+        # /proc/<pid>/fd would be unreadable and every scan would refuse the release.
+        assert security["appArmorProfile"] == {"type": "Unconfined"}
         assert security["capabilities"] == {"drop": ["ALL"], "add": ["KILL", "SYS_ADMIN", "SYS_PTRACE"]}
         assert "NVIDIA_MIG_CONFIG_DEVICES" not in env
         assert not set(PRIVILEGED_SUPPRESSIONS) & skipped

@@ -18,6 +18,7 @@ from dra_constructs.agent.backends.base import (
     ProcessSignaller,
     host_pid_namespace,
     host_signaller,
+    lsm_confinement,
 )
 from dra_constructs.agent.backends.simulated import SimulatedNode
 from dra_constructs.agent.barrier import Barrier, BarrierDeps
@@ -145,6 +146,13 @@ def build_runtime(
         if config.device_handles:
             scanner = DeviceHandles(config.proc_root, exempt=config.device_handles_exempt, owners=owners)
             handles = scanner.scan
+            confined = lsm_confinement()
+            if confined is not None:
+                _LOG.warning("the agent runs confined (%s): reading other processes' /proc/<pid>/fd and maps may "
+                             "be refused (the default container AppArmor profile allows ptrace reads only to its "
+                             "own peers), and a scan that cannot read a process refuses the release; run the "
+                             "agent with appArmorProfile Unconfined (the construct does) or as spc_t on SELinux",
+                             confined)
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
     kube: KubeClient | None = None

@@ -44,6 +44,7 @@ __all__ = [
     "VerifyResult",
     "host_pid_namespace",
     "host_signaller",
+    "lsm_confinement",
 ]
 
 
@@ -304,6 +305,28 @@ def host_pid_namespace(proc: Path = Path("/proc")) -> bool:
         return (proc / "2" / "comm").read_text().strip() == "kthreadd"
     except OSError:
         return False
+
+
+def lsm_confinement(proc: Path = Path("/proc")) -> str | None:
+    """The agent's own AppArmor profile or SELinux domain if it confines reads of other processes, else None.
+
+    AppArmor (``attr/apparmor/current``, kernel 5.8+, else ``attr/current``): any profile but
+    ``unconfined``; the runtimes' default container profile allows ptrace reads only to peers under
+    the same profile. SELinux (``attr/current``): the ``container_t`` family (``spc_t``, a privileged
+    container's domain, is not confined). Unreadable or absent: None (no LSM to name).
+    """
+    for name in ("attr/apparmor/current", "attr/current"):
+        try:
+            label = (proc / "self" / name).read_text().strip().rstrip("\x00").strip()
+        except OSError:
+            continue
+        if not label:
+            continue
+        if ":" in label:  # an SELinux context user:role:type:level
+            parts = label.split(":")
+            return label if len(parts) > 2 and parts[2].startswith("container_") else None
+        return None if label == "unconfined" else label
+    return None
 
 
 class ForeignPidNamespaceSignaller:

@@ -101,6 +101,14 @@ def _security_context(inputs: PodInputs) -> dict[str, Any]:
             "privileged": False,
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"], "add": [c.name for c in inputs.capabilities]},
+            # The runtime's default AppArmor profile (containerd's and CRI-O's, from moby's
+            # template) allows ptrace reads and signals only to peers under that same profile.
+            # Host processes run unconfined, so the drain could not read their /proc/<pid>/fd,
+            # maps and exe (ptrace_may_access -> apparmor_ptrace_access_check): every scan would
+            # fail closed and no device would ever be released on an AppArmor node (Ubuntu nodes
+            # of AKS, EKS and GKE); nor could it signal a tenant under another profile. A privileged
+            # container is unconfined already. (GA field since 1.30; Pod Security ``privileged``.)
+            "appArmorProfile": {"type": "Unconfined"},
         })
     context.update({"readOnlyRootFilesystem": True, "seccompProfile": {"type": "RuntimeDefault"}})
     return context

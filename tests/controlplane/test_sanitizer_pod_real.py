@@ -1,0 +1,71 @@
+"""The unprivileged sanitizer DaemonSet (whole GPUs, no MIG management) on real API servers.
+
+dist/ holds only privileged sanitizers (its examples manage MIG), so ``test_dist_dry_run`` never sends
+the unprivileged pod: its ``appArmorProfile: Unconfined`` (the runtime's default profile would refuse
+the drain's reads of host processes) must pass validation and the namespace's Pod Security admission
+(``privileged``; Pod Security enforces on Pods, so the DaemonSet's pod template goes as a Pod too;
+``baseline`` refuses Unconfined, which the last check shows is really evaluated).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sanitizer_construct.helpers import agent_container, build, one
+
+from .apiclient import ApiFailure
+from .cluster_access import Cluster, cluster, cluster_134  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.controlplane
+
+STRICT = {"dryRun": "All", "fieldValidation": "Strict"}
+#: The GPU Operator's RuntimeClass the pod names (the RuntimeClass admission refuses a Pod without it).
+RUNTIME_CLASS = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
+                 "handler": "nvidia"}
+
+
+def _send(target: Cluster, namespace_labels: dict[str, str] | None = None) -> None:
+    _, docs = build(str(target.target), mig_mode="off")
+    assert agent_container(docs)["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
+    namespace = one(docs, "Namespace")
+    if namespace_labels is not None:
+        namespace = {**namespace, "metadata": {**namespace["metadata"], "labels": namespace_labels}}
+    target.admin.create(namespace, exist_ok=True)
+    target.admin.create(one(docs, "ServiceAccount"), exist_ok=True)
+    target.admin.create(RUNTIME_CLASS, exist_ok=True)
+    daemonset = one(docs, "DaemonSet")
+    target.admin.create(daemonset, params=STRICT)
+    target.admin.create(_pod_of(daemonset), params=STRICT)
+
+
+def _pod_of(daemonset: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    """The DaemonSet's pod as the controller would create it (Pod Security's enforce mode sees Pods)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "agent-probe", "namespace": namespace or daemonset["metadata"]["namespace"]},
+            "spec": daemonset["spec"]["template"]["spec"]}
+
+
+@pytest.mark.xdist_group("kcp-1.37")
+def test_the_unprivileged_agent_pod_is_accepted_on_1_37(cluster: Cluster) -> None:  # noqa: F811
+    _send(cluster)
+
+
+@pytest.mark.xdist_group("kcp-1.34")
+def test_the_unprivileged_agent_pod_is_accepted_on_1_34(cluster_134: Cluster) -> None:  # noqa: F811
+    _send(cluster_134)
+
+
+@pytest.mark.xdist_group("kcp-1.37")
+def test_pod_security_baseline_refuses_it(cluster: Cluster) -> None:  # noqa: F811
+    _, docs = build(str(cluster.target), mig_mode="off", chart_namespace=None)
+    namespace: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "sanitizer-baseline", "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}
+    cluster.admin.create(namespace, exist_ok=True)
+    cluster.admin.create(RUNTIME_CLASS, exist_ok=True)
+    cluster.admin.create({**one(docs, "ServiceAccount"), "metadata": {
+        **one(docs, "ServiceAccount")["metadata"], "namespace": "sanitizer-baseline"}}, exist_ok=True)
+    with pytest.raises(ApiFailure) as refused:
+        cluster.admin.create(_pod_of(one(docs, "DaemonSet"), "sanitizer-baseline"), params=STRICT)
+    message = str(refused.value.body.get("message"))
+    assert refused.value.status == 403 and "forbidden AppArmor profile" in message, message
