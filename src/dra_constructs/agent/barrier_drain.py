@@ -105,24 +105,20 @@ class _DrainMixin(_BarrierBase):
         The refusal waits for the drain: the claim's own processes (known by their cgroups, not by the
         scan) are still signalled, so a failed scan does not leave them running on a quarantined
         device; :attr:`_Cycle.scan_failure` then refuses the release. The latest scan decides: one
-        that reads everything clears it. A partial scan (``problem`` without ``failed``) is only
-        reported, once per cycle; the holders of what was read still count.
+        that reads everything clears it. The Event and the metric come once per cycle and problem.
         """
         c.scan_failure = None
         if scan.problem is None:
             return
-        outcome = "failed" if scan.failed else "partial"
-        note = f"device handle scan {outcome}: {scan.problem}"
+        note = f"device handle scan failed: {scan.problem}"
         if note not in c.record.warnings:
             c.record.warnings.append(note)
             if self.deps.metrics is not None:
-                self.deps.metrics.handle_scan_problems.labels(outcome).inc()
-            what = ("processes holding the device's nodes cannot be ruled out: the release is refused" if scan.failed
-                    else "holders of the unmapped nodes are not seen (NVML still lists their contexts)")
-            self.deps.guard.event(c.device.name, "DeviceHandleScanFailed", f"{note}; {what}", c.clock)
-        if scan.failed:
-            c.scan_failure = (f"{HANDLE_SCAN_FAILED}: {scan.problem}; processes holding the device's nodes "
-                              f"cannot be ruled out (retried until a scan runs)")
+                self.deps.metrics.handle_scan_problems.labels("failed").inc()
+            self.deps.guard.event(c.device.name, "DeviceHandleScanFailed", f"{note}; processes holding the "
+                                  "device's nodes cannot be ruled out: the release is refused", c.clock)
+        c.scan_failure = (f"{HANDLE_SCAN_FAILED}: {scan.problem}; processes holding the device's nodes "
+                          f"cannot be ruled out (retried until a scan runs)")
 
     def _owned(self, c: _Cycle, pid: int, owned: frozenset[str]) -> bool:
         """True if ``pid`` runs in a pod of the released claims (the only processes ever signalled).

@@ -201,8 +201,12 @@ class HandleScan:
     scanned: int = 0
     seconds: float = 0.0
     problem: str | None = None
-    failed: bool = False
     devices: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        """Every problem is one that leaves holders unruled out: a scan with a problem failed."""
+        return self.problem is not None
 
     def summary(self) -> dict[str, object]:
         """The evidence record's ``device_handle_scan``."""
@@ -298,12 +302,11 @@ class DeviceHandles:
         start = time.monotonic()
         wanted, problem = self._wanted(device)
         # An unmapped node's holders would be invisible: fail closed (review finding 1).
-        result = HandleScan(wanted.labels, problem=problem, devices=wanted.devices, failed=problem is not None)
+        result = HandleScan(wanted.labels, problem=problem, devices=wanted.devices)
         try:
             entries = [e for e in os.listdir(self._root) if e.isdigit()]
         except OSError as error:
             result.problem = f"cannot list {self._root}: {error.strerror}"
-            result.failed = True
             return result
         files: dict[tuple[str, str], bool] = {}  # mapped file (dev, ino) -> this device's; one stat each
         for entry in entries:
@@ -335,7 +338,6 @@ class DeviceHandles:
                       f"agent needs CAP_SYS_PTRACE and CAP_SYS_ADMIN): pids {shown}{more}; any of them may hold "
                       "the device")
             result.problem = f"{result.problem}; {unread}" if result.problem else unread
-            result.failed = True
         result.seconds = time.monotonic() - start
         return result
 

@@ -71,8 +71,8 @@ class Metrics:
 
         self.handle_scan_problems = Counter(
             "dra_sanitizer_device_handle_scan_problems",
-            "/proc/*/fd scans of a device being released (agent/devhandles.py) that could not run (failed: the "
-            "release is refused) or mapped only part of the device's nodes (partial: a MIG capability not mapped).",
+            "/proc/*/fd and maps scans of a device being released (agent/devhandles.py) that could not rule "
+            "holders out (outcome failed: the release is refused).",
             ["outcome"], registry=self.registry)
         self.selftest_runs = Counter(
             "dra_sanitizer_selftest_runs", "Residue canary runs (agent/canary.py) by verdict: clean, residue, "
