@@ -42,9 +42,7 @@ and retried at the next reconcile.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -56,7 +54,7 @@ from dra_constructs.agent.clock import Clock
 from dra_constructs.agent.devices import DRIVER, DeviceInfo
 from dra_constructs.agent.kube import ApiError, KubeOps, retrying
 from dra_constructs.agent.state import Phase, StateStore
-from dra_constructs.agent.taints import ANNOTATION_PREFIX, MANAGED_BY, taint_rule
+from dra_constructs.agent.taints import ANNOTATION_PREFIX, MANAGED_BY, rule_name, taint_rule
 from dra_constructs.isolation import CONFLICT_VALUE, ISOLATION_TAINT_KEY, gpu_taint_value
 from dra_constructs.target import Target
 
@@ -64,7 +62,6 @@ __all__ = ["EFFECT", "UNKNOWN_TENANT", "GpuHolders", "Isolation", "exclusive_cla
 
 _LOG = logging.getLogger("dra_sanitizer.isolation")
 EFFECT = "NoSchedule"  # keeps new allocations away; evicts nobody
-_NAME_OK = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 #: Phases whose stored tenant still holds the GPU when no live claim does (released, barrier pending or
 #: running, quarantined): its processes may run until the drain ends.
 _LINGERING = frozenset(Phase) - {Phase.CLEAN, Phase.UNKNOWN}
@@ -75,12 +72,8 @@ UNKNOWN_TENANT = "Unknown"
 
 
 def isolation_rule_name(node: str, device: str) -> str:
-    """``dra-isolation-<node>-<device>``; hashed down when longer than a DNS subdomain allows."""
-    name = f"dra-isolation-{node}-{device}".lower()
-    if len(name) > 253 or not _NAME_OK.match(name):
-        digest = hashlib.sha256(f"{node}/{device}".encode()).hexdigest()[:16]
-        name = f"dra-isolation-{re.sub(r'[^a-z0-9-]', '-', device.lower())[:200]}-{digest}"
-    return name
+    """``dra-isolation-<node>-<device>`` (:func:`.taints.rule_name`)."""
+    return rule_name("dra-isolation", node, device)
 
 
 def _request_tolerations(spec: Mapping[str, Any], request: str) -> list[Mapping[str, Any]]:

@@ -22,7 +22,7 @@ from dra_constructs.agent.devices import DRIVER
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
 
-__all__ = ["ANNOTATION_PREFIX", "MANAGED_BY", "device_labels", "taint_rule", "taint_rule_name"]
+__all__ = ["ANNOTATION_PREFIX", "MANAGED_BY", "device_labels", "rule_name", "taint_rule", "taint_rule_name"]
 
 MANAGED_BY = "dra-sanitizer"
 ANNOTATION_PREFIX = "sanitizer.dra-constructs.io"
@@ -43,13 +43,18 @@ def device_labels(node: str, device: str) -> dict[str, str]:
     return labels
 
 
-def taint_rule_name(node: str, device: str) -> str:
-    """``dra-sanitizer-<node>-<device>``; hashed down when longer than a DNS subdomain allows."""
-    name = f"{MANAGED_BY}-{node}-{device}".lower()
+def rule_name(prefix: str, node: str, device: str) -> str:
+    """``<prefix>-<node>-<device>``; hashed down when longer than a DNS subdomain allows."""
+    name = f"{prefix}-{node}-{device}".lower()
     if len(name) > 253 or not _NAME_OK.match(name):
         digest = hashlib.sha256(f"{node}/{device}".encode()).hexdigest()[:16]
-        name = f"{MANAGED_BY}-{re.sub(r'[^a-z0-9-]', '-', device.lower())[:200]}-{digest}"
+        name = f"{prefix}-{re.sub(r'[^a-z0-9-]', '-', device.lower())[:200]}-{digest}"
     return name
+
+
+def taint_rule_name(node: str, device: str) -> str:
+    """``dra-sanitizer-<node>-<device>`` (:func:`rule_name`)."""
+    return rule_name(MANAGED_BY, node, device)
 
 
 def taint_rule(
