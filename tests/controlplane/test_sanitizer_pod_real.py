@@ -25,13 +25,10 @@ RUNTIME_CLASS = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metada
                  "handler": "nvidia"}
 
 
-def _send(target: Cluster, namespace_labels: dict[str, str] | None = None) -> None:
+def _send(target: Cluster) -> None:
     _, docs = build(str(target.target), mig_mode="off")
     assert agent_container(docs)["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
-    namespace = one(docs, "Namespace")
-    if namespace_labels is not None:
-        namespace = {**namespace, "metadata": {**namespace["metadata"], "labels": namespace_labels}}
-    target.admin.create(namespace, exist_ok=True)
+    target.admin.create(one(docs, "Namespace"), exist_ok=True)
     target.admin.create(one(docs, "ServiceAccount"), exist_ok=True)
     target.admin.create(RUNTIME_CLASS, exist_ok=True)
     daemonset = one(docs, "DaemonSet")
@@ -58,13 +55,14 @@ def test_the_unprivileged_agent_pod_is_accepted_on_1_34(cluster_134: Cluster) ->
 
 @pytest.mark.xdist_group("kcp-1.37")
 def test_pod_security_baseline_refuses_it(cluster: Cluster) -> None:  # noqa: F811
-    _, docs = build(str(cluster.target), mig_mode="off", chart_namespace=None)
+    _, docs = build(str(cluster.target), mig_mode="off")
     namespace: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": "sanitizer-baseline", "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}
     cluster.admin.create(namespace, exist_ok=True)
     cluster.admin.create(RUNTIME_CLASS, exist_ok=True)
-    cluster.admin.create({**one(docs, "ServiceAccount"), "metadata": {
-        **one(docs, "ServiceAccount")["metadata"], "namespace": "sanitizer-baseline"}}, exist_ok=True)
+    account = one(docs, "ServiceAccount")
+    cluster.admin.create({**account, "metadata": {**account["metadata"], "namespace": "sanitizer-baseline"}},
+                         exist_ok=True)
     with pytest.raises(ApiFailure) as refused:
         cluster.admin.create(_pod_of(one(docs, "DaemonSet"), "sanitizer-baseline"), params=STRICT)
     message = str(refused.value.body.get("message"))
