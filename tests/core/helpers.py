@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import cdk8s
 import kubernetes_validate
+from jsii._kernel.providers import process
 
 from dra_constructs import Target, set_kubernetes_version
 
@@ -48,3 +51,23 @@ def validate_schemas(docs: list[dict[str, Any]], kubernetes_version: str) -> Non
     kueue = [d for d in docs if str(d.get("apiVersion", "")).startswith("kueue.x-k8s.io/")]
     for doc in [d for d in docs if d not in kueue] + kueue:
         validate_any_schema(doc, kubernetes_version)
+
+
+@contextmanager
+def jsii_exchanges(label: Callable[[Any], str | None]) -> Iterator[list[str]]:
+    """``label(request)`` of each request Python sends to jsii's Node kernel while the block runs
+    (requests it labels None are not kept)."""
+    kept: list[str] = []
+    original = process._NodeProcess.send
+
+    def send(self: Any, request: Any, response_type: Any) -> Any:
+        text = label(request)
+        if text is not None:
+            kept.append(text)
+        return original(self, request, response_type)
+
+    process._NodeProcess.send = send  # type: ignore[method-assign]
+    try:
+        yield kept
+    finally:
+        process._NodeProcess.send = original  # type: ignore[method-assign]

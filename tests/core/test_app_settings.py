@@ -6,13 +6,11 @@ every setter drops what was read before it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import cdk8s
 import pytest
-from jsii._kernel.providers import process
 
 from dra_constructs import (
     Alignment,
@@ -27,24 +25,17 @@ from dra_constructs import (
     set_nvidia_driver_version,
 )
 
+from .helpers import jsii_exchanges
 
-@contextmanager
-def _context_reads() -> Iterator[list[str]]:
+
+def _context_reads() -> AbstractContextManager[list[str]]:
     """The context methods Python invokes on Node while the block runs."""
-    reads: list[str] = []
-    original = process._NodeProcess.send
 
-    def send(self: Any, request: Any, response_type: Any) -> Any:
+    def context_method(request: Any) -> str | None:
         method = getattr(request, "method", None)
-        if isinstance(method, str) and "Context" in method:
-            reads.append(method)
-        return original(self, request, response_type)
+        return method if isinstance(method, str) and "Context" in method else None
 
-    process._NodeProcess.send = send  # type: ignore[method-assign]
-    try:
-        yield reads
-    finally:
-        process._NodeProcess.send = original  # type: ignore[method-assign]
+    return jsii_exchanges(context_method)
 
 
 def _app() -> cdk8s.App:

@@ -9,31 +9,20 @@ Python, the specs never travel as patches).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import cdk8s
 import pytest
-from jsii._kernel.providers import process
 
 from dra_constructs import Container, GpuClaimTemplate, GpuDeployment, GpuPod
 
+from .helpers import jsii_exchanges
 
-@contextmanager
-def _counting() -> Iterator[list[str]]:
-    calls: list[str] = []
-    original = process._NodeProcess.send
 
-    def send(self: Any, request: Any, response_type: Any) -> Any:
-        calls.append(type(request).__name__)
-        return original(self, request, response_type)
-
-    process._NodeProcess.send = send  # type: ignore[method-assign]
-    try:
-        yield calls
-    finally:
-        process._NodeProcess.send = original  # type: ignore[method-assign]
+def _counting() -> AbstractContextManager[list[str]]:
+    """The type of each request sent to Node while the block runs."""
+    return jsii_exchanges(lambda request: type(request).__name__)
 
 
 def _workload(chart: cdk8s.Chart, i: int) -> None:
