@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dra_constructs.agent.backends.base import lsm_confinement
+from dra_constructs.agent.runtime import confinement_warning
 
 
 def _proc(tmp_path: Path, **attrs: str) -> Path:
@@ -29,3 +30,17 @@ def _proc(tmp_path: Path, **attrs: str) -> Path:
 ])
 def test_lsm_confinement(tmp_path: Path, attrs: dict[str, str], expected: str | None) -> None:
     assert lsm_confinement(_proc(tmp_path, **attrs)) == expected
+
+
+def test_the_warning_in_container_t_names_the_se_linux_type_to_set() -> None:
+    warning = confinement_warning("system_u:system_r:container_t:s0:c12,c34")
+    assert "SELinux domain container_t" in warning
+    assert "set securityContext.seLinuxOptions.type: spc_t on the agent container" in warning
+    assert 'se_linux_type="spc_t"' in warning and "appArmorProfile" not in warning
+
+
+def test_the_warning_under_an_apparmor_profile_names_unconfined() -> None:
+    warning = confinement_warning("cri-containerd.apparmor.d (enforce)")
+    assert "AppArmor profile cri-containerd.apparmor.d (enforce)" in warning
+    assert "set securityContext.appArmorProfile: {type: Unconfined} on the agent container" in warning
+    assert "seLinuxOptions" not in warning
