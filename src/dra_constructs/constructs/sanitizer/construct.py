@@ -251,7 +251,8 @@ class SanitizerDaemonSet(constructs.Construct):
             self.namespace_object: kplus.Namespace | None = kplus.Namespace(
                 self, "Namespace", metadata=cdk8s.ApiObjectMetadata(name=namespace, labels={
                     **common,
-                    # hostPID, privileged and added capabilities are outside the baseline level.
+                    # hostPID, privileged, added capabilities, AppArmor Unconfined and SELinux spc_t
+                    # are outside the baseline level.
                     "pod-security.kubernetes.io/enforce": "privileged",
                 }))
             self._cluster_scoped(cdk8s.ApiObject.of(self.namespace_object))
