@@ -9,6 +9,8 @@ import pytest
 from dra_constructs.agent.backends.base import lsm_confinement
 from dra_constructs.agent.runtime import confinement_warning
 
+from .test_standin_backends import MakeNode, runtime, standin  # noqa: F401 - fixture
+
 
 def _proc(tmp_path: Path, **attrs: str) -> Path:
     for name, text in attrs.items():
@@ -44,3 +46,23 @@ def test_the_warning_under_an_apparmor_profile_names_unconfined() -> None:
     assert "AppArmor profile cri-containerd.apparmor.d (enforce)" in warning
     assert "set securityContext.appArmorProfile: {type: Unconfined} on the agent container" in warning
     assert "seLinuxOptions" not in warning
+
+
+@pytest.mark.parametrize(("label", "setting"), [
+    ("system_u:system_r:container_t:s0:c12,c34", "set securityContext.seLinuxOptions.type: spc_t"),
+    ("cri-containerd.apparmor.d (enforce)", "set securityContext.appArmorProfile: {type: Unconfined}"),
+])
+def test_the_agent_warns_at_start_with_the_setting(
+        standin: MakeNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+        caplog: pytest.LogCaptureFixture, label: str, setting: str) -> None:
+    """The real NVML start-up (stand-in driver, ``device_handles`` on) logs the warning once, naming what to set."""
+    from dra_constructs.agent import runtime as runtime_module
+
+    from .standin import GPU
+
+    standin([GPU("GPU-a", minor=0)])
+    monkeypatch.setattr(runtime_module, "lsm_confinement", lambda: label)
+    with caplog.at_level("WARNING", logger="dra_sanitizer"):
+        runtime(tmp_path)
+    warnings = [r.getMessage() for r in caplog.records if setting in r.getMessage()]
+    assert len(warnings) == 1 and label in warnings[0], [r.getMessage() for r in caplog.records]
