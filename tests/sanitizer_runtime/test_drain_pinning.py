@@ -167,3 +167,18 @@ def test_a_holder_appearing_after_the_claims_processes_left_blocks_the_release(t
     assert record.result == "quarantined" and "foreign contexts" in (record.reason or "")
     assert [p["pid"] for p in record.foreign_processes] == [7003]
     assert not any(kind.startswith("SIG") and who == 7003 for kind, who in log)
+
+
+def test_the_timeout_names_a_holder_the_last_scan_found_before_it_could_be_signalled(tmp_path: Path) -> None:
+    """A claim's holder the scan first finds at the last poll is pinned, not signalled, and named in the reason."""
+    env = _env(tmp_path)
+    (pid,) = env.node.start_tenant(env.device.name, [("unkillable", 0.0)], random.Random(0), pod=POD)
+    env.node.cgroups[7004] = kubelet_cgroup(POD, "12" * 32)
+    log: list[tuple[str, int]] = []
+    deps = env.rt.barrier.deps
+    deps.signaller = PidfdSignaller(deps.signaller, lambda p: p == 7004 or p in deps.nvml.processes(env.device), log)
+    _scanning(env, log, lambda n: [7004] if n == 121 else [])  # the 121st poll is the 60 s drain's last
+    record = env.rt.barrier.run(env.device, "deallocated", TENANT)
+    assert record.result == "quarantined", record.reason
+    assert (record.reason or "").startswith(f"drain timeout after 60s: contexts still held by pids {pid}, 7004")
+    assert ("pin", 7004) in log and not any(kind.startswith("SIG") and who == 7004 for kind, who in log)

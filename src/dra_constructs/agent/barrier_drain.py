@@ -45,6 +45,7 @@ class _DrainMixin(_BarrierBase):
         termed: set[int] = set()
         owned = frozenset(c.state.pod_uids)
         known: set[int] = set()  # the claim's processes of the last poll: pinned again before this one's listing
+        held: list[int] = []
         while True:
             now = c.clock.monotonic()
             self._pin_ahead(c, known, owned)
@@ -61,6 +62,7 @@ class _DrainMixin(_BarrierBase):
                         raise BarrierFailure(c.scan_failure)
                     return
                 known = set(mine)
+                held = mine  # all of them, for the timeout's reason (one pinned only now is not signalled yet)
                 # Pinned before this poll's listing, owner read after it: a PID reused in between is not the one read.
                 pids = [p for p in self._pinned(mine) if self._owned(c, p, owned)]
                 if kill and not killed and now - start >= grace:
@@ -79,7 +81,7 @@ class _DrainMixin(_BarrierBase):
                             c.record.pids_sigterm.append(pid)
                     c.crash("drain-signalled")
             if now - start >= timeout:
-                still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, pids))
+                still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, held))
                 if c.record.foreign_processes:
                     still += f"; and foreign contexts, never signalled: {self._foreign_text(c)}"
                 if c.scan_failure is not None:
