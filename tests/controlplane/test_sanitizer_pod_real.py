@@ -1,10 +1,11 @@
 """The unprivileged sanitizer DaemonSet (whole GPUs, no MIG management) on real API servers.
 
 dist/ holds only privileged sanitizers (its examples manage MIG), so ``test_dist_dry_run`` never sends
-the unprivileged pod: its ``appArmorProfile: Unconfined`` (the runtime's default profile would refuse
-the drain's reads of host processes) must pass validation and the namespace's Pod Security admission
-(``privileged``; Pod Security enforces on Pods, so the DaemonSet's pod template goes as a Pod too;
-``baseline`` refuses Unconfined, which the last check shows is really evaluated).
+the unprivileged pod: its ``appArmorProfile: Unconfined`` and ``seLinuxOptions.type: spc_t`` (the
+runtimes' default AppArmor profile and SELinux domain ``container_t`` would refuse the drain's reads of
+host processes) must pass validation and the namespace's Pod Security admission (``privileged``; Pod
+Security enforces on Pods, so the DaemonSet's pod template goes as a Pod too; ``baseline`` refuses
+Unconfined and spc_t, which the last check shows is really evaluated).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ RUNTIME_CLASS = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metada
 
 def _send(target: Cluster) -> None:
     _, docs = build(str(target.target), mig_mode="off")
-    assert agent_container(docs)["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
-    target.admin.create(one(docs, "Namespace"), exist_ok=True)
+    security = agent_container(docs)["securityContext"]
+    assert security["appArmorProfile"] == {"type": "Unconfined"} and security["seLinuxOptions"] == {"type": "spc_t"}
+    namespace = one(docs, "Namespace")  # the sanitizer's own: Pod Security privileged admits spc_t
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    target.admin.create(namespace, exist_ok=True)
     target.admin.create(one(docs, "ServiceAccount"), exist_ok=True)
     target.admin.create(RUNTIME_CLASS, exist_ok=True)
     daemonset = one(docs, "DaemonSet")
@@ -67,3 +71,5 @@ def test_pod_security_baseline_refuses_it(cluster: Cluster) -> None:  # noqa: F8
         cluster.admin.create(_pod_of(one(docs, "DaemonSet"), "sanitizer-baseline"), params=STRICT)
     message = str(refused.value.body.get("message"))
     assert refused.value.status == 403 and "forbidden AppArmor profile" in message, message
+    # baseline allows only container_t, container_init_t, container_kvm_t (and container_engine_t from 1.31)
+    assert 'forbidden securityContext.seLinuxOptions: type "spc_t"' in message, message

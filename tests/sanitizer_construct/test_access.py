@@ -92,6 +92,7 @@ def test_privileged_exactly_where_the_agent_manages_mig_instances(
         # ignored for a privileged container, so none is written.
         assert "allowPrivilegeEscalation" not in security and "capabilities" not in security
         assert "appArmorProfile" not in security  # a privileged container is unconfined already
+        assert "seLinuxOptions" not in security  # it runs in the runtime's privileged domain
         assert env["NVIDIA_MIG_CONFIG_DEVICES"] == "all"
         assert set(PRIVILEGED_SUPPRESSIONS) <= skipped and "CKV_K8S_39" not in skipped
         assert sanitizer.access.privileged_because
@@ -100,10 +101,33 @@ def test_privileged_exactly_where_the_agent_manages_mig_instances(
         # The default container profile allows ptrace reads only to its own peers: host processes'
         # /proc/<pid>/fd would be unreadable and every scan would refuse the release.
         assert security["appArmorProfile"] == {"type": "Unconfined"}
+        # container_t, the SELinux default, may not ptrace-read or signal host processes either.
+        assert security["seLinuxOptions"] == {"type": "spc_t"}
         assert security["capabilities"] == {"drop": ["ALL"], "add": ["KILL", "SYS_ADMIN", "SYS_PTRACE"]}
         assert "NVIDIA_MIG_CONFIG_DEVICES" not in env
         assert not set(PRIVILEGED_SUPPRESSIONS) & skipped
     assert ("NVIDIA_MIG_MONITOR_DEVICES" in env) is (mig_mode != "off")
+
+
+def test_se_linux_type_is_set_replaced_or_left_out() -> None:
+    _, docs = build("1.34", mig_mode="off", se_linux_type=None)
+    assert "seLinuxOptions" not in agent_container(docs)["securityContext"]
+    _, docs = build("1.34", mig_mode="off", se_linux_type="dra_sanitizer.process")  # a udica-made type
+    assert agent_container(docs)["securityContext"]["seLinuxOptions"] == {"type": "dra_sanitizer.process"}
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("container_t", "a confined container domain"),
+    ("container_init_t", "a confined container domain"),
+    ("container_kvm_t", "a confined container domain"),
+    ("container_engine_t", "a confined container domain"),
+    ("system_u:system_r:spc_t:s0", "not an SELinux type name"),
+    ("", "not an SELinux type name"),
+])
+def test_a_confined_or_malformed_se_linux_type_is_refused(value: str, problem: str) -> None:
+    with pytest.raises(DraConstructsError, match=problem) as refused:
+        build("1.34", mig_mode="off", se_linux_type=value)
+    assert refused.value.field == "se_linux_type" and "spc_t" in str(refused.value)
 
 
 def test_partition_reset_gpu_is_refused_by_the_construct() -> None:

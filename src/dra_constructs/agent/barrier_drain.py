@@ -44,8 +44,11 @@ class _DrainMixin(_BarrierBase):
         killed = False
         termed: set[int] = set()
         owned = frozenset(c.state.pod_uids)
+        known: set[int] = set()  # the claim's processes of the last poll: pinned again before this one's listing
+        held: list[int] = []
         while True:
             now = c.clock.monotonic()
+            self._pin_ahead(c, known, owned)
             pids = self._processes(c)
             if pids is not None:
                 pids = [p for p in self._with_holders(c, pids) if p not in self.deps.own_pids]
@@ -58,8 +61,10 @@ class _DrainMixin(_BarrierBase):
                     if c.scan_failure is not None:  # the claim's own are gone; others cannot be ruled out
                         raise BarrierFailure(c.scan_failure)
                     return
-                # Pinned first, then the owner read again: a PID reused in between is not the one read.
-                pids = [p for p in self._pinned(c, mine) if self._owned(c, p, owned)]
+                known = set(mine)
+                held = mine  # all of them, for the timeout's reason (one pinned only now is not signalled yet)
+                # Pinned before this poll's listing, owner read after it: a PID reused in between is not the one read.
+                pids = [p for p in self._pinned(mine) if self._owned(c, p, owned)]
                 if kill and not killed and now - start >= grace:
                     killed = True
                     c.crash("drain-killed")
@@ -76,7 +81,7 @@ class _DrainMixin(_BarrierBase):
                             c.record.pids_sigterm.append(pid)
                     c.crash("drain-signalled")
             if now - start >= timeout:
-                still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, pids))
+                still = "unknown (NVML failing)" if pids is None else ", ".join(map(str, held))
                 if c.record.foreign_processes:
                     still += f"; and foreign contexts, never signalled: {self._foreign_text(c)}"
                 if c.scan_failure is not None:
@@ -170,22 +175,38 @@ class _DrainMixin(_BarrierBase):
         self.deps.guard.event(c.device.name, "ForeignContexts", message, c.clock)
         raise BarrierFailure(f"{FOREIGN_CONTEXTS}: {who}; never signalled (not the released claim's)")
 
-    def _pinned(self, c: _Cycle, pids: list[int]) -> list[int]:
-        """The listed pids that are safe to signal: pinned by a pidfd, then seen in a fresh listing.
+    def _pin_ahead(self, c: _Cycle, known: set[int], owned: frozenset[str]) -> None:
+        """Pin (pidfd) the claim's processes NVML lists now and those of the last poll, before this poll's listing.
 
-        A PID can be reused between NVML's listing and the first signal; a pidfd opened after
-        that would point at the PID's next owner. So each newly pinned pid must still be listed
-        after its pidfd exists; an NVML error on that listing signals none of them (unsure).
+        The poll's own listing (NVML and the one device-handle scan) then comes after their pidfds
+        exist, so it is the fresh listing :meth:`_pinned` asks for, and a poll costs one scan, not
+        two (docs/sanitizer-runtime.md, "Drain beyond NVML's lists"). Only a guess of whom to pin:
+        nothing is signalled here, and whether a pid is the claim's is read again after the listing.
+        """
+        pin = getattr(self.deps.signaller, "pin", None)
+        if pin is None:
+            return
+        listed = self._processes(c) or []
+        for pid in sorted(known.union(listed)):
+            if pid not in self.deps.own_pids and self._owned(c, pid, owned):
+                pin(pid)
+
+    def _pinned(self, pids: list[int]) -> list[int]:
+        """The listed pids that are safe to signal now: their pidfd existed before this poll's listing.
+
+        A PID can be reused between a listing and the first signal; a pidfd opened after that
+        would point at the PID's next owner. So a pid pinned only now (``pin`` True: a process
+        :meth:`_pin_ahead` did not guess, e.g. one only the scan found) is not signalled in this
+        poll: it waits for the next poll's listing, which comes after its pidfd, and is signalled
+        there if that listing (and the owner read after it) still names it. Pids already pinned
+        were pinned ahead of this listing. A signaller without pidfds (``pin`` absent or False)
+        signals by number, as before pinning existed.
         """
         pin = getattr(self.deps.signaller, "pin", None)
         if pin is None:
             return pids
         fresh = {p for p in pids if pin(p)}
-        if not fresh:
-            return pids
-        again = self._processes(c)
-        still = set(self._with_holders(c, again)) if again is not None else set()
-        return [p for p in pids if p not in fresh or p in still]
+        return [p for p in pids if p not in fresh]
 
     def _verify_no_contexts(self, c: _Cycle, allowed: set[int], what: str) -> None:
         for _ in range(3):  # a transient NVML error gets two more tries

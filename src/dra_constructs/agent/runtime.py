@@ -40,7 +40,7 @@ from dra_constructs.agent.state import Phase, StateStore
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
 
-__all__ = ["Runtime", "build_runtime"]
+__all__ = ["Runtime", "build_runtime", "confinement_warning"]
 
 _LOG = logging.getLogger("dra_sanitizer")
 
@@ -71,6 +71,26 @@ class Runtime:
             f"node {self.config.node_name or '?'}", "--device", name, "no such device on this node",
             f"use one of {', '.join(d.name for d in self.devices) or '(none found)'}",
         )
+
+
+def confinement_warning(label: str) -> str:
+    """The start-up warning for a confined agent (:func:`lsm_confinement`): what refuses it, and exactly what to set.
+
+    An SELinux context (``user:role:type:level``) names its type and the ``seLinuxOptions`` to set; anything
+    else is an AppArmor profile and gets ``appArmorProfile: Unconfined``.
+    """
+    parts = label.split(":")
+    if len(parts) > 2:  # SELinux: lsm_confinement returns only the container_* domains
+        domain = parts[2]
+        return (f"the agent runs in the SELinux domain {domain} ({label}): SELinux refuses {domain} reads of other "
+                "processes' /proc/<pid>/fd, maps, map_files and exe and signals to them, so every device-handle scan "
+                "fails closed and no device is released; set securityContext.seLinuxOptions.type: spc_t on the "
+                "agent container (SanitizerDaemonSet(se_linux_type=\"spc_t\"), its default; the namespace must be "
+                "Pod Security privileged) or a type of your policy that may read and signal every process")
+    return (f"the agent runs under the AppArmor profile {label}: it allows ptrace reads and signals only to peers "
+            "under the same profile, so reads of other processes' /proc/<pid>/fd, maps and exe are refused, every "
+            "device-handle scan fails closed and no device is released; set securityContext.appArmorProfile: "
+            "{type: Unconfined} on the agent container (SanitizerDaemonSet sets it on the unprivileged pod)")
 
 
 def build_runtime(
@@ -148,11 +168,7 @@ def build_runtime(
             handles = scanner.scan
             confined = lsm_confinement()
             if confined is not None:
-                _LOG.warning("the agent runs confined (%s): reading other processes' /proc/<pid>/fd and maps may "
-                             "be refused (the default container AppArmor profile allows ptrace reads only to its "
-                             "own peers), and a scan that cannot read a process refuses the release; run the "
-                             "agent with appArmorProfile Unconfined (the construct does) or as spc_t on SELinux",
-                             confined)
+                _LOG.warning("%s", confinement_warning(confined))
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
     kube: KubeClient | None = None

@@ -65,6 +65,8 @@ class PodInputs:
     priority_class_name: str | None
     python: str = "python3"
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    #: ``securityContext.seLinuxOptions.type`` of the unprivileged container (None: not written).
+    se_linux_type: str | None = None
 
 
 def agent_command(python: str) -> list[str]:
@@ -110,6 +112,13 @@ def _security_context(inputs: PodInputs) -> dict[str, Any]:
             # container is unconfined already. (GA field since 1.30; Pod Security ``privileged``.)
             "appArmorProfile": {"type": "Unconfined"},
         })
+        if inputs.se_linux_type:
+            # The SELinux counterpart: as container_t (the runtimes' default domain) the agent may not
+            # ptrace-read or signal host processes or other containers' (MCS categories), so every scan
+            # fails closed on SELinux nodes (OpenShift, RHEL/Fedora CoreOS, Bottlerocket). The runtime
+            # applies the type only where SELinux is enabled: go-selinux's label.InitLabels, which
+            # containerd and CRI-O call with these options, returns no label otherwise.
+            context["seLinuxOptions"] = {"type": inputs.se_linux_type}
     context.update({"readOnlyRootFilesystem": True, "seccompProfile": {"type": "RuntimeDefault"}})
     return context
 

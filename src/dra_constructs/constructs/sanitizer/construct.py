@@ -66,6 +66,7 @@ from dra_constructs.validation import check_dns_label, check_quantity
 __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_REQUESTS",
+    "DEFAULT_SE_LINUX_TYPE",
     "ENV_DEVICES_REASON",
     "RUNTIME_HASH_ANNOTATION",
     "UNPINNED_IMAGE_ANNOTATION",
@@ -93,6 +94,12 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _LOOPBACK = ("127.", "::1", "localhost")
 _MIG_MODES = ("off", "static", "dynamic")
 _RUNTIME_CLASS = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+#: The unprivileged agent container's SELinux type: container-selinux's super-privileged container domain.
+DEFAULT_SE_LINUX_TYPE = "spc_t"
+#: An SELinux type name (policy identifiers; udica's generated types add ``.process``).
+_SE_LINUX_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,252}$")
+#: The confined container domains (the ones Pod Security ``baseline`` allows): no reads of host processes.
+_CONFINED_SE_LINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 
 
 class SanitizerDaemonSet(constructs.Construct):
@@ -134,6 +141,15 @@ class SanitizerDaemonSet(constructs.Construct):
     :param api_server_ports: the API server's ports after Service DNAT. Default 443 and 6443.
     :param labels: extra labels on every object (they cannot override the construct's own). Default: none.
     :param kubernetes_version: target. Default: the app's context, else 1.32.
+    :param se_linux_type: ``securityContext.seLinuxOptions.type`` of the unprivileged (whole-GPU)
+        agent container. As ``container_t``, the runtimes' default on SELinux nodes, the agent may not
+        read host processes' ``/proc/<pid>/fd``, ``maps`` and ``exe`` nor signal them, so every
+        device-handle scan fails closed and no device is released. Default ``"spc_t"``
+        (container-selinux's super-privileged container domain; ignored where SELinux is off; needs a
+        Pod Security ``privileged`` namespace, which the emitted one is); another type of your own
+        policy that may do both; None: not written (the runtime's default domain). The confined
+        ``container_*`` types are refused. A privileged pod (MIG, AMD) runs in the runtime's domain
+        for privileged containers and gets none.
     :param vendor: ``"nvidia"`` (NVML + CUDA through the NVIDIA container runtime) or ``"amd"``
         (AMD SMI + HIP, the cleaner shader through sysfs; the pod is privileged, docs/amd.md). AMD
         defaults: node selector ``feature.node.kubernetes.io/amd-gpu: "true"``, toleration
@@ -167,6 +183,7 @@ class SanitizerDaemonSet(constructs.Construct):
         labels: Mapping[str, str] | None = None,
         kubernetes_version: str | Target | None = None,
         vendor: Literal["nvidia", "amd"] = "nvidia",
+        se_linux_type: str | None = DEFAULT_SE_LINUX_TYPE,
     ) -> None:
         where = f"{scope.node.path}/{id}" if scope.node.path else id
         target = resolve_target(scope, kubernetes_version, where)
@@ -190,6 +207,7 @@ class SanitizerDaemonSet(constructs.Construct):
             raise DraConstructsError(where, "runtime_class_name", runtime_class_name, "not a RuntimeClass name",
                                      'use the NVIDIA runtime\'s RuntimeClass (e.g. "nvidia"), or None where it '
                                      "is the node's default runtime")
+        _check_se_linux_type(where, se_linux_type)
         requests = dict(DEFAULT_REQUESTS if requests is None else requests)
         limits = dict(DEFAULT_LIMITS if limits is None else limits)
         for kind, values in (("requests", requests), ("limits", limits)):
@@ -233,7 +251,8 @@ class SanitizerDaemonSet(constructs.Construct):
             self.namespace_object: kplus.Namespace | None = kplus.Namespace(
                 self, "Namespace", metadata=cdk8s.ApiObjectMetadata(name=namespace, labels={
                     **common,
-                    # hostPID, privileged and added capabilities are outside the baseline level.
+                    # hostPID, privileged, added capabilities, AppArmor Unconfined and SELinux spc_t
+                    # are outside the baseline level.
                     "pod-security.kubernetes.io/enforce": "privileged",
                 }))
             self._cluster_scoped(cdk8s.ApiObject.of(self.namespace_object))
@@ -271,7 +290,7 @@ class SanitizerDaemonSet(constructs.Construct):
             node_selector=dict(node_selector or {}), tolerations=list(tolerations),
             requests=requests, limits=limits,
             termination_grace_period_seconds=termination_grace_period_seconds,
-            priority_class_name=priority_class_name, python=python,
+            priority_class_name=priority_class_name, python=python, se_linux_type=se_linux_type,
         ))
         selector = {"app.kubernetes.io/name": "dra-sanitizer", "app.kubernetes.io/instance": name}
         self.daemon_set = cdk8s.ApiObject(
@@ -444,3 +463,19 @@ def _resolve_config(where: str, config: AgentConfig | Mapping[str, Any] | None, 
     mode = _node_mig_mode(where, config, mig_mode, app_mig_mode, target)
     kube = config.kube.model_copy(update={"event_namespace": namespace, "kubernetes_version": str(target)})
     return config.model_copy(update={"kube": kube, "dynamic_mig": mode == "dynamic"}), mode
+
+
+def _check_se_linux_type(where: str, value: str | None) -> None:
+    """An SELinux type name, and not one of the confined container domains (they fail every scan)."""
+    if value is None:
+        return
+    if not isinstance(value, str) or not _SE_LINUX_TYPE.match(value):
+        raise DraConstructsError(where, "se_linux_type", value, "not an SELinux type name",
+                                 f'use "{DEFAULT_SE_LINUX_TYPE}", a type of your node policy, or None')
+    if value in _CONFINED_SE_LINUX_TYPES:
+        raise DraConstructsError(
+            where, "se_linux_type", value,
+            "a confined container domain: SELinux refuses it reads of other processes' /proc/<pid>/fd, maps and "
+            "exe and signals to them, so every device-handle scan fails closed and no device is ever released",
+            f'use "{DEFAULT_SE_LINUX_TYPE}" (the default), a type of your own policy that may read and signal every '
+            "process, or None to leave the runtime's default")
