@@ -103,17 +103,20 @@ def build_runtime(
         owners = ProcOwners(read=node.cgroup_text)  # the simulated processes' cgroup files, same format
     elif config.backend == "amd":
         from dra_constructs.agent.backends.amd_wiring import amd_backends
+        from dra_constructs.agent.devhandles_amd import AmdDeviceHandles
 
-        nvml, scrubber, health = amd_backends(config)
+        smi, scrubber, health = amd_backends(config)
+        nvml = smi
         if not host_pid_namespace():
             _LOG.error("not in the host PID namespace: AMD SMI's PIDs are host PIDs, so the agent signals nothing "
                        "and a device with processes left is quarantined (set hostPID: true)")
         signaller = host_signaller()
         owners = ProcOwners(config.proc_root)
-        if config.device_handles:
-            _LOG.warning("device_handles: the /proc/*/fd scan covers NVIDIA device nodes only; on AMD the drain "
-                         "relies on AMD SMI's process list and the unaccounted-memory check (/dev/dri render "
-                         "nodes are not scanned yet)")
+        if config.device_handles:  # render and card node of the device, and /dev/kfd (every GPU's)
+            scanner = AmdDeviceHandles(smi.drm_minors, config.proc_root, exempt=config.device_handles_exempt,
+                                       owners=owners)
+            handles = scanner.scan
+            _warn_confined()
         real_amd = RealClock()
         clock_for = lambda _name: real_amd  # noqa: E731
     else:
@@ -146,13 +149,7 @@ def build_runtime(
         if config.device_handles:
             scanner = DeviceHandles(config.proc_root, exempt=config.device_handles_exempt, owners=owners)
             handles = scanner.scan
-            confined = lsm_confinement()
-            if confined is not None:
-                _LOG.warning("the agent runs confined (%s): reading other processes' /proc/<pid>/fd and maps may "
-                             "be refused (the default container AppArmor profile allows ptrace reads only to its "
-                             "own peers), and a scan that cannot read a process refuses the release; run the "
-                             "agent with appArmorProfile Unconfined (the construct does) or as spc_t on SELinux",
-                             confined)
+            _warn_confined()
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
     kube: KubeClient | None = None
@@ -209,6 +206,17 @@ def build_runtime(
                           retries=config.kube.retries, backoff_s=config.kube.retry_backoff_s)
     isolation.served = lambda: guard.has_taints
     return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration, isolation)
+
+
+def _warn_confined() -> None:
+    """The device-handle scan reads other processes' fds: say so at start if an LSM confines the agent."""
+    confined = lsm_confinement()
+    if confined is not None:
+        _LOG.warning("the agent runs confined (%s): reading other processes' /proc/<pid>/fd and maps may "
+                     "be refused (the default container AppArmor profile allows ptrace reads only to its "
+                     "own peers), and a scan that cannot read a process refuses the release; run the "
+                     "agent with appArmorProfile Unconfined (the construct does) or as spc_t on SELinux",
+                     confined)
 
 
 def _amd_reset_unavailable(_kind: str) -> str:

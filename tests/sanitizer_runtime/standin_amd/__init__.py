@@ -23,6 +23,7 @@ import importlib.util
 import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,11 @@ HERE = Path(__file__).resolve().parent
 MiB = 1 << 20
 #: amdsmi.h amdsmi_status_t values the tests inject.
 AMDSMI_STATUS_NO_PERM, AMDSMI_STATUS_DRIVER_NOT_LOADED = 10, 34
+
+#: ``/proc/devices`` of an amdgpu node: ``drm`` is DRM_MAJOR (226); ``kfd`` is dynamic (``register_chrdev(0,
+#: "kfd", ...)`` in kfd_chardev.c), here 511 so that it can be no other driver's on the test machine.
+KFD_MAJOR = 511
+PROC_DEVICES = f"Character devices:\n  1 mem\n  5 /dev/tty\n226 drm\n{KFD_MAJOR} kfd\n\nBlock devices:\n  7 loop\n"
 
 _IMPLEMENTED = re.compile(r"^amdsmi_status_t (amdsmi_\w+)\(", re.M)
 
@@ -130,6 +136,19 @@ class AmdNode:
                       "extra_pids": ",".join(map(str, d.extra_pids))}
             lines += [f"dev.{i}.{k}={v}" for k, v in values.items()]
         self.config_path.write_text("\n".join(lines) + "\n")
+        self.proc_root.mkdir(parents=True, exist_ok=True)
+        (self.proc_root / "devices").write_text(PROC_DEVICES, encoding="utf-8")
+
+    def dev(self, name: str) -> str:
+        """The node's ``/dev/<name>`` (``kfd``, ``dri/renderD<N>``, ``dri/card<N>``) as a real character device
+        with the numbers amdgpu gives it (mknod: the tests run as root); its path."""
+        number = (KFD_MAJOR, 0) if name == "kfd" else (226, int(name.rpartition("renderD" if "render" in name
+                                                                                 else "card")[2]))
+        path = self.root / "dev" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(*number))
+        return str(path)
 
     def memory(self, index: int) -> bytes:
         """The VRAM bytes of device ``index`` as the stand-in holds them."""

@@ -158,6 +158,11 @@ class AmdSmiDevices:
                                f"{device.name} ({device.uuid}) is not listed by amd-smi", fatal=True)
         return known
 
+    def drm_minors(self, device: DeviceInfo) -> tuple[int, int]:
+        """(card, render) minors of the device's DRM nodes (``drm_card``, ``drm_render`` of the enumeration)."""
+        facts = self.facts(device)
+        return facts.card, facts.render
+
     def handle(self, device: DeviceInfo) -> Any:
         """The amd-smi processor handle of ``device``."""
         self.facts(device)
