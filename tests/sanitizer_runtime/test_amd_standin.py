@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -288,11 +288,11 @@ def _amd_runtime(tmp_path: Path, node: AmdNode, **settings: object) -> Runtime:
     from dra_constructs.agent.runtime import build_runtime
 
     node.write()
+    fields: dict[str, Any] = {"kube": KubeSettings(mode="disabled", kubernetes_version="1.34"), **settings}
     config = AgentConfig(
         node_name="node-a", backend="amd", grace_period_s=0.3, drain_timeout_s=8, poll_interval_s=0.05,
         fill_timeout_s=60, state_dir=str(tmp_path / "state"), evidence_file=str(tmp_path / "evidence.jsonl"),
-        kube=KubeSettings(mode="disabled", kubernetes_version="1.34"), proc_root=str(node.proc_root),
-        amd={"sysfs_root": str(node.sysfs)}, **settings)  # type: ignore[arg-type]
+        proc_root=str(node.proc_root), amd={"sysfs_root": str(node.sysfs)}, **fields)  # type: ignore[arg-type]
     return build_runtime(config, fsync=False)
 
 

@@ -166,7 +166,7 @@ def build_runtime(
     target = Target.parse(version, where="AgentConfig.kube.kubernetes_version")
     guard = Guard(kube_ops, target, config.node_name, key=config.taint_key, effect=config.taint_effect,
                   retries=config.kube.retries, backoff_s=config.kube.retry_backoff_s,
-                  event_namespace=config.kube.event_namespace)
+                  event_namespace=config.kube.event_namespace, driver=config.dra_driver)
     metrics = Metrics()
     scrub_off = nvml.scrub_on_free_disabled()
     metrics.scrub_on_free_disabled.set(-1 if scrub_off is None else int(scrub_off))
