@@ -17,12 +17,13 @@ from dra_constructs.agent.backends.base import BackendError
 from dra_constructs.agent.devhandles_amd import AmdDeviceHandles
 from dra_constructs.agent.devices import DeviceInfo
 
-from .standin_amd import KFD_MAJOR, PROC_DEVICES
+from .standin_amd import KFD_MAJOR, PROC_DEVICES, kfd_node
 from .test_devhandles import HOST, chardev, host_init, maps, proc
 
 P0 = DeviceInfo("gpu-1-129", "uuid-p0", 1, 24 << 30)
 P1 = DeviceInfo("gpu-2-130", "uuid-p1", 2, 24 << 30)
 MINORS = {"uuid-p0": (1, 129), "uuid-p1": (2, 130)}
+NODES: dict[str, int | None] = {"uuid-p0": 2, "uuid-p1": 3}  # amdsmi_kfd_info_t.node_id (node 0, 1: CPUs)
 
 
 def minors(device: DeviceInfo) -> tuple[int, int]:
@@ -34,17 +35,24 @@ def minors(device: DeviceInfo) -> tuple[int, int]:
                            fatal=True) from None
 
 
+def nodes(device: DeviceInfo) -> int | None:
+    """What AmdSmiDevices.kfd_node answers: ``node_id`` of ``amdsmi_get_gpu_kfd_info``."""
+    return NODES.get(device.uuid)
+
+
 @pytest.fixture
 def dev(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "devices").write_text(PROC_DEVICES)
+    kfd_node(tmp_path / "sys", 2, 129)
+    kfd_node(tmp_path / "sys", 3, 130)
     numbers = {"kfd": (KFD_MAJOR, 0), "dri/renderD129": (226, 129), "dri/renderD130": (226, 130),
                "dri/card1": (226, 1), "dri/card2": (226, 2)}
     return {name: chardev(tmp_path / "dev" / name, *number) for name, number in numbers.items()}
 
 
 def scanner(root: Path) -> AmdDeviceHandles:
-    return AmdDeviceHandles(minors, root, self_pid=99, owners=lambda _pid: HOST)
+    return AmdDeviceHandles(minors, nodes, root, root.parent / "sys", self_pid=99, owners=lambda _pid: HOST)
 
 
 def test_a_partition_is_held_through_its_own_render_and_card_nodes(tmp_path: Path, dev: dict[str, str]) -> None:
@@ -97,6 +105,9 @@ def test_without_the_kfd_loaded_only_the_drm_nodes_are_matched(tmp_path: Path, d
     ("no /proc/devices", "the kfd major is unknown"),
     ("not listed by amd-smi", "DRM nodes of gpu-9-137 are unknown"),
     ("no render node", "not a DRM render minor"),
+    ("the KFD binds another render node", "drm_render_minor 130, AMD SMI says renderD129"),
+    ("no KFD node", "AMD SMI gives no KFD node"),
+    ("no topology node", "cannot be checked"),
 ])
 def test_a_device_whose_nodes_cannot_be_matched_fails_the_scan(tmp_path: Path, dev: dict[str, str], case: str,
                                                                problem: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,8 +118,14 @@ def test_a_device_whose_nodes_cannot_be_matched_fails_the_scan(tmp_path: Path, d
         (root / "devices").unlink()
     elif case == "not listed by amd-smi":
         device = DeviceInfo("gpu-9-137", "uuid-gone", 9, 1)
-    else:
+    elif case == "no render node":
         monkeypatch.setitem(MINORS, "uuid-none", (3, 0))  # drm_render 0: amd-smi found no render node for it
         device = DeviceInfo("gpu-3-0", "uuid-none", 3, 1)
+    elif case == "the KFD binds another render node":
+        monkeypatch.setitem(NODES, "uuid-p0", 3)  # amd-smi maps the partition to the sibling's KFD node
+    elif case == "no KFD node":
+        monkeypatch.setitem(NODES, "uuid-p0", None)
+    else:
+        monkeypatch.setitem(NODES, "uuid-p0", 7)
     scan = scanner(root).scan(device)
     assert scan.failed and problem in str(scan.problem) and scan.holders == []

@@ -90,6 +90,7 @@ def test_partitions_are_named_as_the_dra_driver_names_them(node: AmdNode) -> Non
     facts = smi.facts(result.devices[1])
     assert (facts.partition, facts.hip_uuid, facts.compute_partition, facts.memory_partition) == (
         1, "GPU-00000000000000a1", "CPX", "NPS4")
+    assert smi.drm_minors(result.devices[1]) == (2, 130) and smi.kfd_node(result.devices[1]) == 2  # node_id
     assert facts.bdf == 0x0C00  # both partitions are one PCI device: one enforce_isolation file
 
 
@@ -397,3 +398,19 @@ def test_the_claims_own_render_node_holder_is_drained(tmp_path: Path, node: AmdN
         sibling.stop()
     assert record.result == "released", record.reason
     assert record.pids_sigterm == [own.pid] and record.foreign_processes == []
+
+
+def test_a_partition_the_kfd_maps_to_another_render_node_is_not_released(tmp_path: Path, node: AmdNode) -> None:
+    """AMD SMI's renderD130 for gpu-2-130, but the KFD topology node AMD SMI names binds renderD129: the scan
+    would look at the wrong node's holders, so it fails and the release is refused (fail closed)."""
+    from dra_constructs.agent.barrier import HANDLE_SCAN_FAILED
+
+    from .standin_amd import kfd_node
+
+    node.residue_byte = 0x00
+    node.fake_sysfs({0x0C00: 2})
+    kfd_node(node.sysfs, 2, 129)  # the stand-in's amdsmi_get_gpu_kfd_info: node_id 2 for gpu-2-130
+    rt = _amd_runtime(tmp_path, node)
+    record = rt.barrier.run(rt.device("gpu-2-130"), "startup-unknown")
+    assert record.result == "quarantined" and str(record.reason).startswith(HANDLE_SCAN_FAILED), record.reason
+    assert "drm_render_minor 129, AMD SMI says renderD130" in str(record.reason)

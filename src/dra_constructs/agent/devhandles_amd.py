@@ -28,8 +28,15 @@ never signalled, and the device stays guarded until it is gone (fail closed; the
 waiting for other tenants' ROCm processes on the node, is in docs/amd.md). If ``<proc_root>/devices``
 lists no ``kfd``, the KFD is not loaded and no such node can be open.
 
+The render minor AMD SMI gives is checked against the KFD's own (``drm_render_minor`` of
+``<sysfs_root>/class/kfd/kfd/topology/nodes/<node_id>/properties``, ``node_id`` from
+``amdsmi_get_gpu_kfd_info``), where the KFD is loaded: the holders of the node the KFD binds are
+the ones that matter, and a partition AMD SMI maps to another render node would be scanned for the
+wrong holders.
+
 Fail closed: an unreadable ``<proc_root>/devices`` (the ``kfd`` major unknown), a device AMD SMI
-cannot map to its nodes, or a render minor outside 128-255 fails the scan (the release is refused).
+cannot map to its nodes, a render minor outside 128-255, or (KFD loaded) no KFD node, an unreadable
+topology node or one naming another render minor fails the scan (the release is refused).
 """
 
 from __future__ import annotations
@@ -57,12 +64,37 @@ _NONE = _Wanted(frozenset(), frozenset(), (), ())
 class AmdDeviceHandles(DeviceHandles):
     """The :class:`DeviceHandles` scan for AMD devices; ``drm_minors(device)`` gives (card, render) minors."""
 
-    def __init__(self, drm_minors: Callable[[DeviceInfo], tuple[int, int]], proc_root: str | Path = "/proc",
-                 exempt: Iterable[ExemptRule] = DEFAULT_EXEMPT, self_pid: int | None = None,
-                 owners: Callable[[int], Owner] | None = None,
+    def __init__(self, drm_minors: Callable[[DeviceInfo], tuple[int, int]],
+                 kfd_node: Callable[[DeviceInfo], int | None], proc_root: str | Path = "/proc",
+                 sysfs_root: str | Path = "/sys", exempt: Iterable[ExemptRule] = DEFAULT_EXEMPT,
+                 self_pid: int | None = None, owners: Callable[[int], Owner] | None = None,
                  pod_name: Callable[[str], str | None] = lambda _uid: None) -> None:
         super().__init__(proc_root, exempt=exempt, self_pid=self_pid, owners=owners, pod_name=pod_name)
         self._drm_minors = drm_minors
+        self._kfd_node = kfd_node
+        self._topology = Path(sysfs_root) / "class/kfd/kfd/topology/nodes"
+
+    def _topology_problem(self, device: DeviceInfo, render: int) -> str | None:
+        """Why the KFD's render minor of ``device`` is not AMD SMI's ``render`` (None: it is)."""
+        try:
+            node = self._kfd_node(device)
+        except BackendError as error:
+            return f"the KFD node of {device.name} is unknown ({error})"
+        if node is None:
+            return f"AMD SMI gives no KFD node for {device.name}: its render node cannot be checked"
+        properties = self._topology / str(node) / "properties"
+        try:
+            text = properties.read_text(encoding="ascii", errors="replace")
+        except OSError as error:
+            return f"{properties}: {error.strerror}: the render node of {device.name} cannot be checked"
+        for line in text.splitlines():  # kfd_topology.c node_show: "<name> <value>" per line
+            name, _, value = line.partition(" ")
+            if name == "drm_render_minor":
+                if value.strip() != str(render):
+                    return (f"{properties} says drm_render_minor {value.strip()}, AMD SMI says renderD{render} "
+                            f"for {device.name}")
+                return None
+        return f"{properties} has no drm_render_minor"
 
     def _wanted(self, device: DeviceInfo) -> tuple[_Wanted, str | None]:
         devices = self._root / "devices"
@@ -83,6 +115,9 @@ class AmdDeviceHandles(DeviceHandles):
         numbers = [f"{drm}:{render}", f"{drm}:{card}"]
         kfd = majors.get("kfd")
         if kfd is not None:  # minor 0: kfd_chardev_init's device_create(..., MKDEV(kfd_char_dev_major, 0), ...)
+            problem = self._topology_problem(device, render)
+            if problem is not None:
+                return _NONE, problem
             rdevs.add(os.makedev(kfd, 0))
             labels.append(KFD_LABEL)
             numbers.append(f"{kfd}:0")

@@ -113,8 +113,8 @@ def build_runtime(
         signaller = host_signaller()
         owners = ProcOwners(config.proc_root)
         if config.device_handles:  # render and card node of the device, and /dev/kfd (every GPU's)
-            scanner = AmdDeviceHandles(smi.drm_minors, config.proc_root, exempt=config.device_handles_exempt,
-                                       owners=owners)
+            scanner = AmdDeviceHandles(smi.drm_minors, smi.kfd_node, config.proc_root, config.amd.sysfs_root,
+                                       exempt=config.device_handles_exempt, owners=owners)
             handles = scanner.scan
             _warn_confined()
         real_amd = RealClock()

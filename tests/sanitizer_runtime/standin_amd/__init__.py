@@ -164,14 +164,26 @@ class AmdNode:
         return env
 
     def fake_sysfs(self, partitions_per_gpu: dict[int, int], *, cleaner_shader: bool = True) -> FakeSysfs:
-        """``<root>/sys/bus/pci/devices/<bdf>/{enforce_isolation,run_cleaner_shader}`` per GPU."""
-        return FakeSysfs(self.sysfs, partitions_per_gpu, cleaner_shader)
+        """``<root>/sys/bus/pci/devices/<bdf>/{enforce_isolation,run_cleaner_shader}`` per GPU, and the KFD
+        topology node of each device (the stand-in's ``amdsmi_get_gpu_kfd_info`` says node ``index + 1``)."""
+        return FakeSysfs(self.sysfs, partitions_per_gpu, cleaner_shader,
+                         {i + 1: d.render for i, d in enumerate(self.devices)})
 
 
 def bdf_name(as_uint: int) -> str:
     """``amdsmi_bdf_t.as_uint`` as the PCI address sysfs names a device by."""
     return (f"{(as_uint >> 16) & 0xFFFF:04x}:{(as_uint >> 8) & 0xFF:02x}:{(as_uint >> 3) & 0x1F:02x}."
             f"{as_uint & 0x7:x}")
+
+
+def kfd_node(sysfs: Path, node: int, render: int) -> Path:
+    """``<sysfs>/class/kfd/kfd/topology/nodes/<node>/properties`` of a GPU node as kfd_topology.c prints it
+    (``node_show``: one ``<name> <value>`` per line; ``drm_render_minor`` is the render node's minor)."""
+    properties = sysfs / "class/kfd/kfd/topology/nodes" / str(node) / "properties"
+    properties.parent.mkdir(parents=True, exist_ok=True)
+    properties.write_text(f"cpu_cores_count 0\nsimd_count 152\nmem_banks_count 1\ngfx_target_version 90402\n"
+                          f"vendor_id 4098\ndevice_id 29856\ndrm_render_minor {render}\nnum_xcc 1\n", encoding="ascii")
+    return properties
 
 
 class FakeSysfs:
@@ -184,9 +196,12 @@ class FakeSysfs:
     test keeps by reading it back).
     """
 
-    def __init__(self, root: Path, partitions_per_gpu: dict[int, int], cleaner_shader: bool) -> None:
+    def __init__(self, root: Path, partitions_per_gpu: dict[int, int], cleaner_shader: bool,
+                 render_minors: dict[int, int] | None = None) -> None:
         self.root = root
         self.dirs: dict[int, Path] = {}
+        for node, render in (render_minors or {}).items():
+            kfd_node(root, node, render)
         for bdf, count in partitions_per_gpu.items():
             d = root / "bus" / "pci" / "devices" / bdf_name(bdf)
             d.mkdir(parents=True, exist_ok=True)
