@@ -200,14 +200,14 @@ def status(code: int, message: str, reason: str, name: str | None = None) -> dic
 
 
 def claim(name: str, namespace: str, uid: str, devices: list[str], node: str = "node-a",
-          reserved: list[str] | None = None) -> dict[str, Any]:
-    """A ResourceClaim allocated to ``devices`` of gpu.nvidia.com in pool ``node``."""
+          reserved: list[str] | None = None, driver: str = "gpu.nvidia.com") -> dict[str, Any]:
+    """A ResourceClaim allocated to ``devices`` of ``driver`` in pool ``node``."""
     return {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "5"},
         "status": {
             "allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": d} for d in devices]}},
+                {"request": "gpu", "driver": driver, "pool": node, "device": d} for d in devices]}},
             "reservedFor": [{"resource": "pods", "name": f"pod-{u}", "uid": u} for u in (reserved or [])],
         },
     }

@@ -16,12 +16,18 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from dra_constructs.agent.backends.base import BackendError, ComputeMode, ComputeModeUnsupported
 
 from .standin_amd import AMDSMI_STATUS_NO_PERM, AmdDevice, AmdNode, AmdTenant, MiB, build
+from .test_standin_backends import POD
+from .test_standin_devhandles import OTHER, Holder
+
+if TYPE_CHECKING:
+    from dra_constructs.agent.runtime import Runtime
 
 REASON = "the amdsmi and hip-python wheels (dev extras) are not installed"
 
@@ -84,6 +90,7 @@ def test_partitions_are_named_as_the_dra_driver_names_them(node: AmdNode) -> Non
     facts = smi.facts(result.devices[1])
     assert (facts.partition, facts.hip_uuid, facts.compute_partition, facts.memory_partition) == (
         1, "GPU-00000000000000a1", "CPX", "NPS4")
+    assert smi.drm_minors(result.devices[1]) == (2, 130) and smi.kfd_node(result.devices[1]) == 2  # node_id
     assert facts.bdf == 0x0C00  # both partitions are one PCI device: one enforce_isolation file
 
 
@@ -228,6 +235,7 @@ def test_the_zipapp_sanitizes_a_cpx_partition_end_to_end(tmp_path: Path, node: A
     config = tmp_path / "agent.yaml"
     config.write_text(f"node_name: node-a\nbackend: amd\nstate_dir: {tmp_path}/state\ngrace_period_s: 0.3\n"
                       f"drain_timeout_s: 8\npoll_interval_s: 0.05\nevidence_file: {tmp_path}/evidence.jsonl\n"
+                      f"proc_root: {node.proc_root}\n"  # the device-handle scan reads it (this machine's /proc: no)
                       f"amd: {{sysfs_root: {node.sysfs}}}\nkube: {{mode: disabled, kubernetes_version: '1.34'}}\n")
     env = {k: v for k, v in node.env().items() if k != "PYTHONPATH"}
     tenant = AmdTenant(node, "GPU-00000000000000a1", nbytes=16 * MiB, byte=0x3C, ignore_term=True)
@@ -275,24 +283,29 @@ def test_an_amd_node_refuses_a_cold_reset_policy_and_has_its_own_defaults() -> N
     assert (nvidia.selftest_at_start, nvidia.fill_timeout_s) == (True, 120)
 
 
-def test_a_released_claim_is_drained_cleaned_filled_and_verified(tmp_path: Path, node: AmdNode) -> None:
-    """The barrier with the AMD backends: the claim's tenant (its pod's cgroup) is killed, the partition cleaned."""
+def _amd_runtime(tmp_path: Path, node: AmdNode, **settings: object) -> Runtime:
+    """The agent's runtime with the AMD backends on the stand-in (proc_root: the node's, with its /proc/devices)."""
     from dra_constructs.agent.config import AgentConfig, KubeSettings
-    from dra_constructs.agent.kube import Tenant as ClaimTenant
     from dra_constructs.agent.runtime import build_runtime
 
-    from .standin import cgroup
-    from .test_standin_backends import POD
-
-    node.residue_byte = 0x00
     node.write()
-    sysfs = node.fake_sysfs({0x0C00: 2})
+    fields: dict[str, Any] = {"kube": KubeSettings(mode="disabled", kubernetes_version="1.34"), **settings}
     config = AgentConfig(
         node_name="node-a", backend="amd", grace_period_s=0.3, drain_timeout_s=8, poll_interval_s=0.05,
         fill_timeout_s=60, state_dir=str(tmp_path / "state"), evidence_file=str(tmp_path / "evidence.jsonl"),
-        kube=KubeSettings(mode="disabled", kubernetes_version="1.34"), proc_root=str(node.proc_root),
-        amd={"sysfs_root": str(node.sysfs)})  # type: ignore[arg-type]
-    rt = build_runtime(config, fsync=False)
+        proc_root=str(node.proc_root), amd={"sysfs_root": str(node.sysfs)}, **fields)  # type: ignore[arg-type]
+    return build_runtime(config, fsync=False)
+
+
+def test_a_released_claim_is_drained_cleaned_filled_and_verified(tmp_path: Path, node: AmdNode) -> None:
+    """The barrier with the AMD backends: the claim's tenant (its pod's cgroup) is killed, the partition cleaned."""
+    from dra_constructs.agent.kube import Tenant as ClaimTenant
+
+    from .standin import cgroup
+
+    node.residue_byte = 0x00
+    sysfs = node.fake_sysfs({0x0C00: 2})
+    rt = _amd_runtime(tmp_path, node)
     device = rt.device("gpu-2-130")
     assert rt.barrier.run(device, "startup-unknown").result == "released"
     rt.barrier.mark_allocated(device, ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,)))
@@ -331,3 +344,73 @@ def test_health_reads_ecc_over_amd_smi_and_says_what_it_cannot(node: AmdNode) ->
     assert unsupported.unsupported and "status 2" in str(unsupported.error)
     gates = {g.gate: g.status for g in check(health, second, None, require_ecc=True).gates}
     assert gates["ecc-uncorrected"] == "unavailable" and gates["recovery-action"] == "unavailable"
+
+
+def test_a_kfd_holder_of_another_pod_blocks_the_release_and_is_never_signalled(tmp_path: Path,
+                                                                              node: AmdNode) -> None:
+    """A co-tenant's process holding /dev/kfd alone may use any partition (KFD keeps the render file it bound):
+    the release waits for it, reported, never signalled; once it is gone the quarantine clears itself."""
+    from dra_constructs.agent.kube import Tenant as ClaimTenant
+
+    node.residue_byte = 0x00
+    node.fake_sysfs({0x0C00: 2})
+    rt = _amd_runtime(tmp_path, node)
+    device = rt.device("gpu-2-130")
+    assert rt.barrier.run(device, "startup-unknown").result == "released"
+    claim = ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,))
+    rt.barrier.mark_allocated(device, claim)
+    kfd = node.dev("kfd")
+    other = Holder(node, kfd, pod=OTHER)  # type: ignore[arg-type]  # AMD SMI does not list it
+    try:
+        record = rt.barrier.run(device, "deallocated", claim)
+        assert other.alive()
+    finally:
+        other.stop()
+    assert record.result == "quarantined" and str(record.reason).startswith("foreign contexts"), record.reason
+    assert other.pid not in [*record.pids_sigterm, *record.pids_sigkill]
+    assert [(p["pid"], p["device_nodes"], p["nvml_listed"]) for p in record.foreign_processes] == [
+        (other.pid, [kfd], False)]
+    assert record.device_handle_scan is not None
+    assert record.device_handle_scan["nodes"] == ["/dev/dri/renderD130", "/dev/dri/card2", "/dev/kfd"]
+    again = rt.barrier.recover(device)  # it is gone: the self-clearing quarantine runs the barrier again
+    assert again is not None and again.result == "released", again.reason
+
+
+def test_the_claims_own_render_node_holder_is_drained(tmp_path: Path, node: AmdNode) -> None:
+    """A process of the released claim's pod holding the partition's render node, which AMD SMI does not list
+    (no KFD context), is signalled like a listed one; a holder of the sibling partition's node is not its."""
+    from dra_constructs.agent.kube import Tenant as ClaimTenant
+
+    node.residue_byte = 0x00
+    node.fake_sysfs({0x0C00: 2})
+    rt = _amd_runtime(tmp_path, node)
+    device = rt.device("gpu-2-130")
+    assert rt.barrier.run(device, "startup-unknown").result == "released"
+    claim = ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,))
+    rt.barrier.mark_allocated(device, claim)
+    own = Holder(node, node.dev("dri/renderD130"), pod=POD)  # type: ignore[arg-type]
+    sibling = Holder(node, node.dev("dri/renderD129"), node.dev("dri/card1"), pod=OTHER)  # type: ignore[arg-type]
+    try:
+        record = rt.barrier.run(device, "deallocated", claim)
+        assert not own.alive() and sibling.alive()
+    finally:
+        own.stop()
+        sibling.stop()
+    assert record.result == "released", record.reason
+    assert record.pids_sigterm == [own.pid] and record.foreign_processes == []
+
+
+def test_a_partition_the_kfd_maps_to_another_render_node_is_not_released(tmp_path: Path, node: AmdNode) -> None:
+    """AMD SMI's renderD130 for gpu-2-130, but the KFD topology node AMD SMI names binds renderD129: the scan
+    would look at the wrong node's holders, so it fails and the release is refused (fail closed)."""
+    from dra_constructs.agent.barrier import HANDLE_SCAN_FAILED
+
+    from .standin_amd import kfd_node
+
+    node.residue_byte = 0x00
+    node.fake_sysfs({0x0C00: 2})
+    kfd_node(node.sysfs, 2, 129)  # the stand-in's amdsmi_get_gpu_kfd_info: node_id 2 for gpu-2-130
+    rt = _amd_runtime(tmp_path, node)
+    record = rt.barrier.run(rt.device("gpu-2-130"), "startup-unknown")
+    assert record.result == "quarantined" and str(record.reason).startswith(HANDLE_SCAN_FAILED), record.reason
+    assert "drm_render_minor 129, AMD SMI says renderD130" in str(record.reason)

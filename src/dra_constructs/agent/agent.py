@@ -24,10 +24,12 @@ sanitized, or its UUID changed) gets compute mode PROHIBITED too: the one guard 
 without the API (taints need it) that stops new contexts without touching running ones, so a
 tenant whose claim it cannot see keeps running and nobody else can start on unproven memory
 (metric ``dra_sanitizer_unknown_devices_without_api``, an error log per device; retried each
-tick). The claims watch keeps retrying; its first successful list runs the normal startup
-recovery, which decides: held by a live claim -> ``in-use`` taint, then compute mode DEFAULT
-again for its tenant; free -> the whole barrier. Each decision is a Normal Event
-``LocalGuardResolved`` and a log line.
+tick). AMD GPUs have no compute mode: there the device gets no local guard (label ``none``, not
+recorded as guarded), no barrier and no signal, and a live claim found holding it once the API
+answers gets a Warning ``LocalGuardResolved``. The claims watch keeps retrying; its first
+successful list runs the normal startup recovery, which decides: held by a live claim ->
+``in-use`` taint, then compute mode DEFAULT again for its tenant; free -> the whole barrier.
+Each decision is a Normal Event ``LocalGuardResolved`` and a log line.
 
 A claim naming a device the agent did not enumerate (a MIG instance created after start,
 DynamicMIG, a name the agent derives differently, a device dropped by an enumeration error)
@@ -61,7 +63,7 @@ __all__ = ["Agent"]
 
 _LOG = logging.getLogger("dra_sanitizer.agent")
 #: How a never-sanitized device is guarded while the claims are unknown (the metric's label).
-_LOCAL_GUARDS = ("compute-mode", "compute-instance", "no-instance", "failed")
+_LOCAL_GUARDS = ("compute-mode", "compute-instance", "no-instance", "none", "failed")
 
 
 def _terminating(pod: dict[str, Any]) -> bool:
@@ -186,6 +188,8 @@ class Agent:
         store = self.rt.barrier.deps.store
         futures = []
         local: dict[str, Holders | None] = {}  # guarded by compute mode while the API was down
+        with self._local_lock:
+            unguarded = {name for name, outcome in self._local.items() if outcome == "none"}  # no guard existed
         for name, info in list(self._devices.items()):
             state = store.load(name, info.uuid)
             holders = self._allocated.get(name)
@@ -214,13 +218,18 @@ class Agent:
         for future in futures:
             future.result()
         canary.at_start(self.rt.barrier, list(self._devices.values()), lambda name: name in self._allocated)
-        self._resolved(local)
+        self._resolved(local, unguarded)
         self.rt.metrics.api_unknown.set(0)
         self._started.set()
         self.isolate()
 
-    def _resolved(self, local: dict[str, Holders | None]) -> None:
-        """The API answers again: say what became of each device guarded locally while it was down."""
+    def _resolved(self, local: dict[str, Holders | None], unguarded: set[str] | None = None) -> None:
+        """The API answers again: say what became of each device guarded locally while it was down.
+
+        ``unguarded``: devices of a backend without a local guard (AMD: ``none``); one a live claim
+        holds is a Warning, its pods may have started on memory not sanitized since the last tenant.
+        """
+        unguarded = unguarded or set()
         with self._local_lock:
             self._local.clear()
             for guard in _LOCAL_GUARDS:
@@ -228,7 +237,11 @@ class Agent:
         store = self.rt.barrier.deps.store
         for name, tenant in sorted(local.items()):
             state = store.load(name)
-            if tenant is not None:
+            if tenant is not None and name in unguarded:
+                message = (f"held by claim {tenant.claim}: guarded by its in-use taint now; no local guard existed "
+                           f"while the claims were unknown (no compute mode on this backend), so its pods may have "
+                           f"started on memory not sanitized since the previous tenant; sanitized when released")
+            elif tenant is not None:
                 lifted = "compute mode DEFAULT again" if not state.local_guard else "compute mode still PROHIBITED"
                 message = (f"held by claim {tenant.claim}: guarded by its in-use taint, {lifted}; sanitized when "
                            f"released")
@@ -237,7 +250,8 @@ class Agent:
             else:
                 message = f"free: {state.phase.value}{f' ({state.reason})' if state.reason else ''}"
             _LOG.warning("claims known again; %s, guarded locally while they were not: %s", name, message)
-            self.rt.guard.event(name, "LocalGuardResolved", message, self.clock, warning=False)
+            self.rt.guard.event(name, "LocalGuardResolved", message, self.clock,
+                                warning=tenant is not None and name in unguarded)
 
     def _hold_without_api(self) -> None:
         """Startup while the claims cannot be listed: keep every guard, signal nobody."""
@@ -262,8 +276,8 @@ class Agent:
             for name, info in list(self._devices.items()):
                 if self.api_known:
                     return  # the claims are listed: the normal startup recovery decides now
-                if self._local.get(name) in ("compute-mode", "compute-instance"):
-                    continue
+                if self._local.get(name) in ("compute-mode", "compute-instance", "none"):
+                    continue  # guarded, or no guard exists on this backend (said once)
                 outcome = self.rt.barrier.guard_unknown_locally(info)
                 if outcome == "known":
                     self._local.pop(name, None)
@@ -309,7 +323,7 @@ class Agent:
     def _map(self, claims: list[dict[str, Any]]) -> dict[str, Holders]:
         """Allocated devices of this node and every claim on each; unknown names: re-enumerate, alert, guard."""
         cfg = self.rt.config
-        allocated = device_holders(claims, cfg.node_name, cfg.tenant_boundary)
+        allocated = device_holders(claims, cfg.node_name, cfg.tenant_boundary, cfg.dra_driver)
         if any(name not in self._devices for name in allocated):
             self.refresh_devices()
         for name, holders in allocated.items():

@@ -36,8 +36,10 @@ class _LocalGuardMixin(_CiGuardMixin):
         the agent cannot see keeps running. Returns ``compute-mode`` (set), ``no-instance``
         (DynamicMIG placement without an instance: nothing can hold a context, nothing to set;
         retried), ``compute-instance`` (MIG before CUDA 13.3: its compute instances destroyed instead,
-        possible only while no process holds one; recreated, with a new UUID, when lifted), ``failed``
-        (NVML refused; logged, retried) or ``known`` (the device has a state).
+        possible only while no process holds one; recreated, with a new UUID, when lifted), ``none``
+        (a whole device whose backend has no compute mode, AMD: no local guard exists; nothing is
+        recorded as guarded, no barrier runs and nobody is signalled until the claims are known),
+        ``failed`` (NVML refused; logged, retried) or ``known`` (the device has a state).
         """
         with self.deps.store.lock(device.name):
             state = self.deps.store.load(device.name, device.uuid)
@@ -57,7 +59,15 @@ class _LocalGuardMixin(_CiGuardMixin):
             self.deps.store.save(state)
             try:
                 self.deps.nvml.set_compute_mode(target, ComputeMode.PROHIBITED)
-            except ComputeModeUnsupported:  # MIG before CUDA 13.3: no compute instance, no new context
+            except ComputeModeUnsupported as error:
+                if not target.is_mig:  # no compute mode on this backend (AMD): nothing local to set
+                    state.local_guard = False  # never said guarded: nothing to lift, and the API's answer says so
+                    self.deps.store.save(state)
+                    _LOG.error("%s: never sanitized (no saved state) and the claims are unknown: no local guard "
+                               "exists (%s); no barrier runs and nobody is signalled until the API answers, but "
+                               "nothing keeps a new tenant's process off it meanwhile", device.name, error)
+                    return "none"
+                # MIG before CUDA 13.3: no compute instance, no new context
                 problem = self._close_instances(device, target, state, self.deps.clock_for(device.name))
                 if problem is not None:
                     _LOG.error("%s: never sanitized, claims unknown: %s", device.name, problem)

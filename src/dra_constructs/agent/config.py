@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from dra_constructs._io import ReadBudget, read_input
 from dra_constructs._safe_load import json_document, yaml_documents
 from dra_constructs.agent.devhandles import DEFAULT_EXEMPT, ExemptRule
+from dra_constructs.catalog.amd import AMD_DRIVER
+from dra_constructs.catalog.driver import DRIVER
 from dra_constructs.errors import DraConstructsError
 
 __all__ = [
@@ -302,6 +304,12 @@ class AgentConfig(BaseModel):
     def state_path(self) -> Path:
         """``state_dir`` as a path."""
         return Path(self.state_dir)
+
+    @property
+    def dra_driver(self) -> str:
+        """The DRA driver whose claims and devices this agent guards: ``gpu.amd.com`` (backend amd), else
+        ``gpu.nvidia.com`` (the allocation results it maps, the DeviceTaintRules' ``deviceSelector.driver``)."""
+        return AMD_DRIVER if self.backend == "amd" else DRIVER
 
 
 #: Bytes of a config file read at most (a real one is about 1 KiB); a bigger file, a FIFO or a

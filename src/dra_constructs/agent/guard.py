@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dra_constructs.agent.clock import Clock
+from dra_constructs.agent.devices import DRIVER
 from dra_constructs.agent.kube import ApiError, KubeOps, retrying
 from dra_constructs.agent.lifecycle import Lifecycle
 from dra_constructs.agent.taints import device_labels, taint_rule, taint_rule_name
@@ -70,8 +71,10 @@ class Guard:
         retries: int,
         backoff_s: float,
         event_namespace: str = "default",
+        driver: str = DRIVER,
     ) -> None:
         self._kube = kube
+        self.driver = driver  # the DRA driver of the devices its rules select (gpu.nvidia.com, gpu.amd.com)
         self.target = target
         self.node = node
         self.key = key
@@ -133,7 +136,7 @@ class Guard:
     def _apply(self, device: str, value: str, clock: Clock, reason: str | None) -> bool:
         assert self._kube is not None
         body = taint_rule(self.target, self.node, device, key=self.key, effect=self.effect, value=value,
-                          reason=reason)
+                          reason=reason, driver=self.driver)
         return self._do(lambda: self._kube.apply_taint_rule(body) if self._kube else None, clock, device)
 
     def untaint(self, device: str, clock: Clock) -> bool:

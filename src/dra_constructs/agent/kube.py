@@ -144,8 +144,9 @@ def reserved_pods(claim: dict[str, Any]) -> tuple[str, ...]:
 
 
 def device_holders(claims: list[dict[str, Any]], node: str,
-                   boundary: TenantBoundary | None = None) -> dict[str, Holders]:
-    """Devices of ``gpu.nvidia.com`` in pool ``node`` allocated by ``claims``, with every claim holding each.
+                   boundary: TenantBoundary | None = None, driver: str = DRIVER) -> dict[str, Holders]:
+    """Devices of ``driver`` (``gpu.nvidia.com``; the AMD agent's ``gpu.amd.com``) in pool ``node`` allocated by
+    ``claims``, with every claim holding each.
 
     The allocation result shape (``status.allocation.devices.results[]``: driver, pool,
     device, adminAccess) is the same in v1beta1, v1beta2 and v1. Admin-access results are
@@ -157,7 +158,7 @@ def device_holders(claims: list[dict[str, Any]], node: str,
         allocation = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
         pods = reserved_pods(claim)
         for result in allocation.get("results") or []:
-            if result.get("driver") != DRIVER or result.get("pool") != node or result.get("adminAccess"):
+            if result.get("driver") != driver or result.get("pool") != node or result.get("adminAccess"):
                 continue
             namespace = meta.get("namespace")
             policy, problem = policy_for(claim, result.get("request"))

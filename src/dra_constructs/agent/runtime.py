@@ -123,17 +123,20 @@ def build_runtime(
         owners = ProcOwners(read=node.cgroup_text)  # the simulated processes' cgroup files, same format
     elif config.backend == "amd":
         from dra_constructs.agent.backends.amd_wiring import amd_backends
+        from dra_constructs.agent.devhandles_amd import AmdDeviceHandles
 
-        nvml, scrubber, health = amd_backends(config)
+        smi, scrubber, health = amd_backends(config)
+        nvml = smi
         if not host_pid_namespace():
             _LOG.error("not in the host PID namespace: AMD SMI's PIDs are host PIDs, so the agent signals nothing "
                        "and a device with processes left is quarantined (set hostPID: true)")
         signaller = host_signaller()
         owners = ProcOwners(config.proc_root)
-        if config.device_handles:
-            _LOG.warning("device_handles: the /proc/*/fd scan covers NVIDIA device nodes only; on AMD the drain "
-                         "relies on AMD SMI's process list and the unaccounted-memory check (/dev/dri render "
-                         "nodes are not scanned yet)")
+        if config.device_handles:  # render and card node of the device, and /dev/kfd (every GPU's)
+            scanner = AmdDeviceHandles(smi.drm_minors, smi.kfd_node, config.proc_root, config.amd.sysfs_root,
+                                       exempt=config.device_handles_exempt, owners=owners)
+            handles = scanner.scan
+            _warn_confined()
         real_amd = RealClock()
         clock_for = lambda _name: real_amd  # noqa: E731
     else:
@@ -166,9 +169,7 @@ def build_runtime(
         if config.device_handles:
             scanner = DeviceHandles(config.proc_root, exempt=config.device_handles_exempt, owners=owners)
             handles = scanner.scan
-            confined = lsm_confinement()
-            if confined is not None:
-                _LOG.warning("%s", confinement_warning(confined))
+            _warn_confined()
         real = RealClock()
         clock_for = lambda _name: real  # noqa: E731
     kube: KubeClient | None = None
@@ -185,7 +186,7 @@ def build_runtime(
     target = Target.parse(version, where="AgentConfig.kube.kubernetes_version")
     guard = Guard(kube_ops, target, config.node_name, key=config.taint_key, effect=config.taint_effect,
                   retries=config.kube.retries, backoff_s=config.kube.retry_backoff_s,
-                  event_namespace=config.kube.event_namespace)
+                  event_namespace=config.kube.event_namespace, driver=config.dra_driver)
     metrics = Metrics()
     scrub_off = nvml.scrub_on_free_disabled()
     metrics.scrub_on_free_disabled.set(-1 if scrub_off is None else int(scrub_off))
@@ -225,6 +226,13 @@ def build_runtime(
                           retries=config.kube.retries, backoff_s=config.kube.retry_backoff_s)
     isolation.served = lambda: guard.has_taints
     return Runtime(config, target, devices, Barrier(deps), guard, metrics, kube, node, enumeration, isolation)
+
+
+def _warn_confined() -> None:
+    """The device-handle scan reads other processes' fds: say so at start if an LSM confines the agent."""
+    confined = lsm_confinement()
+    if confined is not None:
+        _LOG.warning("%s", confinement_warning(confined))
 
 
 def _amd_reset_unavailable(_kind: str) -> str:

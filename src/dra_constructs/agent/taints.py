@@ -59,8 +59,10 @@ def taint_rule_name(node: str, device: str) -> str:
 
 def taint_rule(
     target: Target, node: str, device: str, *, key: str, effect: str, value: str, reason: str | None = None,
+    driver: str = DRIVER,
 ) -> dict[str, Any]:
-    """The DeviceTaintRule that taints exactly ``device`` in pool ``node`` of ``gpu.nvidia.com``."""
+    """The DeviceTaintRule that taints exactly ``device`` in pool ``node`` of ``driver`` (``gpu.nvidia.com``,
+    or ``gpu.amd.com`` for the AMD agent)."""
     api_version = target.device_taint_rule_api_version
     if api_version is None:
         raise DraConstructsError(
@@ -85,7 +87,7 @@ def taint_rule(
         },
         "spec": {
             # driver/pool/device exist in every version; no deviceClassName/selectors (see above).
-            "deviceSelector": {"driver": DRIVER, "pool": node, "device": device},
+            "deviceSelector": {"driver": driver, "pool": node, "device": device},
             "taint": {"key": key, "value": value, "effect": effect},
         },
     }

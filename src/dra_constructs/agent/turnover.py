@@ -7,7 +7,8 @@ claims (uids, kept in the device state) are compared with the live ones; disjoin
 turnover. The previous claims' bytes may still be in memory, so the device is never silently
 adopted; and the live claims' processes are never killed (they were not the released claim's):
 
-- guard first (compute mode PROHIBITED), then look at the processes on the device;
+- guard first (compute mode PROHIBITED; a backend without compute modes, AMD, has only the taint),
+  then look at the processes on the device;
 - none that could belong to the live claims (their pods, or an owner that cannot be read): run
   the turnover barrier for the previous claims (it signals only their pods' processes);
 - otherwise the live tenant already runs there: nobody is killed, compute mode goes back to
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from dra_constructs.agent.backends.base import BackendError, ComputeMode
+from dra_constructs.agent.backends.base import BackendError, ComputeMode, ComputeModeUnsupported
 from dra_constructs.agent.devices import DeviceInfo
 from dra_constructs.agent.evidence import EvidenceRecord
 from dra_constructs.agent.health import attest
@@ -73,8 +74,11 @@ def resolve(barrier: Barrier, device: DeviceInfo, before: Tenant, live: Holders)
     try:
         target = barrier._current(device)
         if target is not None:
-            deps.nvml.set_compute_mode(target, ComputeMode.PROHIBITED)
-            guarded = True
+            try:
+                deps.nvml.set_compute_mode(target, ComputeMode.PROHIBITED)
+                guarded = True
+            except ComputeModeUnsupported:
+                pass  # no compute mode (AMD): nothing to set, the taint guards it; the processes still decide
         pids = [] if target is None else [p for p in deps.nvml.processes(target) if p not in deps.own_pids]
     except BackendError as error:
         _LOG.warning("%s: cannot list its processes after a missed turnover (%s): running the barrier (it "

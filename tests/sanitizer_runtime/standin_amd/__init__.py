@@ -23,6 +23,7 @@ import importlib.util
 import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,11 @@ HERE = Path(__file__).resolve().parent
 MiB = 1 << 20
 #: amdsmi.h amdsmi_status_t values the tests inject.
 AMDSMI_STATUS_NO_PERM, AMDSMI_STATUS_DRIVER_NOT_LOADED = 10, 34
+
+#: ``/proc/devices`` of an amdgpu node: ``drm`` is DRM_MAJOR (226); ``kfd`` is dynamic (``register_chrdev(0,
+#: "kfd", ...)`` in kfd_chardev.c), here 511 so that it can be no other driver's on the test machine.
+KFD_MAJOR = 511
+PROC_DEVICES = f"Character devices:\n  1 mem\n  5 /dev/tty\n226 drm\n{KFD_MAJOR} kfd\n\nBlock devices:\n  7 loop\n"
 
 _IMPLEMENTED = re.compile(r"^amdsmi_status_t (amdsmi_\w+)\(", re.M)
 
@@ -130,6 +136,19 @@ class AmdNode:
                       "extra_pids": ",".join(map(str, d.extra_pids))}
             lines += [f"dev.{i}.{k}={v}" for k, v in values.items()]
         self.config_path.write_text("\n".join(lines) + "\n")
+        self.proc_root.mkdir(parents=True, exist_ok=True)
+        (self.proc_root / "devices").write_text(PROC_DEVICES, encoding="utf-8")
+
+    def dev(self, name: str) -> str:
+        """The node's ``/dev/<name>`` (``kfd``, ``dri/renderD<N>``, ``dri/card<N>``) as a real character device
+        with the numbers amdgpu gives it (mknod: the tests run as root); its path."""
+        number = (KFD_MAJOR, 0) if name == "kfd" else (226, int(name.rpartition("renderD" if "render" in name
+                                                                                 else "card")[2]))
+        path = self.root / "dev" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(*number))
+        return str(path)
 
     def memory(self, index: int) -> bytes:
         """The VRAM bytes of device ``index`` as the stand-in holds them."""
@@ -145,14 +164,26 @@ class AmdNode:
         return env
 
     def fake_sysfs(self, partitions_per_gpu: dict[int, int], *, cleaner_shader: bool = True) -> FakeSysfs:
-        """``<root>/sys/bus/pci/devices/<bdf>/{enforce_isolation,run_cleaner_shader}`` per GPU."""
-        return FakeSysfs(self.sysfs, partitions_per_gpu, cleaner_shader)
+        """``<root>/sys/bus/pci/devices/<bdf>/{enforce_isolation,run_cleaner_shader}`` per GPU, and the KFD
+        topology node of each device (the stand-in's ``amdsmi_get_gpu_kfd_info`` says node ``index + 1``)."""
+        return FakeSysfs(self.sysfs, partitions_per_gpu, cleaner_shader,
+                         {i + 1: d.render for i, d in enumerate(self.devices)})
 
 
 def bdf_name(as_uint: int) -> str:
     """``amdsmi_bdf_t.as_uint`` as the PCI address sysfs names a device by."""
     return (f"{(as_uint >> 16) & 0xFFFF:04x}:{(as_uint >> 8) & 0xFF:02x}:{(as_uint >> 3) & 0x1F:02x}."
             f"{as_uint & 0x7:x}")
+
+
+def kfd_node(sysfs: Path, node: int, render: int) -> Path:
+    """``<sysfs>/class/kfd/kfd/topology/nodes/<node>/properties`` of a GPU node as kfd_topology.c prints it
+    (``node_show``: one ``<name> <value>`` per line; ``drm_render_minor`` is the render node's minor)."""
+    properties = sysfs / "class/kfd/kfd/topology/nodes" / str(node) / "properties"
+    properties.parent.mkdir(parents=True, exist_ok=True)
+    properties.write_text(f"cpu_cores_count 0\nsimd_count 152\nmem_banks_count 1\ngfx_target_version 90402\n"
+                          f"vendor_id 4098\ndevice_id 29856\ndrm_render_minor {render}\nnum_xcc 1\n", encoding="ascii")
+    return properties
 
 
 class FakeSysfs:
@@ -165,9 +196,12 @@ class FakeSysfs:
     test keeps by reading it back).
     """
 
-    def __init__(self, root: Path, partitions_per_gpu: dict[int, int], cleaner_shader: bool) -> None:
+    def __init__(self, root: Path, partitions_per_gpu: dict[int, int], cleaner_shader: bool,
+                 render_minors: dict[int, int] | None = None) -> None:
         self.root = root
         self.dirs: dict[int, Path] = {}
+        for node, render in (render_minors or {}).items():
+            kfd_node(root, node, render)
         for bdf, count in partitions_per_gpu.items():
             d = root / "bus" / "pci" / "devices" / bdf_name(bdf)
             d.mkdir(parents=True, exist_ok=True)

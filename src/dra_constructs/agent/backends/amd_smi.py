@@ -64,6 +64,7 @@ class AmdFacts:
     render: int
     compute_partition: str | None   # "SPX", "DPX", "QPX", "CPX" (None: not partitionable)
     memory_partition: str | None    # "NPS1", "NPS4", ...
+    kfd_node: int | None = None     # amdsmi_kfd_info_t.node_id: its KFD topology node (None: not given)
 
 
 class AmdSmiDevices:
@@ -134,7 +135,8 @@ class AmdSmiDevices:
             facts[uuid] = AmdFacts(
                 bdf=_bdf_int(bdf), partition=int(partition) if isinstance(partition, int) else 0,
                 hip_uuid=str(info.get("hip_uuid") or ""), hip_id=hip_id if isinstance(hip_id, int) else None,
-                card=card, render=render, compute_partition=compute or None, memory_partition=memory or None)
+                card=card, render=render, compute_partition=compute or None, memory_partition=memory or None,
+                kfd_node=kfd.get("node_id") if isinstance(kfd.get("node_id"), int) else None)
         with self._lock:
             self._handles, self._facts = by_uuid, facts
         return EnumerationResult(found, errors)
@@ -157,6 +159,15 @@ class AmdSmiDevices:
             raise BackendError("amdsmi_get_processor_handles",
                                f"{device.name} ({device.uuid}) is not listed by amd-smi", fatal=True)
         return known
+
+    def drm_minors(self, device: DeviceInfo) -> tuple[int, int]:
+        """(card, render) minors of the device's DRM nodes (``drm_card``, ``drm_render`` of the enumeration)."""
+        facts = self.facts(device)
+        return facts.card, facts.render
+
+    def kfd_node(self, device: DeviceInfo) -> int | None:
+        """The device's KFD topology node (``amdsmi_get_gpu_kfd_info`` ``node_id``); None if AMD SMI gave none."""
+        return self.facts(device).kfd_node
 
     def handle(self, device: DeviceInfo) -> Any:
         """The amd-smi processor handle of ``device``."""
