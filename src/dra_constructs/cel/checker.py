@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from dra_constructs.cel import _astpb, _tree
-from dra_constructs.cel._deep import compile_deep, declarations
+from dra_constructs.cel._deep import compile_deep, declarations, error_blocks, error_location
 from dra_constructs.cel._depth import cel_go_depth_error, deep_stack
 from dra_constructs.cel._env import EnvKey, check_env, check_env_with, env_key
 from dra_constructs.cel._fold import folding_issue, folds_conversions
@@ -190,8 +190,8 @@ _UNDECLARED = re.compile(r"^ERROR: <input>:(\d+):(\d+): undeclared reference to 
 
 
 def _engine_error(error: Exception, expression: str) -> str:
-    """cel-cpp's message, in cel-go's words: cel-go names the undeclared *identifier* of a
-    qualified name (``'devices'`` at its own column), cel-cpp the whole name."""
+    """cel-cpp's message, in cel-go's words and order: cel-go names the undeclared *identifier* of
+    a qualified name (``'devices'`` at its own column), cel-cpp the whole name."""
     lines = str(error).strip().splitlines()
     if lines:
         lines[0] = _STATUS.sub("", lines[0])
@@ -209,7 +209,9 @@ def _engine_error(error: Exception, expression: str) -> str:
         lines[index] = f"ERROR: <input>:{line_no}:{start + 1}: undeclared reference to '{head}' (in container '')"
         if index + 2 < len(lines) and lines[index + 2].lstrip().startswith("|"):
             lines[index + 2] = " | " + "." * start + "^"
-    return "\n".join(lines)
+    # cel-cpp lists a member call's argument errors before its receiver's; cel-go prints its
+    # errors sorted by line, then column (``common.Errors.ToDisplayString``, a stable sort).
+    return "\n".join(sorted(error_blocks("\n".join(lines)), key=error_location))
 
 
 class _Serialized:
