@@ -32,6 +32,7 @@ from dra_constructs.cel._validate import (
     regex_constant_issues,
     regex_literal_ok,
     validate,
+    validation_reads_types,
 )
 from dra_constructs.cel.cost import estimate_cost
 from dra_constructs.cel.fixes import suggest_fix
@@ -369,7 +370,7 @@ def _refusal(expression: str, target: Target, checked: Any, tree: _tree.Tree) ->
     """The ``Invalid`` verdict of a compiled expression (cel-go types, validators, result, program), if any."""
     name = str(target)
     needs_validation = might_need_validation(expression)
-    go = go_types(tree, expression, needs_validation)
+    go = go_types(tree, expression, needs_validation and validation_reads_types(expression))
     if go is not None and go.range_errors:  # cel-go's checker errors come before any validator runs
         ordered = sorted(go.range_errors, key=lambda error: checked.source_info.positions.get(error[0], 0))
         message = "compilation failed: " + "\n".join(issue(checked, i, expression, m) for i, m in ordered)
