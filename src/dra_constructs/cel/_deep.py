@@ -13,8 +13,10 @@ A subtree that reads a variable bound around it (a macro's or ``cel.bind``'s) is
 that variable declared, of the type the binder gives it: the element (or index and element) of
 the range's list, the key (or key and value) of its map, ``dyn`` of a ``dyn`` range, the type of
 ``cel.bind``'s value; the range is compiled alone for its type (:func:`_bound_types`). Binders
-of other shapes (``cel.block``) are not cut through; when no cut avoids them,
-:func:`compile_deep` returns ``None`` and the engine's depth error stands.
+of other shapes are not cut through; when no cut avoids them, :func:`compile_deep` returns
+``None`` and the engine's depth error stands. (``cel.block`` is not one: the DRA environment has
+Bindings version 0, so ``cel.block`` is an undeclared reference at any depth, as on the real
+servers, ``tests/cel/test_block_real.py``.)
 """
 
 from __future__ import annotations
