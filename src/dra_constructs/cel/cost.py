@@ -111,19 +111,22 @@ class _Coster:
         known = self.sizes.get(e.id)
         if known is not None:
             return known
-        if e.kind in _LITERALS:
+        kind = e.kind
+        if kind in _LITERALS:
             literal = self.literal_size(e)
             if literal is not None:
                 return literal
         if not self.v2:
             return None
-        size = self.estimator_size(self.get_path(e))
-        if size is not None:
-            self.sizes[e.id] = size
-            return size
+        if self.size_estimator:  # estimator_size(get_path(e)), without copying a node's path
+            path = self.get_path(e) if kind == "ident_expr" else self.paths.get(e.id)
+            size = dra_size(path, self.device) if path else None
+            if size is not None:
+                self.sizes[e.id] = size
+                return size
         if is_scalar(e.type, True):
             return ONE
-        if e.kind == "ident_expr":
+        if kind == "ident_expr":
             local = self._peek(e.name)
             if local is not None and local.size is not None:
                 return local.size
