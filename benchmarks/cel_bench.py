@@ -4,7 +4,9 @@
    quantity and version comparisons, regular expressions, guards, comprehensions, binds),
    cold (nothing cached) and again (every expression cached). Baseline in the same process:
    cel-cpp's own compile of the same expressions (the floor the checker builds on).
-   Also 10 expressions nested past cel-cpp's 32 levels (compiled in pieces, ``_deep``).
+   Also 10,000 unrelated expressions judged in full with no sharing, one by one (``_judge``) and
+   in batches of 250 (``_judge_many``, the path of ``check_many``), interleaved with a bare compile,
+   and 10 expressions nested past cel-cpp's 32 levels (compiled in pieces, ``_deep``).
 2. ``match``: 100 selectors x 1,000 catalog devices, cold (devices prepared on first use)
    and again. Baseline: cel-cpp evaluating a trivial program on the same activations.
 
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from dra_constructs.catalog import DEVICE_CLASS_SELECTORS
 from dra_constructs.cel import catalog_devices, check, match_devices
 from dra_constructs.cel._env import check_env, env_key
-from dra_constructs.cel.checker import _judge
+from dra_constructs.cel.checker import _judge, _judge_many
 from dra_constructs.target import Target
 
 PRODUCTS = ["h100", "a100", "h200", "b200", "a30"]
@@ -64,22 +66,20 @@ def timed(label: str, fn: Callable[[], object]) -> float:
     return elapsed
 
 
-def interleaved(first: Callable[[str], object], first_items: list[str], second: Callable[[str], object],
-                second_items: list[str], batch: int = 250) -> tuple[float, float]:
-    """Total seconds of ``first`` and ``second`` over their items, timed in alternating batches.
+def interleaved(runs: list[tuple[Callable[[list[str]], object], list[str]]], batch: int = 250) -> list[float]:
+    """Total seconds of each ``(fn, items)`` run over its items, timed in alternating batches.
 
-    The machine is shared, so load drifts within seconds: alternating batches keeps the ratio of
-    the two fair even when their absolute times are not.
+    ``fn`` takes a batch of items. The machine is shared, so load drifts within seconds:
+    alternating batches keeps the ratios of the runs fair even when their absolute times are not.
     """
-    totals = [0.0, 0.0]
-    for start in range(0, max(len(first_items), len(second_items)), batch):
-        for index, (fn, items) in enumerate(((first, first_items), (second, second_items))):
+    totals = [0.0] * len(runs)
+    for start in range(0, max(len(items) for _, items in runs), batch):
+        for index, (fn, items) in enumerate(runs):
             chunk = items[start:start + batch]
             began = time.process_time()
-            for item in chunk:
-                fn(item)
+            fn(chunk)
             totals[index] += time.process_time() - began
-    return totals[0], totals[1]
+    return totals
 
 
 def main() -> None:
@@ -94,11 +94,18 @@ def main() -> None:
     parsed = Target.parse(target)
     key = env_key(parsed)
     unshared = expressions(10_000, "u")
-    bare, full = interleaved(env.compile, expressions(10_000, "v"), lambda e: _judge(e, parsed, key), unshared)
+    bare, full, batched = interleaved([
+        (lambda chunk: [env.compile(e) for e in chunk], expressions(10_000, "v")),
+        (lambda chunk: [_judge(e, parsed, key) for e in chunk], unshared),
+        (lambda chunk: _judge_many(chunk, parsed, key), expressions(10_000, "w")),
+    ])
     print(f"{'unrelated: bare cel-cpp compile, 10,000 (interleaved)':58s} {bare:7.3f} s")
     print(f"{'unrelated: full check without any sharing (_judge), 10,000':58s} {full:7.3f} s")
     print(f"  without sharing: {full / len(unshared) * 1e6:.0f} us per expression, "
           f"{full / bare:.2f}x a bare compile measured in the same run")
+    print(f"{'unrelated: the same in batches of 250 (_judge_many)':58s} {batched:7.3f} s")
+    print(f"  batched (check_many's path): {batched / len(unshared) * 1e6:.0f} us per expression, "
+          f"{batched / bare:.2f}x a bare compile measured in the same run")
     verdicts = {check(e, target).verdict for e in exprs}
     print(f"  verdicts seen: {sorted(verdicts)}; cold/baseline ratio {cold / compile_s:.2f}; "
           f"per check {cold / len(exprs) * 1e6:.0f} us cold, {warm / len(exprs) * 1e6:.1f} us cached")

@@ -95,3 +95,13 @@ def test_allow_multiple_allocations_follows_the_default_feature_gates() -> None:
         assert "undefined field 'allowMultipleAllocations'" in (result.error or "")
     assert check(expression, "1.36").cost == 3
     assert check(expression, "1.34", allow_multiple_allocations=True).cost == 3
+
+
+@pytest.mark.parametrize("version", ["1.32", "1.37"])
+def test_errors_print_sorted_by_line_and_column(version: str) -> None:
+    # cel-cpp reports a member call's argument errors before its receiver's; cel-go sorts them
+    # (the real 1.37.2 and 1.34.4 servers print these, test_block_real.py)
+    error = check("cel.block([1], cel.index(0) > 0)", version).error or ""
+    columns = [int(line.split(":")[3]) for line in error.splitlines() if "ERROR: <input>:" in line]
+    assert columns == [1, 10, 16, 25]
+    assert "undeclared reference to 'block'" in error and "undeclared reference to 'index'" in error

@@ -9,7 +9,7 @@ no cdk8s import.
 from __future__ import annotations
 
 from dra_constructs.cel._runtime import CelRuntimeError
-from dra_constructs.cel.checker import MAX_COST, MAX_LENGTH, CelCheck, Verdict, check
+from dra_constructs.cel.checker import MAX_COST, MAX_LENGTH, CelCheck, Verdict, check, check_many
 from dra_constructs.cel.fixes import suggest_fix
 from dra_constructs.cel.inventory import Device, devices_from_slices, load_resource_slices
 from dra_constructs.cel.matching import (
@@ -31,6 +31,7 @@ __all__ = [
     "best_pool",
     "catalog_devices",
     "check",
+    "check_many",
     "devices_from_slices",
     "evaluate",
     "explain_no_match",

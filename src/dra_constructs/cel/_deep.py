@@ -13,8 +13,10 @@ A subtree that reads a variable bound around it (a macro's or ``cel.bind``'s) is
 that variable declared, of the type the binder gives it: the element (or index and element) of
 the range's list, the key (or key and value) of its map, ``dyn`` of a ``dyn`` range, the type of
 ``cel.bind``'s value; the range is compiled alone for its type (:func:`_bound_types`). Binders
-of other shapes (``cel.block``) are not cut through; when no cut avoids them,
-:func:`compile_deep` returns ``None`` and the engine's depth error stands.
+of other shapes are not cut through; when no cut avoids them, :func:`compile_deep` returns
+``None`` and the engine's depth error stands. (``cel.block`` is not one: the DRA environment has
+Bindings version 0, so ``cel.block`` is an undeclared reference at any depth, as on the real
+servers, ``tests/cel/test_block_real.py``.)
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dra_constructs.cel import _astpb
 from dra_constructs.cel._depth import Node, parse
 from dra_constructs.cel._validate import format_type
 
-__all__ = ["PIECE_HEIGHT", "compile_deep", "declarations"]
+__all__ = ["PIECE_HEIGHT", "compile_deep", "declarations", "error_blocks", "error_location"]
 
 #: Levels of the parse tree one piece may hold; every cel-cpp counter grows at most one per
 #: level, so pieces stay well below its 32.
@@ -385,7 +387,7 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
                     return None
                 if any(name in error for name in opaque.values()) and not _EQUALITY.search(error):
                     return None  # an index or call into a part past cel-cpp's type nesting: not checked here
-                errors.extend(_blocks(_original_lines(_named(error, opaque), text, expression)))
+                errors.extend(error_blocks(_original_lines(_named(error, opaque), text, expression)))
                 # like cel-go's error type, `dyn` lets the rest be checked without follow-on errors
                 declared.append((piece.name, _DYN_TYPE))
                 continue
@@ -399,7 +401,7 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
             declared.append((piece.name, piece_type.SerializeToString()))
     except _Unsupported:
         return None
-    return None, "\n".join(sorted(errors, key=_location))
+    return None, "\n".join(sorted(errors, key=error_location))
 
 
 _DYN_TYPE = _astpb.Type(dyn={}).SerializeToString()
@@ -408,7 +410,7 @@ _EQUALITY = re.compile(r"^ERROR: <input>:\d+:\d+: found no matching overload for
 _LOCATION = re.compile(r"^ERROR: <input>:(-?\d+):(-?\d+): ")
 
 
-def _blocks(error: str) -> list[str]:
+def error_blocks(error: str) -> list[str]:
     """One engine message split into its errors (each ``ERROR: ...`` line and its source lines)."""
     blocks: list[str] = []
     for line in error.split("\n"):
@@ -419,7 +421,7 @@ def _blocks(error: str) -> list[str]:
     return blocks
 
 
-def _location(block: str) -> tuple[int, int]:
+def error_location(block: str) -> tuple[int, int]:
     """cel-go prints errors ordered by line, then column."""
     found = _LOCATION.match(block)
     return (int(found.group(1)), int(found.group(2))) if found else (0, 0)

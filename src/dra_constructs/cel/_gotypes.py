@@ -280,7 +280,7 @@ def go_types(tree: Tree, text: str, validated: bool) -> GoTypes | None:
 
     They differ only where an attribute value is read (or the capacity through the ``device``
     object, which cel-cpp sees as ``google.protobuf.Struct``), and matter only for a comprehension, an
-    AST validator (``validated``: the text may hold a literal or a validated call) or a ``dyn``
+    AST validator that reads types (``validated``: a literal or a ``format`` call) or a ``dyn``
     result.
     """
     if "attributes" not in text and "capacity" not in text:

@@ -276,6 +276,12 @@ def might_need_validation(text: str) -> bool:
     return any(name in text for name in _VALIDATED_CALLS) or _AGGREGATE.search(text) is not None
 
 
+def validation_reads_types(text: str) -> bool:
+    """Can an AST validator read a node's type? Only the ``format`` validator and the homogeneous
+    list/map literal checks do (the ``duration``/``timestamp``/``matches`` literal checks do not)."""
+    return "format" in text or _AGGREGATE.search(text) is not None
+
+
 def validate(checked: Any, tree: Tree, text: str, types: Any = None, needed: bool | None = None) -> list[str]:
     """The issues of the Kubernetes AST validators, in cel-go's format (``types``: cel-go's view;
     ``needed``: ``might_need_validation(text)`` when the caller has it).

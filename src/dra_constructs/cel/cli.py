@@ -119,8 +119,7 @@ def _utf8_expression(expression: str, where: str) -> str:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    from dra_constructs.cel import check
-    from dra_constructs.cel.checker import parse_target
+    from dra_constructs.cel.checker import check_many, parse_target
 
     target = parse_target(args.kubernetes_version)
     if args.jsonl is not None and args.expressions:
@@ -129,8 +128,8 @@ def _run_check(args: argparse.Namespace) -> int:
                                  "drop the positional expressions or the --jsonl option")
     if args.jsonl is not None:
         all_ok = True
-        for record in _read_jsonl(args.jsonl):
-            result = check(record["expression"], target)
+        records = _read_jsonl(args.jsonl)
+        for record, result in zip(records, check_many([r["expression"] for r in records], target), strict=True):
             all_ok &= result.ok
             _write({**record, "verdict": result.verdict, "error": result.error, "cost": result.cost}, sys.stdout)
         return 0 if all_ok else 1
@@ -147,8 +146,7 @@ def _run_check(args: argparse.Namespace) -> int:
     from dra_constructs.cel.fixes import misspelt_names
 
     all_ok = True
-    for expression in expressions:
-        result = check(expression, target)
+    for expression, result in zip(expressions, check_many(expressions, target), strict=True):
         all_ok &= result.ok
         cost = f" (cost {result.cost})" if result.cost is not None else ""
         print(f"{result.verdict}{cost}: {expression}")

@@ -111,19 +111,22 @@ class _Coster:
         known = self.sizes.get(e.id)
         if known is not None:
             return known
-        if e.kind in _LITERALS:
+        kind = e.kind
+        if kind in _LITERALS:
             literal = self.literal_size(e)
             if literal is not None:
                 return literal
         if not self.v2:
             return None
-        size = self.estimator_size(self.get_path(e))
-        if size is not None:
-            self.sizes[e.id] = size
-            return size
+        if self.size_estimator:  # estimator_size(get_path(e)), without copying a node's path
+            path = self.get_path(e) if kind == "ident_expr" else self.paths.get(e.id)
+            size = dra_size(path, self.device) if path else None
+            if size is not None:
+                self.sizes[e.id] = size
+                return size
         if is_scalar(e.type, True):
             return ONE
-        if e.kind == "ident_expr":
+        if kind == "ident_expr":
             local = self._peek(e.name)
             if local is not None and local.size is not None:
                 return local.size
@@ -336,17 +339,18 @@ class _Coster:
             arg_cost = self.cost(call.args[0])
             self._copy_sizes(e, call.args[0])
             return ONE.add(arg_cost)
-        arg_costs = [self.cost(a) for a in call.args]
+        # a literal costs nothing and records nothing: no call for it (most arguments are literals)
+        arg_costs = [ZERO if a.kind == "const_expr" else self.cost(a) for a in call.args]
         overloads = e.overloads
         if not overloads:
             return ZERO
         # AstNodes only for calls whose price depends on sizes (most calls cost 1 + their arguments)
         priced = call.function in K8S_PRICED or not PRICED_OVERLOADS.isdisjoint(overloads)
         arg_nodes = [self.node(a) for a in call.args] if priced else []
-        total = ZERO
+        total: Est | None = None  # the receiver's cost (an Est is never changed in place)
         target: AstNode | None = None
         if call.target is not None:
-            total = total.add(self.cost(call.target))
+            total = self.cost(call.target)
             target = self.node(call.target) if priced else None
         fn = Est(MAX_UINT64, 0)
         result: Est | None = None
@@ -373,13 +377,15 @@ class _Coster:
                 result = self.compute_size(e)
         if result is not None:
             self.sizes[e.id] = result
-        return total.add(fn)
+        return fn if total is None else total.add(fn)
 
     def function_cost(self, e: Any, function: str, overload: str, target: AstNode | None,
                       args: list[AstNode], arg_costs: list[Est]) -> tuple[Est, Est | None]:
-        arg_sum = ZERO
-        for cost in arg_costs:
-            arg_sum = arg_sum.add(cost)
+        low = high = 0
+        for cost in arg_costs:  # the saturating sum, saturated once (every term is non-negative)
+            low += cost.min
+            high += cost.max
+        arg_sum = Est(low if low <= MAX_UINT64 else MAX_UINT64, high if high <= MAX_UINT64 else MAX_UINT64)
         k8s = k8s_call_cost(self, function, overload, target, args)
         if k8s is not None:
             return k8s[0].add(arg_sum), k8s[1]
