@@ -71,9 +71,9 @@ def _node_shape(root: yaml.Node | None) -> list[Any]:
     return shape
 
 
-def _reference(text: str) -> tuple[list[Any], list[Any]] | None:
+def _reference(text: str, reference: type[yaml.SafeLoader] = _REFERENCE) -> tuple[list[Any], list[Any]] | None:
     """PyYAML's values and nodes (composed, then constructed: merge keys flatten them) of ``text``, or ``None``."""
-    loader = _REFERENCE(text)
+    loader = reference(text)
     values: list[Any] = []
     nodes: list[Any] = []
     try:
@@ -113,9 +113,9 @@ def _justified(problem: str, nodes: list[yaml.Node]) -> bool:
     return False
 
 
-def assert_same_as_pyyaml(text: str) -> None:
+def assert_same_as_pyyaml(text: str, loader: type[yaml.SafeLoader] = _REFERENCE) -> None:
     """``yaml_documents(text)`` equals PyYAML's reading of it, or refuses it as PyYAML does / by our limit."""
-    reference = _reference(text)
+    reference = _reference(text, loader)
     try:
         documents = list(yaml_documents(text, "t.yaml"))
     except DraConstructsError as error:
@@ -169,6 +169,13 @@ CASES = {
 @pytest.mark.parametrize("text", CASES.values(), ids=CASES.keys())
 def test_corner_cases_read_as_pyyaml_reads_them(text: str) -> None:
     assert_same_as_pyyaml(text)
+
+
+@pytest.mark.parametrize("text", CASES.values(), ids=CASES.keys())
+def test_without_libyaml_too(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyYAML's pure-Python loader (an image without libyaml) takes the same callbacks: what it reads alone."""
+    monkeypatch.setattr(_safe_load, "_Loader", yaml.SafeLoader)
+    assert_same_as_pyyaml(text, yaml.SafeLoader)  # (its plain scalars have style None, libyaml's "")
 
 
 def test_the_cases_cover_what_they_claim() -> None:
