@@ -120,7 +120,7 @@ def audit(
     for done, m in enumerate(manifests):
         if progress is not None and not done & 1023:
             progress.update(done, len(manifests))
-        shape = shape_key(m) if memoize else None
+        shape = (m.shape or shape_key(m)) if memoize else None  # (the loader computed most)
         known = by_shape.get(shape) if shape is not None else None
         if known is None:
             if shape is not None:
