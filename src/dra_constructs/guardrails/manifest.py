@@ -48,7 +48,7 @@ _POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
 _T = TypeVar("_T")
 
 
-class cached_property(Generic[_T]):  # noqa: N801 - named as the functools one it stands in for
+class cached_property(Generic[_T]):  # named as the functools one it stands in for
     """:func:`functools.cached_property` without the lock Python 3.11's takes on every first access.
 
     A 200,000-object audit makes over a million first accesses; the lock (removed in Python

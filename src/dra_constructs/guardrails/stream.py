@@ -35,7 +35,7 @@ from dra_constructs.guardrails.loader import (
     _objects,
     each_input,
 )
-from dra_constructs.guardrails.manifest import Manifest
+from dra_constructs.guardrails.manifest import Manifest, PodView, _Discovered
 from dra_constructs.guardrails.shape_key import shape_key
 from dra_constructs.guardrails.skipped import SkippedInput, unauditable
 
@@ -96,8 +96,30 @@ def _slim(manifest: Manifest, first: Manifest) -> Manifest:
             obj[key] = value
         elif key != "status":
             obj[key] = first.obj[key]
-    return Manifest(obj, file=manifest.file, line=manifest.line, position=manifest.position, span=manifest.span,
+    slim = Manifest(obj, file=manifest.file, line=manifest.line, position=manifest.position, span=manifest.span,
                     shape=first.shape)  # (one key object per shape: a key is kilobytes)
+    # What derives from fields in the key only is the first object's: computed once per shape.
+    known = slim.__dict__
+    for name in _SHARED:
+        known[name] = getattr(first, name)
+    pods = first.pods
+    if any(pod.metadata is first.metadata for pod in pods):  # a Pod's pod metadata is its own metadata
+        known["_discovered"] = _Discovered(pods=[_own_pod(pod, slim.metadata) for pod in pods])
+    else:
+        known["_discovered"] = first.__dict__["_discovered"]  # pod templates: the same dicts
+    return slim
+
+
+#: Cached properties of a :class:`Manifest` that read only fields its shape key holds.
+_SHARED = ("api_version", "kind", "group", "version", "namespace", "display_namespace")
+
+
+def _own_pod(pod: PodView, metadata: dict[str, Any]) -> PodView:
+    """``pod`` (of the first object of a shape) with another object's metadata and its listings."""
+    own = PodView(pod.spec, pod.path, metadata, pod.metadata_path)
+    for name in ("_containers", "_main_containers", "_claims"):
+        own.__dict__[name] = getattr(pod, name)  # (the spec is the same dict)
+    return own
 
 
 class _FileSink:
