@@ -89,36 +89,49 @@ class Collector:
 def _slim(manifest: Manifest, first: Manifest) -> Manifest:
     """``manifest`` with its identity and the fields of ``first`` (same shape key) otherwise."""
     obj: dict[str, Any] = {}
+    first_obj = first.obj
     for key, value in manifest.obj.items():
-        if key == "metadata" and isinstance(value, dict):
+        if key == "metadata" and isinstance(value, dict) and not _SLIM_METADATA_DROPPED.isdisjoint(value):
             obj[key] = {k: v for k, v in value.items() if k not in _SLIM_METADATA_DROPPED}
-        elif key in ("apiVersion", "kind"):
+        elif key in _OWN:
             obj[key] = value
         elif key != "status":
-            obj[key] = first.obj[key]
+            obj[key] = first_obj[key]
     slim = Manifest(obj, file=manifest.file, line=manifest.line, position=manifest.position, span=manifest.span,
                     shape=first.shape)  # (one key object per shape: a key is kilobytes)
     # What derives from fields in the key only is the first object's: computed once per shape.
     known = slim.__dict__
-    for name in _SHARED:
-        known[name] = getattr(first, name)
-    pods = first.pods
-    if any(pod.metadata is first.metadata for pod in pods):  # a Pod's pod metadata is its own metadata
-        known["_discovered"] = _Discovered(pods=[_own_pod(pod, slim.metadata) for pod in pods])
+    cached = first.__dict__
+    shared = cached.get(_SHARED_KEY)
+    if shared is None:
+        shared = cached[_SHARED_KEY] = {name: getattr(first, name) for name in _SHARED}
+        first.pods  # noqa: B018 - computes ``_discovered``
+    known.update(shared)
+    discovered: _Discovered = cached["_discovered"]
+    if any(pod.metadata is first.metadata for pod in discovered.pods):  # a Pod's pod metadata is its own
+        own = _Discovered.__new__(_Discovered)
+        own.__dict__.update(pods=[_own_pod(pod, slim.metadata) for pod in discovered.pods],
+                            loose=discovered.loose, resources=discovered.resources)
+        known["_discovered"] = own
     else:
-        known["_discovered"] = first.__dict__["_discovered"]  # pod templates: the same dicts
+        known["_discovered"] = discovered  # pod templates: the same dicts
     return slim
 
 
+#: Top-level fields a slim copy keeps of its own object (``metadata`` as well).
+_OWN = frozenset({"apiVersion", "kind", "metadata"})
 #: Cached properties of a :class:`Manifest` that read only fields its shape key holds.
 _SHARED = ("api_version", "kind", "group", "version", "namespace", "display_namespace")
+#: Where the first object of a shape keeps their values (in its ``__dict__``, next to the cached ones).
+_SHARED_KEY = "_stream_shared"
 
 
 def _own_pod(pod: PodView, metadata: dict[str, Any]) -> PodView:
-    """``pod`` (of the first object of a shape) with another object's metadata and its listings."""
-    own = PodView(pod.spec, pod.path, metadata, pod.metadata_path)
-    for name in ("_containers", "_main_containers", "_claims"):
-        own.__dict__[name] = getattr(pod, name)  # (the spec is the same dict)
+    """``pod`` (of the first object of a shape) with another object's metadata, and its listings
+    (the spec is the same dict). Built without the frozen dataclass's ``__init__`` (one dict update)."""
+    own = PodView.__new__(PodView)
+    own.__dict__.update(spec=pod.spec, path=pod.path, metadata=metadata, metadata_path=pod.metadata_path,
+                        _containers=pod._containers, _main_containers=pod._main_containers, _claims=pod._claims)
     return own
 
 
