@@ -18,7 +18,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -180,14 +180,20 @@ class _SpanFile(_File):
         self.json = True
         self.path = path
         self.spans = spans  # 1-based start line -> bytes [start, end) of the object
+        self.handle: BinaryIO | None = None
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
 
     def node_at(self, line: int) -> tuple[yaml.Node, int] | None:
         if line not in self.nodes and line in self.spans:
             start, end = self.spans[line]
             try:
-                with open(self.path, "rb") as handle:
-                    handle.seek(start)
-                    text = handle.read(end - start).decode("utf-8")
+                if self.handle is None:
+                    self.handle = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+                self.handle.seek(start)
+                text = self.handle.read(end - start).decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 return None
             node = self._compose_object_text(text)
@@ -257,8 +263,12 @@ def _with_field_lines(result: AuditResult, texts: dict[str, str] | None,
                 except DraConstructsError:
                     continue
             opened = _File(text)
-        for i, finding in zip(indexes, _relocate(found, {file: opened}), strict=True):
-            located[i] = finding
+        try:
+            for i, finding in zip(indexes, _relocate(found, {file: opened}), strict=True):
+                located[i] = finding
+        finally:
+            if isinstance(opened, _SpanFile):
+                opened.close()
     count = len(result.findings)
     findings = tuple(sorted(located[:count], key=_order))
     suppressed = tuple(SuppressedFinding(f, s.reason) for f, s in zip(located[count:], result.suppressed, strict=True))
