@@ -152,3 +152,15 @@ def test_max_total_bytes_is_the_total_limit(tmp_path: Path, capsys: pytest.Captu
     assert main(["audit", "--quiet", "--max-total-bytes", "1KiB", str(path)]) == 2
     assert "input too large: the limit is 1024 bytes per run" in capsys.readouterr().err
     assert main(["audit", "--quiet", "--max-total-bytes", "none", "--format", "json", str(path)]) in (0, 1)
+
+
+@pytest.mark.parametrize("bad", ["name: 5", "generateName: [x]", "labels: {pod-template-hash: 7}"])
+def test_type_check_once_per_shape_still_checks_the_identity_fields(tmp_path: Path, bad: str) -> None:
+    """A later object of a shape that passed is checked in the fields its key leaves out: same error."""
+    pod = ("apiVersion: v1\nkind: Pod\nmetadata: {{namespace: a, {meta}}}\nspec:\n"
+           "  containers: [{{name: c, image: i}}]\n")
+    path = tmp_path / "pods.yaml"
+    path.write_text("---\n".join(pod.format(meta=f"name: p{n}") for n in range(3)) + "---\n" + pod.format(meta=bad))
+    whole = _whole([str(path)], "set")[2]
+    assert len(whole) == 1 and "metadata." in whole[0] and f"{path}:" in whole[0]
+    assert _streamed([str(path)], "set", tmp_path)[2] == whole
