@@ -12,20 +12,23 @@ import argparse
 import gc
 import json
 import sys
+import tempfile
 from typing import Any
 
-from dra_constructs._io import write_output
+from dra_constructs._io import ReadBudget, write_output
 from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.guardrails.engine import audit
-from dra_constructs.guardrails.loader import MAX_AUDIT_INPUT_BYTES, load_paths
+from dra_constructs.guardrails.engine import AuditResult, audit
+from dra_constructs.guardrails.loader import MAX_AUDIT_INPUT_BYTES
 from dra_constructs.guardrails.loader import size_arg as _size_arg
 from dra_constructs.guardrails.locate import with_field_lines
+from dra_constructs.guardrails.manifest import Manifest
 from dra_constructs.guardrails.model import Rule, Severity
 from dra_constructs.guardrails.report import to_json, to_text
 from dra_constructs.guardrails.resources import parse_dra_extended_resources
 from dra_constructs.guardrails.rules import RULES, RULES_BY_ID
 from dra_constructs.guardrails.skipped import SkippedInput
+from dra_constructs.guardrails.stream import Collector, stream_paths
 from dra_constructs.guardrails.target_inference import chosen_target
 from dra_constructs.validation import did_you_mean
 
@@ -68,10 +71,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-findings", type=_count_arg("--max-findings"), default=None, metavar="N",
                         help="text output: print at most N findings (the per-rule summary and the count of the "
                              "rest are always printed; json and sarif list all)")
-    parser.add_argument("--max-input-bytes", type=_size_arg, default=MAX_AUDIT_INPUT_BYTES, metavar="SIZE",
+    parser.add_argument("--max-input-bytes", "--max-total-bytes", dest="max_input_bytes", type=_size_arg,
+                        default=MAX_AUDIT_INPUT_BYTES, metavar="SIZE",
                         help="refuse a run whose inputs add up to more than SIZE (bytes, or with a KiB/MiB/GiB "
-                             "suffix; none: no total limit); default 256MiB (each document keeps its own "
-                             "limits: docs/input-limits.md)")
+                             "suffix; none: no total limit; memory does not grow with it: inputs are read object "
+                             "by object); default 256MiB, which stops an endless stdin (each document keeps its "
+                             "own limits: docs/input-limits.md)")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress indicator on stderr (it shows only when stderr is a terminal)")
     parser.set_defaults(func=run)
@@ -129,12 +134,14 @@ def run(args: argparse.Namespace) -> int:
     if args.kubernetes_version is not None:  # a bad version fails before any file is read
         chosen_target(args.kubernetes_version, [])
     rules = selected_rules(args.skip, args.only)
-    texts: dict[str, str] = {}
     skipped: list[SkippedInput] = []
     errors: list[DraConstructsError] = []
-    with Progress(enabled=not args.quiet) as progress:
-        manifests = load_paths(args.paths, stdin=sys.stdin, texts=texts, skipped=skipped, errors=errors,
-                               max_bytes=args.max_input_bytes, progress=progress)
+    sources: dict[str, str] = {}
+    with Progress(enabled=not args.quiet) as progress, tempfile.TemporaryDirectory(prefix="dra-audit-") as spool:
+        collector = Collector()
+        stream_paths(args.paths, collector, sys.stdin, skipped=skipped, errors=errors,
+                     budget=ReadBudget.of(args.max_input_bytes), progress=progress, sources=sources, spool_dir=spool)
+        manifests = collector.manifests
         if errors and not manifests and not skipped:
             if len(errors) == 1:
                 raise errors[0]
@@ -147,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         result = audit(manifests, kubernetes_version=choice.target, tenant_scope=args.tenant_scope, rules=rules,
                        dra_extended_resources=declared, progress=progress)
         progress.step("locating findings")
-        result = with_field_lines(result, texts)
+        result = with_field_lines(result, spans=_spans(manifests, result), sources=sources)
     if args.format == "json":
         text = to_json(result, skipped, choice)
     elif args.format == "sarif":
@@ -166,6 +173,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     failing = result.errors if args.fail_on == Severity.ERROR.value else result.findings
     return 1 if failing else 0
+
+
+def _spans(manifests: list[Manifest], result: AuditResult) -> dict[tuple[str, int], tuple[int, int]]:
+    """The byte spans of the objects with findings that were read item by item."""
+    wanted = {(f.file, f.line) for f in (*result.findings, *(s.finding for s in result.suppressed))
+              if f.file and f.line}
+    return {(m.file, m.line): m.span for m in manifests
+            if m.span is not None and m.file and m.line and (m.file, m.line) in wanted}
 
 
 def _print_errors(errors: list[DraConstructsError]) -> None:

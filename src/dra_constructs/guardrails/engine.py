@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,10 +57,18 @@ def _suppressions(m: Manifest) -> dict[str, str]:
     return merged
 
 
+_SortKey = tuple[str, int, int, int, str, str]
+
+
+def _sort_key(rule: Rule, m: Manifest, hit: Hit) -> _SortKey:
+    """What findings are ordered by (:attr:`Finding.sort_key`)."""
+    return m.file or "", m.line or 0, m.position, (hit.severity or rule.severity).rank, rule.id, hit.path
+
+
 def _finding(rule: Rule, m: Manifest, hit: Hit) -> Finding:
     severity = hit.severity or rule.severity
     return Finding(
-        sort_key=(m.file or "", m.line or 0, m.position, severity.rank, rule.id, hit.path),
+        sort_key=_sort_key(rule, m, hit),
         rule=rule.id,
         severity=severity,
         object=m.object_id,
@@ -120,7 +129,7 @@ def audit(
     for done, m in enumerate(manifests):
         if progress is not None and not done & 1023:
             progress.update(done, len(manifests))
-        shape = shape_key(m) if memoize else None
+        shape = (m.shape or shape_key(m)) if memoize else None  # (the loader computed most)
         known = by_shape.get(shape) if shape is not None else None
         if known is None:
             if shape is not None:
@@ -137,14 +146,14 @@ def audit(
     for rule in rules:
         if rule.set_check is not None:
             raw.extend((rule, m, hit) for m, hit in rule.set_check(ctx))
-    findings: list[tuple[Finding, str | None]] = []
+    findings: list[Finding] = []
+    groups: dict[tuple[str, str, str], list[tuple[_SortKey, Rule, Manifest, Hit]]] = {}
     suppressed: list[SuppressedFinding] = []
     cache: dict[int, dict[str, str]] = {}
     seen: set[tuple[str, str, str, str, str, int]] = set()
     for rule, m, hit in raw:
-        finding = _finding(rule, m, hit)
         # The same object in two files (or twice in one) is two places to fix: one finding each.
-        key = (finding.rule, finding.object, finding.path, finding.message, finding.file or "", finding.line or 0)
+        key = (rule.id, m.object_id, hit.path, hit.message, m.file or "", m.line or 0)
         if key in seen:
             continue
         seen.add(key)
@@ -152,30 +161,27 @@ def audit(
             cache[id(m)] = _suppressions(m)
         reason = cache[id(m)].get(rule.id)
         if reason is not None and rule.id not in UNSUPPRESSIBLE:
-            suppressed.append(SuppressedFinding(finding, reason))
-        else:
-            findings.append((finding, hit.group))
-    merged = _grouped(findings)
+            suppressed.append(SuppressedFinding(_finding(rule, m, hit), reason))
+        elif hit.group is None:
+            findings.append(_finding(rule, m, hit))
+        else:  # a finding about the set: only its first objects become findings (``_grouped``)
+            groups.setdefault((rule.id, hit.group, hit.message), []).append((_sort_key(rule, m, hit), rule, m, hit))
+    merged = findings + _grouped(groups)
     merged.sort()
     suppressed.sort(key=lambda s: s.finding)
     return AuditResult(len(manifests), tuple(merged), tuple(suppressed))
 
 
-def _grouped(findings: list[tuple[Finding, str | None]]) -> list[Finding]:
-    """Open findings of grouped hits (same rule, group, message) merged into one with count and sample.
+def _grouped(groups: dict[tuple[str, str, str], list[tuple[_SortKey, Rule, Manifest, Hit]]]) -> list[Finding]:
+    """Open hits of grouped rules (same rule, group, message) merged into one finding with count and sample.
 
-    Suppressions apply per object before this: a suppressed object leaves the count.
+    Suppressions apply per object before this: a suppressed object leaves the count. The finding
+    is its first object's (in finding order); findings are built only for the sample.
     """
-    merged: dict[tuple[str, str, str], list[Finding]] = {}
     out: list[Finding] = []
-    for finding, group in findings:
-        if group is None:
-            out.append(finding)
-        else:
-            merged.setdefault((finding.rule, group, finding.message), []).append(finding)
-    for members in merged.values():
-        members.sort()
-        first = members[0]
-        out.append(dataclasses.replace(first, count=len(members),
-                                       sample=tuple(f.object for f in members[:SAMPLE_SIZE])))
+    for members in groups.values():
+        first = heapq.nsmallest(SAMPLE_SIZE, members, key=lambda member: member[0])  # (stable, as a sort)
+        sample = tuple(m.object_id for _, _, m, _ in first)
+        _, rule, m, hit = first[0]
+        out.append(dataclasses.replace(_finding(rule, m, hit), count=len(members), sample=sample))
     return out

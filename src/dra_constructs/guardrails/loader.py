@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import yaml
 
@@ -26,10 +26,11 @@ from dra_constructs._safe_load import count_nodes, json_document, no_gc, node_li
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.manifest import Manifest, field_path
 from dra_constructs.guardrails.shape import shape_problem
+from dra_constructs.guardrails.shape_key import IDENTITY_LABELS, shape_key
 from dra_constructs.guardrails.skipped import SkippedInput, load_or_skip
 
-__all__ = ["MANIFEST_SUFFIXES", "MAX_AUDIT_INPUT_BYTES", "STDIN", "STDIN_NAME", "document_objects", "json_item_lines",
-           "load_paths", "load_text", "size_arg"]
+__all__ = ["MANIFEST_SUFFIXES", "MAX_AUDIT_INPUT_BYTES", "STDIN", "STDIN_NAME", "ListSink", "ManifestSink",
+           "document_objects", "each_input", "json_item_lines", "load_paths", "load_text", "size_arg"]
 
 #: Bytes ``audit`` (and :func:`load_paths`) reads in all by default: a 200,000-object cluster
 #: export is ~100 MB; ``- </dev/zero`` still stops. ``--max-input-bytes`` sets another (or none).
@@ -63,10 +64,25 @@ _Located = Iterator[tuple[dict[str, Any], int | None]]
 _NodeSource = Callable[[], "yaml.Node | None"]
 
 
-def _check_shape(doc: dict[str, Any], file: str, line: int | None, node: yaml.Node | _NodeSource | None) -> None:
-    problem = shape_problem(doc)
+def _check_shape(m: Manifest, node: yaml.Node | _NodeSource | None, seen: dict[bytes, bytes] | None) -> None:
+    """Refuse ``m`` if a field the rules read has the wrong type (:func:`shape_problem`).
+
+    With ``seen`` (the shape keys of objects that passed), an object whose shape key passed
+    before is checked only in the fields its key leaves out (names, identity labels): the rest
+    of it is, as JSON, the object that passed. A problem there is reported by the full check.
+    """
+    key = shape_key(m) if seen is not None else None
+    if key is not None and seen is not None:
+        known = seen.get(key)
+        if known is not None and _identity_ok(m.obj):
+            m.shape = known  # the first key object: one per shape in memory
+            return
+    problem = shape_problem(m.obj)
     if problem is None:
+        if key is not None and seen is not None:
+            m.shape = seen.setdefault(key, key)
         return
+    file, line = m.file or "", m.line
     keys, expected, value = problem
     if callable(node):
         node = node()
@@ -78,13 +94,28 @@ def _check_shape(doc: dict[str, Any], file: str, line: int | None, node: yaml.No
                              f"write {field} as {expected}")
 
 
+def _identity_ok(obj: dict[str, Any]) -> bool:
+    """The fields :func:`shape_key` leaves out that :func:`shape_problem` reads have their types."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return False
+    for name in ("name", "generateName"):
+        value = metadata.get(name)
+        if value is not None and not isinstance(value, str):
+            return False
+    labels = metadata.get("labels")
+    if isinstance(labels, dict) and not IDENTITY_LABELS.isdisjoint(labels):
+        return all(labels[key] is None or isinstance(labels[key], str) for key in IDENTITY_LABELS if key in labels)
+    return True
+
+
 def _type_name(value: Any) -> str:
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
             float: "a number"}.get(type(value), type(value).__name__)
 
 
 def _objects(doc: Any, file: str, line: int | None, node: yaml.Node | _NodeSource | None,
-             item_lines: list[int] | None = None) -> _Located:
+             item_lines: list[int] | None = None, seen: dict[bytes, bytes] | None = None) -> Iterator[Manifest]:
     if doc is None:
         return  # empty document (a trailing ---, a comment-only chunk)
     if not isinstance(doc, dict):
@@ -107,7 +138,7 @@ def _objects(doc: Any, file: str, line: int | None, node: yaml.Node | _NodeSourc
             source = node
             for i, item in enumerate(items):
                 item_source: _NodeSource = functools.partial(_item_node, source, i)
-                yield from _objects(item, file, item_lines[i], item_source)
+                yield from _objects(item, file, item_lines[i], item_source, seen=seen)
             return
         if callable(node):
             node = node()
@@ -115,20 +146,21 @@ def _objects(doc: Any, file: str, line: int | None, node: yaml.Node | _NodeSourc
         for i, item in enumerate(items):
             item_node = item_nodes[i] if i < len(item_nodes) else None
             item_line = item_node.start_mark.line + 1 if item_node is not None else line
-            yield from _objects(item, file, item_line, item_node)
+            yield from _objects(item, file, item_line, item_node, seen=seen)
         return
-    _check_shape(doc, file, line, node)
-    yield doc, line
+    manifest = Manifest(doc, file=file, line=line)
+    _check_shape(manifest, node, seen)
+    yield manifest
 
 
 def document_objects(doc: Any, file: str, line: int | None) -> _Located:
     """The objects of one parsed document (a ``*List`` flattened), checked as :func:`load_text` checks them."""
-    return _objects(doc, file, line, None)
+    return ((m.obj, m.line) for m in _objects(doc, file, line, None))
 
 
-def _load_yaml(text: str, file: str) -> _Located:
+def _load_yaml(text: str, file: str, seen: dict[bytes, bytes] | None = None) -> Iterator[Manifest]:
     for document in yaml_documents(text, file):
-        yield from _objects(document.value, file, document.line, document.node)
+        yield from _objects(document.value, file, document.line, document.node, seen=seen)
 
 
 def _compose_json(text: str, file: str) -> yaml.Node | None:
@@ -180,12 +212,41 @@ def json_item_lines(text: str, count: int) -> list[int] | None:
     return lines if len(lines) == count else None
 
 
-def _load_json(text: str, file: str) -> _Located:
+def _load_json(text: str, file: str, seen: dict[bytes, bytes] | None = None) -> Iterator[Manifest]:
     doc = json_document(text, file)
     node: _NodeSource = functools.cache(lambda: _compose_json(text, file))
     items = doc.get("items") if isinstance(doc, dict) else None
     item_lines = json_item_lines(text, len(items)) if isinstance(items, list) and items else None
-    yield from _objects(doc, file, 1, node, item_lines)
+    yield from _objects(doc, file, 1, node, item_lines, seen)
+
+
+class ManifestSink(Protocol):
+    """Where the loader puts the objects it reads, one at a time (the audit keeps a compact form)."""
+
+    def add(self, manifest: Manifest) -> None:
+        """One more object, in input order."""
+
+    def mark(self) -> Any:
+        """The position now, for :meth:`rollback`."""
+
+    def rollback(self, mark: Any) -> None:
+        """Forget every object added since ``mark`` (a file read again another way, or refused)."""
+
+
+class ListSink:
+    """A :class:`ManifestSink` that keeps every object (what :func:`load_paths` returns)."""
+
+    def __init__(self) -> None:
+        self.manifests: list[Manifest] = []
+
+    def add(self, manifest: Manifest) -> None:
+        self.manifests.append(manifest)
+
+    def mark(self) -> int:
+        return len(self.manifests)
+
+    def rollback(self, mark: int) -> None:
+        del self.manifests[mark:]
 
 
 def load_text(text: str, file: str, *, is_json: bool = False) -> list[Manifest]:
@@ -194,15 +255,34 @@ def load_text(text: str, file: str, *, is_json: bool = False) -> list[Manifest]:
     YAML text that fails to parse but is valid JSON (JSON with tabs, say) is read as JSON.
     Limits (size, depth, aliases, duplicate keys) and field types: docs/input-limits.md.
     """
+    sink = ListSink()
+    _load_text_into(text, file, is_json, sink, None)
+    return sink.manifests
+
+
+def _load_text_into(text: str, file: str, is_json: bool, sink: ManifestSink, seen: dict[bytes, bytes] | None) -> None:
+    """:func:`load_text` into ``sink`` (document by document; nothing of the file is left there on an error)."""
+    mark = sink.mark()
+
+    def take(objects: Iterator[Manifest]) -> None:
+        try:
+            for manifest in objects:
+                sink.add(manifest)
+        except BaseException:
+            sink.rollback(mark)
+            raise
+
     if is_json:
-        return [Manifest(obj, file=file, line=line) for obj, line in _load_json(text, file)]
+        take(_load_json(text, file, seen))
+        return
     if text.lstrip()[:1] in ("{", "["):  # JSON on stdin or in a .yaml file: the fast parser first
         try:
-            return [Manifest(obj, file=file, line=line) for obj, line in _load_json(text, file)]
+            take(_load_json(text, file, seen))
+            return
         except DraConstructsError:
             pass  # YAML flow style, or broken: the YAML path reports it as before
     try:
-        return [Manifest(obj, file=file, line=line) for obj, line in _load_yaml(text, file)]
+        take(_load_yaml(text, file, seen))
     except DraConstructsError as error:
         if text.lstrip().startswith(("{", "[")) and "malformed YAML" in error.problem:
             try:
@@ -210,7 +290,8 @@ def load_text(text: str, file: str, *, is_json: bool = False) -> list[Manifest]:
             except DraConstructsError:
                 pass
             else:
-                return [Manifest(obj, file=file, line=line) for obj, line in _load_json(text, file)]
+                take(_load_json(text, file, seen))
+                return
         raise
 
 
@@ -249,38 +330,38 @@ def _load_paths(paths: Sequence[str], stdin: IO[str] | None, texts: dict[str, st
                 skipped: list[SkippedInput] | None, errors: list[DraConstructsError] | None,
                 budget: ReadBudget, progress: Progress | None) -> list[Manifest]:
     manifests: list[Manifest] = []
-    files = 0
     if progress is not None:
         progress.step("reading")
-
-    def load(source: Path | str, file: str, is_json: bool = False) -> None:
-        nonlocal files
+    for files, (source, file, is_json) in enumerate(each_input(paths, stdin), 1):
         if progress is not None:
-            files += 1
             progress.update(files, unit=f"files, {len(manifests):,} objects")
         text = _read(source, budget, stdin)
         if texts is not None:
             texts[file] = text
-        manifests.extend(load_or_skip(lambda: load_text(text, file, is_json=is_json), file, text, skipped, errors))
+        load = functools.partial(load_text, text, file, is_json=is_json)
+        manifests.extend(load_or_skip(load, file, text, skipped, errors))
+    for position, manifest in enumerate(manifests):
+        manifest.position = position
+    return manifests
 
+
+def each_input(paths: Sequence[str], stdin: IO[str] | None) -> Iterator[tuple[Path | str, str, bool]]:
+    """``(source, name in findings, is JSON)`` of every input file in order (directories walked)."""
     for raw in paths:
         if raw == STDIN:
             if stdin is None or getattr(stdin, "closed", False):
                 raise _bad(STDIN_NAME, None, "standard input is closed or not available",
                            "pipe manifests into the command, or pass file paths instead of -")
-            load(STDIN, STDIN_NAME)
+            yield STDIN, STDIN_NAME, False
             continue
         path = Path(raw)
         if path.is_dir():
             for file in _walk(path):
-                load(file, str(file), file.suffix.lower() == ".json")
+                yield file, str(file), file.suffix.lower() == ".json"
         elif os.path.lexists(path):
-            load(path, raw, path.suffix.lower() == ".json")
+            yield path, raw, path.suffix.lower() == ".json"
         else:
             raise _bad(raw, None, "no such file or directory", "check the path", raw)
-    for position, manifest in enumerate(manifests):
-        manifest.position = position
-    return manifests
 
 
 _UNITS = {"": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,

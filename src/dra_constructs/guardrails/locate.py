@@ -17,12 +17,12 @@ import itertools
 import json
 import re
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, BinaryIO
 
 import yaml
 
-from dra_constructs._io import read_input
+from dra_constructs._io import ReadBudget, read_input
 from dra_constructs._safe_load import no_gc, node_line
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.engine import AuditResult
@@ -121,7 +121,14 @@ class _File:
         # strict, and the breaks only YAML sees are escaped), so only keys, structure and whitespace
         # place lines. Such an object reuses the node composed for the first one (node lines are
         # relative to the object's text).
-        text = self.text[start:end]
+        node = self._compose_object_text(self.text[start:end])
+        if node is None:
+            return False
+        self.nodes[index + 1] = (node, index)
+        return True
+
+    def _compose_object_text(self, text: str) -> yaml.Node | None:
+        """The composed node of one JSON object's text (its first line is the node's line 0)."""
         if not text.isascii():  # raw_decode passed: they are inside strings, where YAML reads escapes
             text = text.translate(_YAML_ONLY_BREAKS)
         layout = _JSON_STRING.sub(_blank_value, text)
@@ -131,15 +138,14 @@ class _File:
             try:
                 node = loader.get_single_node()
             except (yaml.YAMLError, RecursionError, ValueError):
-                return False
+                return None
             finally:
                 loader.dispose()
             if not isinstance(node, yaml.MappingNode):
-                return False
+                return None
             if len(self._layouts) < _LAYOUTS_KEPT:
                 self._layouts[layout] = node
-        self.nodes[index + 1] = (node, index)
-        return True
+        return node
 
     def _compose_around(self, index: int) -> None:
         before = bisect.bisect_left(self.markers, index)  # markers[:before] are above the object
@@ -165,6 +171,37 @@ class _File:
 
 
 
+class _SpanFile(_File):
+    """A file read item by item (``_json_stream``): each object's bytes are read again from its span
+    and composed alone, so locating holds one object's text, not the file's."""
+
+    def __init__(self, path: str, spans: dict[int, tuple[int, int]]) -> None:
+        super().__init__("")
+        self.json = True
+        self.path = path
+        self.spans = spans  # 1-based start line -> bytes [start, end) of the object
+        self.handle: BinaryIO | None = None
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+    def node_at(self, line: int) -> tuple[yaml.Node, int] | None:
+        if line not in self.nodes and line in self.spans:
+            start, end = self.spans[line]
+            try:
+                if self.handle is None:
+                    self.handle = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+                self.handle.seek(start)
+                text = self.handle.read(end - start).decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
+            node = self._compose_object_text(text)
+            if node is not None:
+                self.nodes[line] = (node, line - 1)
+        return self.nodes.get(line)
+
+
 def _blank_value(match: re.Match[str]) -> str:
     """A key as it is, a string value as ``""``."""
     return match.group(0) if match.group(1) else '""'
@@ -188,32 +225,51 @@ def _order(finding: Finding) -> tuple[str, int, tuple[str, int, int, int, str, s
     return finding.file or "", finding.line or 0, finding.sort_key
 
 
-def with_field_lines(result: AuditResult, texts: dict[str, str] | None = None) -> AuditResult:
+def with_field_lines(result: AuditResult, texts: dict[str, str] | None = None, *,
+                     spans: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+                     sources: Mapping[str, str] | None = None) -> AuditResult:
     """The same result with each file finding's ``line`` moved to its field.
 
-    ``texts`` supplies file contents already read (stdin; the command line passes every input);
-    other files are read again within the input limits. Files that no longer read or parse keep
-    the object lines. Findings are re-sorted by file and line.
+    ``texts`` supplies file contents already read; other files are read again within the input
+    limits (``sources`` maps a name in the findings to the file to read instead: stdin's copy).
+    ``spans`` gives, by ``(file, object line)``, the bytes of objects read item by item
+    (:attr:`~.manifest.Manifest.span`): a file whose findings all have one is not read whole,
+    only those objects are. Files that no longer read or parse keep the object lines. Findings
+    are re-sorted by file and line.
     """
     with no_gc():
-        return _with_field_lines(result, texts)
+        return _with_field_lines(result, texts, spans or {}, sources or {})
 
 
-def _with_field_lines(result: AuditResult, texts: dict[str, str] | None) -> AuditResult:
-    by_file: dict[str, list[Finding]] = defaultdict(list)
-    for finding in (*result.findings, *(s.finding for s in result.suppressed)):
+def _with_field_lines(result: AuditResult, texts: dict[str, str] | None,
+                      spans: Mapping[tuple[str, int], tuple[int, int]], sources: Mapping[str, str]) -> AuditResult:
+    by_file: dict[str, list[int]] = defaultdict(list)  # indexes into ``every``
+    every = [*result.findings, *(s.finding for s in result.suppressed)]
+    for index, finding in enumerate(every):
         if finding.file:
-            by_file[finding.file].append(finding)
-    files: dict[str, _File] = {}
-    for file in by_file:
-        text = (texts or {}).get(file)
-        if text is None:
-            try:
-                text = read_input(file, "document", "Kubernetes manifest")
-            except DraConstructsError:
-                continue
-        files[file] = _File(text)
-    findings = tuple(sorted(_relocate(result.findings, files), key=_order))
-    suppressed = tuple(SuppressedFinding(f, s.reason) for f, s in
-                       zip(_relocate([s.finding for s in result.suppressed], files), result.suppressed, strict=True))
+            by_file[finding.file].append(index)
+    located = list(every)
+    for file, indexes in by_file.items():  # one file's text (or objects) in memory at a time
+        found = [every[i] for i in indexes]
+        path = sources.get(file, file)
+        opened: _File
+        if all(f.line and (file, f.line) in spans for f in found):
+            opened = _SpanFile(path, {f.line: spans[file, f.line] for f in found if f.line})
+        else:
+            text = (texts or {}).get(file)
+            if text is None:
+                try:  # read again (it was read within the limits before)
+                    text = read_input(path, "document", "Kubernetes manifest", budget=ReadBudget.of(None))
+                except DraConstructsError:
+                    continue
+            opened = _File(text)
+        try:
+            for i, finding in zip(indexes, _relocate(found, {file: opened}), strict=True):
+                located[i] = finding
+        finally:
+            if isinstance(opened, _SpanFile):
+                opened.close()
+    count = len(result.findings)
+    findings = tuple(sorted(located[:count], key=_order))
+    suppressed = tuple(SuppressedFinding(f, s.reason) for f, s in zip(located[count:], result.suppressed, strict=True))
     return AuditResult(result.objects_scanned, findings, suppressed)

@@ -1,0 +1,263 @@
+"""Read an audit's inputs object by object, keeping only what the rules need of each (issue 25).
+
+``dra-constructs audit`` of a cluster export holds, at most, one file's text (YAML, or JSON in
+a layout the item reader cannot split), one item being parsed, and the :class:`Collector`'s
+compact set: every object that is the first of its shape (``shape_key``) or of a kind that is
+not memoized, and for each later object of a known shape a *slim* copy - its own ``apiVersion``,
+``kind`` and ``metadata`` (``managedFields`` left out) over the first object's other top-level
+fields (``status`` left out). The shape key holds every field outside those that a rule reads,
+so rules read the same from the slim copy as from the object (``tests/guardrails/test_stream.py``
+compares streamed and whole audits on a mixed corpus). ``kubectl get -o json`` files (``.json``
+and stdin) are split into items by :mod:`dra_constructs._json_stream` and parsed one at a time;
+stdin is first copied to a temporary file (within the total limit) so that it can be split, and
+read whole where it cannot. A file that fails (or cannot be split) part-way is taken back from the
+collector and read whole, which reports errors exactly as before.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from dra_constructs._io import ReadBudget, decode_text, read_input
+from dra_constructs._json_stream import NotStreamable, list_chunks, parse_item
+from dra_constructs._progress import Progress
+from dra_constructs._safe_load import no_gc
+from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.loader import (
+    STDIN,
+    STDIN_NAME,
+    ManifestSink,
+    _load_text_into,
+    _objects,
+    each_input,
+)
+from dra_constructs.guardrails.manifest import Manifest, PodView, _Discovered
+from dra_constructs.guardrails.shape_key import shape_key
+from dra_constructs.guardrails.skipped import SkippedInput, unauditable
+
+__all__ = ["Collector", "stream_paths"]
+
+_FIELD, _EXPECTED = "document", "Kubernetes manifest (UTF-8 YAML or JSON)"
+#: Bytes of stdin copied at a time.
+_SPOOL_BLOCK = 1 << 20
+#: ``metadata`` fields a slim copy leaves out (no rule reads them; kubectl exports carry kilobytes of them).
+_SLIM_METADATA_DROPPED = frozenset({"managedFields"})
+
+
+class Collector:
+    """A :class:`~.loader.ManifestSink` keeping the compact set described in the module docstring.
+
+    ``manifests`` are in input order with their ``position``; later objects of a shape share the
+    first one's fields (``memoize=False``: every object is kept whole).
+    """
+
+    def __init__(self, memoize: bool = True) -> None:
+        self.manifests: list[Manifest] = []
+        self.memoize = memoize
+        self._first: dict[bytes, Manifest] = {}
+        self._keys: list[bytes] = []  # shapes in the order they were first seen (for rollback)
+
+    def add(self, manifest: Manifest) -> None:
+        manifest.position = len(self.manifests)
+        key = None
+        if self.memoize:
+            key = manifest.shape if manifest.shape is not None else shape_key(manifest)
+            manifest.shape = key
+        first = self._first.get(key) if key is not None else None
+        if first is None:
+            if key is not None:
+                self._first[key] = manifest
+                self._keys.append(key)
+            self.manifests.append(manifest)
+        else:
+            self.manifests.append(_slim(manifest, first))
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.manifests), len(self._keys)
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        objects, keys = mark
+        for key in self._keys[keys:]:
+            del self._first[key]
+        del self._keys[keys:], self.manifests[objects:]
+
+
+def _slim(manifest: Manifest, first: Manifest) -> Manifest:
+    """``manifest`` with its identity and the fields of ``first`` (same shape key) otherwise."""
+    obj: dict[str, Any] = {}
+    first_obj = first.obj
+    for key, value in manifest.obj.items():
+        if key == "metadata" and isinstance(value, dict) and not _SLIM_METADATA_DROPPED.isdisjoint(value):
+            obj[key] = {k: v for k, v in value.items() if k not in _SLIM_METADATA_DROPPED}
+        elif key in _OWN:
+            obj[key] = value
+        elif key != "status":
+            obj[key] = first_obj[key]
+    slim = Manifest(obj, file=manifest.file, line=manifest.line, position=manifest.position, span=manifest.span,
+                    shape=first.shape)  # (one key object per shape: a key is kilobytes)
+    # What derives from fields in the key only is the first object's: computed once per shape.
+    known = slim.__dict__
+    cached = first.__dict__
+    shared = cached.get(_SHARED_KEY)
+    if shared is None:
+        shared = cached[_SHARED_KEY] = {name: getattr(first, name) for name in _SHARED}
+        first.pods  # noqa: B018 - computes ``_discovered``
+    known.update(shared)
+    discovered: _Discovered = cached["_discovered"]
+    if any(pod.metadata is first.metadata for pod in discovered.pods):  # a Pod's pod metadata is its own
+        own = _Discovered.__new__(_Discovered)
+        own.__dict__.update(pods=[_own_pod(pod, slim.metadata) for pod in discovered.pods],
+                            loose=discovered.loose, resources=discovered.resources)
+        known["_discovered"] = own
+    else:
+        known["_discovered"] = discovered  # pod templates: the same dicts
+    return slim
+
+
+#: Top-level fields a slim copy keeps of its own object (``metadata`` as well).
+_OWN = frozenset({"apiVersion", "kind", "metadata"})
+#: Cached properties of a :class:`Manifest` that read only fields its shape key holds.
+_SHARED = ("api_version", "kind", "group", "version", "namespace", "display_namespace")
+#: Where the first object of a shape keeps their values (in its ``__dict__``, next to the cached ones).
+_SHARED_KEY = "_stream_shared"
+
+
+def _own_pod(pod: PodView, metadata: dict[str, Any]) -> PodView:
+    """``pod`` (of the first object of a shape) with another object's metadata, and its listings
+    (the spec is the same dict). Built without the frozen dataclass's ``__init__`` (one dict update)."""
+    own = PodView.__new__(PodView)
+    own.__dict__.update(spec=pod.spec, path=pod.path, metadata=metadata, metadata_path=pod.metadata_path,
+                        _containers=pod._containers, _main_containers=pod._main_containers, _claims=pod._claims)
+    return own
+
+
+class _FileSink:
+    """Forwards to the collector and notes kustomizations (a file of them is skipped, not audited)."""
+
+    def __init__(self, sink: ManifestSink) -> None:
+        self.sink = sink
+        self.kustomizations: list[Manifest] = []
+
+    def add(self, manifest: Manifest) -> None:
+        if manifest.kind in ("Kustomization", "Component") and manifest.group == "kustomize.config.k8s.io":
+            self.kustomizations.append(manifest)
+        self.sink.add(manifest)
+
+    def mark(self) -> Any:
+        return self.sink.mark()
+
+    def rollback(self, mark: Any) -> None:
+        self.sink.rollback(mark)
+
+
+def stream_paths(paths: Sequence[str], sink: ManifestSink, stdin: IO[str] | None = None, *,
+                 skipped: list[SkippedInput] | None = None, errors: list[DraConstructsError] | None = None,
+                 budget: ReadBudget | None = None, progress: Progress | None = None,
+                 sources: dict[str, str] | None = None, spool_dir: str | None = None) -> None:
+    """Every object of ``paths`` into ``sink``, as :func:`~.loader.load_paths` reads them.
+
+    ``sources`` receives, for stdin, the temporary file holding its copy (in ``spool_dir``; the
+    caller removes it), for locating findings afterwards. Skipped and malformed files as in
+    :func:`~.skipped.load_or_skip`; unreadable ones (and inputs past ``budget``) raise.
+    """
+    budget = budget or ReadBudget.of(None)
+    seen: dict[bytes, bytes] = {}  # shape keys of objects whose field types passed (each to itself)
+    if progress is not None:
+        progress.step("reading")
+    with no_gc():
+        for files, (source, file, is_json) in enumerate(each_input(paths, stdin), 1):
+            if progress is not None:
+                progress.update(files, unit="files")
+            _load_file(source, file, is_json, _FileSink(sink), seen, stdin, budget, skipped, errors, sources,
+                       spool_dir, progress)
+
+
+def _load_file(source: Path | str, file: str, is_json: bool, sink: _FileSink, seen: dict[bytes, bytes],
+               stdin: IO[str] | None, budget: ReadBudget, skipped: list[SkippedInput] | None,
+               errors: list[DraConstructsError] | None, sources: dict[str, str] | None,
+               spool_dir: str | None, progress: Progress | None) -> None:
+    """One input into ``sink`` (or into ``skipped`` / ``errors``); a file that cannot be read raises."""
+    mark = sink.mark()
+    text = ""
+    if source == STDIN:
+        path = _spool(stdin, budget, spool_dir)
+        if sources is not None:
+            sources[file] = path
+        streamed = _stream_json(path, file, sink, seen, ReadBudget.of(None), progress)
+        if not streamed:
+            text = decode_text(Path(path).read_bytes(), STDIN_NAME, _FIELD, _EXPECTED)
+    else:
+        streamed = is_json and _stream_json(str(source), file, sink, seen, budget, progress)
+        if not streamed:
+            text = read_input(source, _FIELD, _EXPECTED, budget=budget)
+    try:
+        if not streamed:
+            _load_text_into(text, file, is_json, sink, seen)
+    except DraConstructsError as error:
+        sink.rollback(mark)
+        skip = unauditable(file, text, None) if skipped is not None else None
+        if skip is not None and skipped is not None:
+            skipped.append(skip)
+            return
+        if errors is None:
+            raise
+        errors.append(error)
+        return
+    skip = unauditable(file, text, sink.kustomizations) if skipped is not None else None
+    if skip is not None and skipped is not None:
+        sink.rollback(mark)
+        skipped.append(skip)
+
+
+def _stream_json(path: str, file: str, sink: ManifestSink, seen: dict[bytes, bytes], budget: ReadBudget,
+                 progress: Progress | None) -> bool:
+    """The items of a ``kubectl -o json`` ``List`` one by one; ``False`` (nothing added, nothing spent)
+    when the file must be read whole (another layout, or an error the whole read reports)."""
+    mark, left = sink.mark(), budget.left
+    try:
+        for count, chunk in enumerate(list_chunks(path, budget), 1):
+            value = parse_item(chunk.data, path, chunk.line)
+            if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List"):
+                raise NotStreamable  # a List in a List: the whole read gives its items their lines
+            for manifest in _objects(value, file, chunk.line, None, seen=seen):
+                manifest.span = (chunk.start, chunk.end)
+                sink.add(manifest)
+            if progress is not None and not count & 1023:
+                progress.update(count, unit="objects")
+        return True
+    except (NotStreamable, DraConstructsError):
+        sink.rollback(mark)
+        budget.left = left
+        return False
+
+
+def _spool(stdin: IO[str] | IO[bytes] | None, budget: ReadBudget, directory: str | None) -> str:
+    """Standard input copied to a temporary file (within ``budget``, as :func:`~._io.read_bytes` reads it)."""
+    if stdin is None or getattr(stdin, "closed", False):
+        raise DraConstructsError(STDIN_NAME, _FIELD, "-", "standard input is closed",
+                                 f"pipe a {_EXPECTED} into the command, or pass a file path instead of -")
+    raw: IO[bytes] | None = getattr(stdin, "buffer", None)
+    fd, path = tempfile.mkstemp(prefix="dra-constructs-stdin-", suffix=".json", dir=directory)
+    total = 0
+    with os.fdopen(fd, "wb") as out:
+        while True:
+            try:
+                if raw is not None:
+                    block = raw.read(_SPOOL_BLOCK)
+                else:
+                    chunk = stdin.read(_SPOOL_BLOCK)
+                    block = chunk.encode("utf-8", "surrogatepass") if isinstance(chunk, str) else bytes(chunk)
+            except (OSError, ValueError) as error:  # EBADF, or a stream closed underneath
+                raise DraConstructsError(STDIN_NAME, _FIELD, "-", f"cannot read standard input ({error})",
+                                         f"pipe a {_EXPECTED} into the command, or pass a file path") from None
+            if not block:
+                break
+            total += len(block)
+            budget.check(total, STDIN_NAME, _FIELD)
+            out.write(block)
+    budget.take(total, STDIN_NAME, _FIELD)
+    return path
