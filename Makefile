@@ -37,7 +37,7 @@ controlplane-if-go: setup
 	$(PY) scripts/build_controlplane.py --if-available
 
 unit: setup controlplane-if-go
-	$(VENV)/bin/pytest -n 2 --dist loadgroup
+	$(VENV)/bin/pytest -n 2 --dist loadgroup --durations=60
 
 test: lint unit check-dist
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from dra_constructs.catalog import GPU_SPECS, catalog_resource_slices
+from dra_constructs.catalog import GPU_SPECS
+from dra_constructs.catalog import catalog_resource_slices as _catalog_resource_slices
 from dra_constructs.fit import DeviceClass, collect, default_device_classes, fit
 from dra_constructs.fit.model import Inventory
 from dra_constructs.target import Target
@@ -51,6 +53,20 @@ EXTRA_CLASSES = {TEST_DRIVER: DeviceClass(TEST_DRIVER, (f"device.driver == '{TES
 PROFILE = "device.attributes['gpu.nvidia.com'].profile == '{}'"
 MEMORY_AT_LEAST = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('{}')) >= 0"
 REPO = Path(__file__).resolve().parents[2]
+#: libyaml's loader where PyYAML has it (the examples hold the sanitizer's 300 KB zipapp text).
+_YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.cache
+def _catalog(models: tuple[str, ...] | None, **options: Any) -> str:
+    """``catalog_resource_slices`` once per argument set, as JSON (every case relocates a copy of it)."""
+    return json.dumps(_catalog_resource_slices(None if models is None else list(models), **options))
+
+
+def catalog_resource_slices(models: Iterable[str] | None = None, **options: Any) -> list[dict[str, Any]]:
+    """A fresh copy of the catalog's slices (the same as :func:`dra_constructs.catalog.catalog_resource_slices`)."""
+    loaded: list[dict[str, Any]] = json.loads(_catalog(None if models is None else tuple(models), **options))
+    return loaded
 
 
 @dataclass
@@ -129,7 +145,7 @@ def relocate(case_id: str, slices: Iterable[Mapping[str, Any]], tag: str = "n"
     """
     moved, names = [], {}
     for original in slices:
-        body = copy.deepcopy(dict(original))
+        body = json.loads(json.dumps(original))  # a deep copy of plain JSON data (several times copy.deepcopy's speed)
         spec = body["spec"]
         old = spec["nodeName"]
         new = names.setdefault(old, f"{case_id}-{tag}{len(names)}")
@@ -512,11 +528,18 @@ def example_cases(target: Target, dist: Path | None = None, gpus: int = 4) -> li
     static = catalog_resource_slices(gpus_per_node=gpus, mig_mode="static", network=True)
     dynamic = catalog_resource_slices(gpus_per_node=gpus, mig_mode="dynamic",
                                       split_counter_sets=target.counter_sets_in_own_slice, network=True)
+    parsed: dict[Path, list[dict[str, Any]]] = {}
+
+    def documents(path: Path) -> list[dict[str, Any]]:  # each file parsed once, not once per sibling
+        if path not in parsed:
+            parsed[path] = [o for o in yaml.load_all(path.read_text(), Loader=_YAML_LOADER) if isinstance(o, dict)]
+        return parsed[path]
+
     for path in sorted(root.glob("*/*.yaml")):
-        objects = [o for o in yaml.safe_load_all(path.read_text()) if isinstance(o, dict)]
+        objects = documents(path)
         templates = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "ResourceClaimTemplate"}
-        classes = [o for other in sorted(path.parent.glob("*.yaml")) for o in yaml.safe_load_all(other.read_text())
-                   if isinstance(o, dict) and o.get("kind") == "DeviceClass"]
+        classes = [o for other in sorted(path.parent.glob("*.yaml")) for o in documents(other)
+                   if o.get("kind") == "DeviceClass"]
         for name, pod_spec in _pod_templates(objects):
             refs = pod_spec.get("resourceClaims") or []
             if not refs:

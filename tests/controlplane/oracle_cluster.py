@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,10 +176,12 @@ def _devices(api: Api, observed: dict[tuple[str, str], Observed], pods: Mapping[
 
 
 def run_cases(api: Api, cases: Sequence[Case], expected: Mapping[str, Mapping[str, NodeVerdict]], *,
-              taint_rule_version: str, timeout_s: float = 150.0, grace_s: float = 15.0
-              ) -> tuple[list[Observed], dict[str, str]]:
+              taint_rule_version: str, timeout_s: float = 150.0, grace_s: float = 15.0,
+              accepted: Callable[[str], bool] | None = None) -> tuple[list[Observed], dict[str, str]]:
     """Create everything, wait for every verdict, give disagreeing ones ``grace_s`` to change.
 
+    ``accepted``: differences (lines of :func:`compare`) the caller accepts either way; the grace
+    period ends early when only those are left (it cannot change a verdict the caller accepts).
     Returns the verdicts and the cases whose inventory or claims the server refused.
     """
     refused = create_inventories(api, cases, taint_rule_version)
@@ -194,7 +196,12 @@ def run_cases(api: Api, cases: Sequence[Case], expected: Mapping[str, Mapping[st
             break
         time.sleep(1.0)
     grace = time.monotonic() + grace_s
-    while time.monotonic() < grace and compare(cases, expected, list(observed.values()), final=False):
+
+    def open_differences() -> list[str]:
+        lines = compare(cases, expected, list(observed.values()), final=False)
+        return [d for d in lines if accepted is None or not accepted(d)]
+
+    while time.monotonic() < grace and open_differences():
         time.sleep(1.0)
         _poll(api, observed)
     pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p

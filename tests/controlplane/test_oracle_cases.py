@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from dra_constructs.target import Target
 
 from .oracle_cases import all_cases, fit_verdicts, prune
@@ -15,6 +17,7 @@ TARGET = Target.parse("1.37")
 GATES = {name: True for name in TARGET.default_feature_gates}
 
 
+@pytest.mark.slow  # all cases and fit's verdicts: ~15 s of CPU (docs/testing.md "Suite time")
 def test_cases_are_many_mixed_and_isolated() -> None:
     cases = all_cases(TARGET)
     assert len([c for c in cases if not c.templates]) >= 200 and any(c.templates for c in cases)

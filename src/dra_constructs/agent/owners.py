@@ -24,6 +24,7 @@ signalled; only the owner's report differs.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,6 +111,11 @@ def parse_cgroup(text: str) -> Owner:
     return Owner("host", detail=paths[0])
 
 
+#: ``parse_cgroup`` memoized: the drain asks for every listed PID's owner at every poll, and a
+#: container's processes share one text. Owners are frozen; 1,024 texts are a few hundred KB at most.
+_parse_cached = functools.lru_cache(maxsize=1024)(parse_cgroup)
+
+
 class ProcOwners:
     """Owners read from ``<proc_root>/<pid>/cgroup``; ``read`` replaces the file read (simulated node)."""
 
@@ -123,9 +129,9 @@ class ProcOwners:
             text = self._read(pid)
             if text is None:
                 return Owner("unknown", detail=f"no cgroup for pid {pid}")
-            return parse_cgroup(text)
+            return _parse_cached(text)
         try:
             text = (self._root / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
         except OSError as error:
             return Owner("unknown", detail=f"cannot read {self._root / str(pid) / 'cgroup'}: {error.strerror}")
-        return parse_cgroup(text)
+        return _parse_cached(text)

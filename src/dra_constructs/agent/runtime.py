@@ -36,7 +36,7 @@ from dra_constructs.agent.limits import worker_slots
 from dra_constructs.agent.metrics import Metrics
 from dra_constructs.agent.migaccess import MigAccess, check_mig_config
 from dra_constructs.agent.owners import Owner, ProcOwners
-from dra_constructs.agent.state import Phase, StateStore
+from dra_constructs.agent.state import DeviceState, Phase, StateStore
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.target import Target
 
@@ -194,7 +194,8 @@ def build_runtime(
         _LOG.warning("the driver's scrub-on-free is DISABLED on this node (RMDisableScrubOnFree): freed GPU "
                      "memory is not zeroed by the driver; the barrier's fill is the only scrub")
     store = StateStore(config.state_dir, fsync=fsync)
-    guard.lifecycle = Lifecycle(guard.event, seed_from_phases(store.all()),
+    stored = store.all()  # read once: nothing below writes a device state before _cut_off_resets reads them
+    guard.lifecycle = Lifecycle(guard.event, seed_from_phases(stored),
                                 count=lambda reason, outcome: metrics.lifecycle_events.labels(reason, outcome).inc())
     deps = BarrierDeps(
         config=config, nvml=nvml, scrubber=scrubber, signaller=signaller, guard=guard,
@@ -219,7 +220,7 @@ def build_runtime(
         deps.mig_access = _mig_access(config, guard, metrics)
     deps.inventory.update({d.name: d for d in enumeration.devices})
     canary.apply_stored(deps, enumeration.devices)  # a residue verdict of an earlier start still holds
-    devices = [*enumeration.devices, *_cut_off_resets(store, deps.inventory)]
+    devices = [*enumeration.devices, *_cut_off_resets(stored, deps.inventory)]
     _wire_overlaps(guard, deps.inventory, store)
     isolation = Isolation(kube_ops, target, config.node_name, inventory=deps.inventory, store=store,
                           event=guard.event, registry=metrics.registry, shared_taints=config.mig_isolation,
@@ -270,7 +271,7 @@ def _mig_access(config: AgentConfig, guard: Guard, metrics: Metrics) -> MigAcces
     return MigAccess(problem, report)
 
 
-def _cut_off_resets(store: StateStore, inventory: dict[str, DeviceInfo]) -> list[DeviceInfo]:
+def _cut_off_resets(stored: list[DeviceState], inventory: dict[str, DeviceInfo]) -> list[DeviceInfo]:
     """Devices whose reset did not finish and that NVML no longer lists (instance destroyed): re-added.
 
     Killed between destroy and create (``resetting``): recovery recreates the instance at its
@@ -279,7 +280,7 @@ def _cut_off_resets(store: StateStore, inventory: dict[str, DeviceInfo]) -> list
     forgotten: never recreated, never proven clean.
     """
     found = []
-    for state in store.all():
+    for state in stored:
         cut_off = state.phase is Phase.RESETTING or (
             state.phase is Phase.QUARANTINED and state.reset is not None and state.reset.new_uuid is None)
         if not (cut_off or state.ci_guard is not None) or state.device in inventory:

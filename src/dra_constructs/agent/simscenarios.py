@@ -22,6 +22,7 @@ record) must be 0.
 from __future__ import annotations
 
 import json
+import os
 import random
 import tempfile
 import uuid
@@ -36,12 +37,23 @@ from dra_constructs.agent.config import AgentConfig, KubeSettings, SimulatedBack
 from dra_constructs.agent.runtime import build_runtime
 from dra_constructs.agent.simkube import SimulatedKube
 
-__all__ = ["SCENARIOS", "TURNOVER_FAILURES", "turnover_scenarios"]
+__all__ = ["SCENARIOS", "TURNOVER_FAILURES", "scratch_dir", "turnover_scenarios"]
 
 SCENARIOS = ("shared", "relist", "restart", "non-dra")
 #: Counters that must stay 0 (``simulate`` exits 1 otherwise).
 TURNOVER_FAILURES = ("protected_signalled", "silent_adoptions", "turnover_dirty", "final_dirty")
 _DEV = "gpu-0"
+
+
+def scratch_dir() -> str | None:
+    """Where a simulation keeps its agents' state directory: RAM (``/dev/shm``) where there is one.
+
+    The state is thrown away at the end and written without fsync; on a disk, ext4 still starts
+    writeback at every rename over an existing file (``auto_da_alloc``), a third of a schedule's
+    wall time on a busy machine (docs/testing.md "Suite time"). None: the system's temp dir.
+    """
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def _claim(name: str, uid: str, pods: list[str]) -> dict[str, Any]:
@@ -165,7 +177,7 @@ def turnover_scenarios(rounds: int, seed: int, kubernetes_version: str = "1.32")
                                     "foreign_processes_reported": 0, "final_dirty": 0})
     for index in range(rounds):
         kind = SCENARIOS[index % len(SCENARIOS)]
-        with tempfile.TemporaryDirectory(prefix="dra-sanitizer-turnover-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="dra-sanitizer-turnover-", dir=scratch_dir()) as tmp:
             r = _Round(Path(tmp), rng, kubernetes_version)
             _play(kind, r, counts)
             counts["rounds"] += 1

@@ -46,7 +46,7 @@ from dra_constructs.agent.evidence import EvidenceRecord
 from dra_constructs.agent.kube import Tenant
 from dra_constructs.agent.runtime import Runtime, build_runtime
 from dra_constructs.agent.simkube import SimulatedKube
-from dra_constructs.agent.simscenarios import turnover_scenarios
+from dra_constructs.agent.simscenarios import scratch_dir, turnover_scenarios
 from dra_constructs.agent.state import Phase
 
 __all__ = ["SimulationSummary", "simulate"]
@@ -186,7 +186,7 @@ def simulate(devices: int = 56, cycles: int = 10, fault_rate: float = 0.05, seed
     node = SimulatedNode(settings, faults, on_compute_mode=auditor.mode_changed)
     auditor.node = node
     kube = SimulatedKube(faults, on_untaint=auditor.untainted)
-    with tempfile.TemporaryDirectory(prefix="dra-sanitizer-sim-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dra-sanitizer-sim-", dir=scratch_dir()) as tmp:
         config = AgentConfig(
             node_name="sim-node", backend="simulated", grace_period_s=30, drain_timeout_s=60,
             state_dir=str(Path(tmp) / "state"), evidence_file=records or str(Path(tmp) / "evidence.jsonl"),
