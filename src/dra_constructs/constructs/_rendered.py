@@ -149,11 +149,14 @@ class OwnManifest:
         manifest.update(patches)
         object.__setattr__(self, "_dra_scope", scope)
         object.__setattr__(self, "_dra_rendered", None)
-        bad = _not_plain_json(manifest)
-        if bad is None:
+        text = _plain_json_text(manifest)
+        if text is not None:
             object.__setattr__(self, "_dra_patches", tuple(key for key, _ in patches))
-            # plain JSON (checked above): the text parses back to equal values of the JSON types
-            object.__setattr__(self, "_dra_manifest", _dump(manifest))
+            object.__setattr__(self, "_dra_manifest", text)
+            return
+        bad = _not_plain_json(manifest)
+        if bad is None:  # equal to no JSON text, yet no bad value found: let cdk8s render it
+            _hand_to_cdk8s(self, patches)
             return
         path, value = bad
         if isinstance(value, float):  # jsii cannot send NaN/Infinity to Node: it fails with a JSON SyntaxError
@@ -181,6 +184,23 @@ class OwnManifest:
 # introspection of the function (42 -> 28 us per callback, two per workload); subclasses that
 # override ``to_json`` are introspected as before.
 OwnManifest.to_json.__signature__ = inspect.signature(OwnManifest.to_json)  # type: ignore[attr-defined]
+
+
+def _plain_json_text(manifest: dict[str, Any]) -> str | None:
+    """``manifest`` as compact JSON text if it is plain JSON (what :func:`_not_plain_json` accepts), else ``None``.
+
+    The fast check, in C: the text must parse back to an equal document (a tuple comes back as
+    a list, a non-string key as a string: not equal), ``allow_nan`` refuses NaN and infinities,
+    other types fail to encode, and no key may be ``'__proto__'`` (in compact JSON ``"__proto__":``
+    is only ever a key: inside a string value its quotes are escaped).
+    """
+    try:
+        text = _dump(manifest)
+    except (TypeError, ValueError):
+        return None
+    if f'"{_PROTO}":' in text or json.loads(text) != manifest:
+        return None
+    return text
 
 
 def _not_plain_json(value: Any) -> tuple[str, Any] | None:
@@ -293,8 +313,8 @@ def _python_rendering(obj: OwnManifest) -> dict[str, Any] | None:
 
 
 def _dump(document: Any) -> str:
-    """Compact JSON text of a plain-JSON document (checked by :func:`_not_plain_json`)."""
-    return json.dumps(document, separators=(",", ":"), check_circular=False)
+    """Compact JSON text of a JSON document (NaN and infinities refused: ``ValueError``)."""
+    return json.dumps(document, separators=(",", ":"), allow_nan=False)
 
 
 def _js_key(key: str) -> tuple[int, int, bytes]:
