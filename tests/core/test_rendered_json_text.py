@@ -83,3 +83,18 @@ def test_a_workload_leaves_no_manifest_dicts_for_the_collector() -> None:
     first, second = pod.to_json(), pod.to_json()
     assert first == second and first is not second  # a fresh document each call, as cdk8s returns
     assert first["spec"]["containers"][0]["image"] == "registry.example/a:1"
+
+
+@pytest.mark.parametrize(("scope_is_chart", "id"), [(False, "p"), (True, 7)])
+def test_the_create_still_refuses_what_the_generated_checks_refused(scope_is_chart: bool, id: Any) -> None:
+    """Without cdk8s's typeguard checks, a scope that is no Construct or an id that is no str is still a TypeError."""
+    from dra_constructs.constructs._rendered import OwnManifest
+
+    chart = cdk8s.Chart(cdk8s.App(), "c")
+
+    class _Object(OwnManifest, cdk8s.ApiObject):
+        def __init__(self, scope: Any, id: Any) -> None:
+            self._dra_create(scope, id, "v1", "ConfigMap", None)
+
+    with pytest.raises(TypeError, match="scope must be" if not scope_is_chart else "id must be"):
+        _Object(chart if scope_is_chart else object(), id)

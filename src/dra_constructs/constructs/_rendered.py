@@ -128,8 +128,10 @@ class OwnManifest:
         labels, annotations). The props go as a map, which jsii's kernel deserializes into the
         ``ApiObjectProps`` struct (with ``ApiObjectMetadata`` inside) as it does a wired struct.
         """
-        if not isinstance(scope, constructs.Construct):  # what the generated check refused
+        if not isinstance(scope, constructs.Construct):  # what the generated checks refused
             raise TypeError(f"argument scope must be constructs.Construct; got {type(scope).__name__} instead")
+        if not isinstance(id, str):
+            raise TypeError(f"argument id must be str; got {type(id).__name__} instead")
         props: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
         if metadata is not None:
             props["metadata"] = dict(metadata)
