@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import math
 import os
 import weakref
@@ -104,19 +103,13 @@ class OwnManifest:
 
     Any access to ``metadata`` or ``add_json_patch`` hands rendering to cdk8s for good (see
     :func:`_install_materializing`). Node-side code changing the object is not seen.
-
-    The manifest is kept as JSON text, not as dicts: a string is one object the garbage collector
-    never scans, where the dicts and lists of a workload's two manifests were ~25 that every full
-    collection walked (the collector's share grew with the number of workloads: docs/performance.md).
     """
 
-    # the manifest as recorded (metadata as passed to cdk8s), JSON text; None once cdk8s renders
-    _dra_manifest: str | None = None
-    # the top-level fields cdk8s gets as JSON patches if it takes over (values: from the manifest)
-    _dra_patches: tuple[str, ...] = ()
+    _dra_manifest: dict[str, Any] | None = None
+    _dra_patches: tuple[tuple[str, Any], ...] = ()
     _dra_scope: constructs.Construct | None = None
-    # the manifest with the chart's defaults, rendered once (JSON text): the rules and to_json parse it
-    _dra_rendered: str | None = None
+    # the manifest with the chart's defaults, rendered once: the rules read it, to_json copies it
+    _dra_rendered: dict[str, Any] | None = None
 
     def _dra_create(self, scope: constructs.Construct, id: str, api_version: str, kind: str,
                     metadata: Mapping[str, Any] | None) -> None:
@@ -149,16 +142,12 @@ class OwnManifest:
                                     "metadata": {**(metadata or {}), "name": name}}
         patches = ([("spec", spec)] if spec is not None else []) + list((fields or {}).items())
         manifest.update(patches)
+        object.__setattr__(self, "_dra_patches", tuple(patches))
         object.__setattr__(self, "_dra_scope", scope)
         object.__setattr__(self, "_dra_rendered", None)
-        text = _plain_json_text(manifest)
-        if text is not None:
-            object.__setattr__(self, "_dra_patches", tuple(key for key, _ in patches))
-            object.__setattr__(self, "_dra_manifest", text)
-            return
         bad = _not_plain_json(manifest)
-        if bad is None:  # equal to no JSON text, yet no bad value found: let cdk8s render it
-            _hand_to_cdk8s(self, patches)
+        if bad is None:
+            object.__setattr__(self, "_dra_manifest", manifest)
             return
         path, value = bad
         if isinstance(value, float):  # jsii cannot send NaN/Infinity to Node: it fails with a JSON SyntaxError
@@ -170,7 +159,7 @@ class OwnManifest:
                                      "jsii cannot pass a '__proto__' key to Node", "remove the key")
         # A datetime, a jsii object...: cdk8s's JSON patch turns it to JSON (a Date to an ISO string)
         # and Python would hand it over as is. Let cdk8s render this object, as a plain ApiObject.
-        _hand_to_cdk8s(self, patches)
+        _materialize(self)
 
     def to_json(self) -> Any:
         """The manifest (called by cdk8s at synth; a jsii override)."""
@@ -178,7 +167,7 @@ class OwnManifest:
         if rendered is None:
             _materialize(self)
             return cdk8s.ApiObject.to_json(self)  # type: ignore[arg-type]
-        return rendered  # parsed from the kept text: a fresh document each call, as cdk8s returns
+        return _json_copy(rendered)  # a fresh document each call, as cdk8s returns (~7 us)
 
 
 # jsii answers each callback after ``inspect.signature(obj.to_json)`` (jsii/_kernel/__init__.py,
@@ -186,23 +175,6 @@ class OwnManifest:
 # introspection of the function (42 -> 28 us per callback, two per workload); subclasses that
 # override ``to_json`` are introspected as before.
 OwnManifest.to_json.__signature__ = inspect.signature(OwnManifest.to_json)  # type: ignore[attr-defined]
-
-
-def _plain_json_text(manifest: dict[str, Any]) -> str | None:
-    """``manifest`` as compact JSON text if it is plain JSON (what :func:`_not_plain_json` accepts), else ``None``.
-
-    The fast check, in C: the text must parse back to an equal document (a tuple comes back as
-    a list, a non-string key as a string: not equal), ``allow_nan`` refuses NaN and infinities,
-    other types fail to encode, and no key may be ``'__proto__'`` (in compact JSON ``"__proto__":``
-    is only ever a key: inside a string value its quotes are escaped).
-    """
-    try:
-        text = _dump(manifest)
-    except (TypeError, ValueError):
-        return None
-    if f'"{_PROTO}":' in text or json.loads(text) != manifest:
-        return None
-    return text
 
 
 def _not_plain_json(value: Any) -> tuple[str, Any] | None:
@@ -278,26 +250,16 @@ def _materialize(obj: OwnManifest) -> None:
     State changes only once Node has the patches: when jsii refuses one, the next synth must fail
     again, not render the object without its spec (the guardrails swallow a RuntimeError).
     """
-    manifest = object.__getattribute__(obj, "_dra_manifest")
-    keys = object.__getattribute__(obj, "_dra_patches")
-    if manifest is not None and keys:
-        recorded = json.loads(manifest)
-        _hand_to_cdk8s(obj, [(key, recorded[key]) for key in keys])
-    else:
-        _hand_to_cdk8s(obj, [])
-
-
-def _hand_to_cdk8s(obj: OwnManifest, patches: list[tuple[str, Any]]) -> None:
-    """Give Node ``patches`` (top-level field, value) and let cdk8s render ``obj`` from now on."""
+    patches = object.__getattribute__(obj, "_dra_patches")
     if patches:
         _ADD_JSON_PATCH(obj, *[cdk8s.JsonPatch.add(f"/{key}", value) for key, value in patches])
-    object.__setattr__(obj, "_dra_patches", ())
+        object.__setattr__(obj, "_dra_patches", ())
     object.__setattr__(obj, "_dra_manifest", None)
     object.__setattr__(obj, "_dra_rendered", None)
 
 
 def _python_rendering(obj: OwnManifest) -> dict[str, Any] | None:
-    """``obj``'s manifest as cdk8s renders it (a fresh document), or ``None`` where Python cannot vouch for it."""
+    """``obj``'s manifest as cdk8s renders it, or ``None`` where Python cannot vouch for it."""
     manifest = obj._dra_manifest
     scope = obj._dra_scope
     if manifest is None or scope is None or not _Switch.python_rendering or os.environ.get("CDK8S_DISABLE_SORT"):
@@ -306,17 +268,19 @@ def _python_rendering(obj: OwnManifest) -> dict[str, Any] | None:
     if not defaults.python_renderable:
         return None
     rendered = obj._dra_rendered
-    if rendered is not None:
-        return cast(dict[str, Any], json.loads(rendered))
-    # the chart's labels and namespace are fixed per scope (_chart_defaults): rendered once
-    document = _with_chart_defaults(json.loads(manifest), defaults.labels, defaults.namespace)
-    object.__setattr__(obj, "_dra_rendered", _dump(document))
-    return document
+    if rendered is None:  # the chart's labels and namespace are fixed per scope (_chart_defaults)
+        rendered = _with_chart_defaults(manifest, defaults.labels, defaults.namespace)
+        object.__setattr__(obj, "_dra_rendered", rendered)
+    return rendered
 
 
-def _dump(document: Any) -> str:
-    """Compact JSON text of a JSON document (NaN and infinities refused: ``ValueError``)."""
-    return json.dumps(document, separators=(",", ":"), allow_nan=False)
+def _json_copy(value: Any) -> Any:
+    """A copy of a JSON document (dicts and lists copied, scalars shared)."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
 
 
 def _js_key(key: str) -> tuple[int, int, bytes]:
