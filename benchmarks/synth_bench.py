@@ -15,7 +15,8 @@ build the same manifests:
 
 Every measurement runs in a fresh Python process (jsii kernel state never leaks between routes);
 the routes alternate, each (route, N) is repeated and the median is kept (the table also shows the
-range and median of the ratios of the alternating pairs). Times cover building the objects and
+range and median of the ratios of the alternating pairs; the JSON also has the CPU ratio of each
+pair, ``cpu_pair_ratios``). Times cover building the objects and
 ``app.synth_yaml()``; process start and imports are excluded. Peak memory: the largest peak
 resident set (VmHWM) of the Python process plus jsii's node processes over the repeats. CPU
 ratio: median user+system CPU seconds of Python plus Node over the same span (less disturbed
@@ -117,6 +118,7 @@ def main() -> int:
     memory: dict[str, dict[int, float]] = {route: {} for route in routes}
     cpu: dict[str, dict[int, float]] = {route: {} for route in routes}
     ratios: dict[int, list[float]] = {}
+    cpu_ratios: dict[int, list[float]] = {}
     started = time.perf_counter()
     for n in args.sizes:
         samples: dict[str, list[float]] = {route: [] for route in routes}
@@ -134,6 +136,8 @@ def main() -> int:
             cpu[route][n] = statistics.median(cpu_samples[route])
         # ratio of each alternating pair (same moment on a shared machine), to show the spread
         ratios[n] = sorted(lib / plain for lib, plain in zip(samples["library"], samples["plain"], strict=True))
+        cpu_ratios[n] = sorted(lib / plain for lib, plain in zip(cpu_samples["library"], cpu_samples["plain"],
+                                                                 strict=True))
     print(f"{'N':>6} {'plain s':>9} {'library s':>10} {'ratio':>6} {'pair min-med-max':>18} {'lib ms/workload':>16}"
           f" {'peak MiB plain/lib':>19} {'CPU ratio':>9}"
           + (f" {'no-guardrails s':>16} {'ratio':>6}" if args.diagnostic else ""))
@@ -152,6 +156,7 @@ def main() -> int:
         "sizes": args.sizes, "repeat": args.repeat, "median_seconds": results,
         "ratio": {n: results["library"][n] / results["plain"][n] for n in args.sizes},
         "pair_ratios": ratios, "peak_mib_python_plus_node": memory, "median_cpu_seconds_python_plus_node": cpu,
+        "cpu_pair_ratios": cpu_ratios,
         "wall_seconds": time.perf_counter() - started,
     }
     if args.fit_check:

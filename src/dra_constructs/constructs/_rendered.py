@@ -41,6 +41,7 @@ from typing import Any, cast
 
 import cdk8s
 import constructs
+import jsii
 
 from dra_constructs.errors import DraConstructsError
 
@@ -109,6 +110,25 @@ class OwnManifest:
     _dra_scope: constructs.Construct | None = None
     # the manifest with the chart's defaults, rendered once: the rules read it, to_json copies it
     _dra_rendered: dict[str, Any] | None = None
+
+    def _dra_create(self, scope: constructs.Construct, id: str, api_version: str, kind: str,
+                    metadata: Mapping[str, Any] | None) -> None:
+        """cdk8s's ``ApiObject.__init__``: the same one jsii ``create``, without the generated code's typeguard.
+
+        The generated ``ApiObject.__init__``, ``ApiObjectProps`` and ``ApiObjectMetadata`` check
+        each argument with typeguard (~0.2 ms a workload, more than the create's own Python);
+        the library has checked these values itself (``object_metadata``: name, namespace,
+        labels, annotations). The props go as a map, which jsii's kernel deserializes into the
+        ``ApiObjectProps`` struct (with ``ApiObjectMetadata`` inside) as it does a wired struct.
+        """
+        if not isinstance(scope, constructs.Construct):  # what the generated checks refused
+            raise TypeError(f"argument scope must be constructs.Construct; got {type(scope).__name__} instead")
+        if not isinstance(id, str):
+            raise TypeError(f"argument id must be str; got {type(id).__name__} instead")
+        props: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
+        if metadata is not None:
+            props["metadata"] = dict(metadata)
+        jsii.create(type(self), self, [scope, id, props])
 
     def _dra_record(self, scope: constructs.Construct, api_version: str, kind: str,
                     metadata: Mapping[str, Any] | None, name: str, spec: Mapping[str, Any] | None = None,

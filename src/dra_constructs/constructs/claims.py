@@ -159,9 +159,7 @@ class GpuClaimTemplate(OwnManifest, cdk8s.ApiObject):
         if preemption_policy is not None:
             spec = _with_policy(spec, preemption_policy, policy_requests, self.requests, where)
         try:
-            super().__init__(
-                scope, id, api_version=target.resource_api_version, kind="ResourceClaimTemplate", metadata=metadata,
-            )
+            self._dra_create(scope, id, target.resource_api_version, "ResourceClaimTemplate", metadata)
         except RuntimeError as error:
             raise duplicate_id(error, where, id) from None
         template: dict[str, Any] = {"spec": spec}

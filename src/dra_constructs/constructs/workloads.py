@@ -165,7 +165,7 @@ class GpuPod(OwnManifest, cdk8s.ApiObject):
         _check_namespaces(scope, where, options, namespace)
         metadata = object_metadata(where, _name(scope, id, name), namespace, labels, annotations)
         try:
-            super().__init__(scope, id, api_version="v1", kind="Pod", metadata=metadata)
+            self._dra_create(scope, id, "v1", "Pod", metadata)
         except RuntimeError as error:
             raise duplicate_id(error, where, id) from None
         guard(scope)
@@ -214,7 +214,7 @@ class _TemplatedWorkload(OwnManifest, cdk8s.ApiObject):
         template_annotations = check_annotations(where, "pod_annotations", pod_annotations)
         spec: dict[str, Any] = dict(workload_spec)
         try:
-            super().__init__(scope, id, api_version=self._api_version, kind=self._kind, metadata=metadata)
+            self._dra_create(scope, id, self._api_version, self._kind, metadata)
         except RuntimeError as error:
             raise duplicate_id(error, where, id) from None
         guard(scope)

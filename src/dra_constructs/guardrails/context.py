@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, as_list, mapping_get
 from dra_constructs.guardrails.resources import implicit_device_class, legacy_gpu_resources
@@ -22,6 +22,8 @@ __all__ = [
 
 #: KAI Scheduler's fractional-GPU pod annotations (a GPU pod without any resource or claim).
 KAI_GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+
+T = TypeVar("T")
 
 #: NVIDIA DeviceClasses whose devices are GPUs or slices of one.
 GPU_DEVICE_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"})
@@ -86,6 +88,7 @@ class AuditContext:
         self.sanitizers_not_counted: list[tuple[Manifest, str]] = []
         self._gpu_pod: dict[int | bytes, bool] = {}
         self._memo: dict[tuple[str, int | bytes], Any] = {}
+        self._indexes: dict[str, Any] = {}
         #: Object id -> its shape key (``shape_key``), told by the engine: facts of one shape are computed once.
         self._shapes: dict[int, bytes] = {}
         for manifest in manifests:
@@ -185,6 +188,16 @@ class AuditContext:
 
     def _slot(self, m: Manifest) -> int | bytes:
         return self._shapes.get(id(m)) or id(m)
+
+    def index(self, key: str, build: Callable[[AuditContext], T]) -> T:
+        """``build(self)``, built once per audit: an index over the whole set that several rules share.
+
+        Kept on the context, so it goes with it: an index that refers back to the context (and
+        so to every manifest) must not outlive the audit.
+        """
+        if key not in self._indexes:
+            self._indexes[key] = build(self)
+        return cast(T, self._indexes[key])
 
     def memo(self, key: str, m: Manifest, compute: Callable[[Manifest], Any]) -> Any:
         """``compute(m)``, computed once per object (or shape) and audit (for facts several rules ask)."""

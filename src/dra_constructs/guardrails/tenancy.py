@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -325,16 +324,9 @@ class TenancyIndex:
                               peak * amount)
 
 
-_CACHE: weakref.WeakKeyDictionary[AuditContext, TenancyIndex] = weakref.WeakKeyDictionary()
-
-
 def tenancy(ctx: AuditContext) -> TenancyIndex:
-    """The tenancy index of ``ctx`` (built on first use, shared by the tenant rules)."""
-    index = _CACHE.get(ctx)
-    if index is None:
-        index = TenancyIndex(ctx)
-        _CACHE[ctx] = index
-    return index
+    """The tenancy index of ``ctx`` (built on first use, shared by the tenant rules, freed with ``ctx``)."""
+    return ctx.index("tenancy", TenancyIndex)
 
 
 def claim_sources(ctx: AuditContext, m: Manifest) -> Iterator[tuple[str, dict[str, Any], Manifest | None]]:
