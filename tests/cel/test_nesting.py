@@ -325,6 +325,13 @@ REACHING = [
      _NO_OVERLOAD.format(161, "_==_", "list(" * 14 + "int" + ")" * 14, "list(" * 13 + "int" + ")" * 13)),
     ("in of another depth", deep_list(40) + " in " + deep_list(40), "Invalid",
      _NO_OVERLOAD.format(83, "@in", "list(" * 40 + "int" + ")" * 40, "list(" * 40 + "int" + ")" * 40)),
+    ("?: of equal types", "(true ? " + deep_list(40) + "[0]" * 26 + " : " + deep_list(14) + ").size() == 1", "OK", ""),
+    ("?: of unequal types", "(true ? " + deep_list(40) + "[0]" * 26 + " : " + deep_list(13) + ").size() == 1",
+     "Invalid", "compilation failed: ERROR: <input>:1:7: found no matching overload for '_?_:_' applied to '(bool, "
+     + "list(" * 14 + "int" + ")" * 14 + ", " + "list(" * 13 + "int" + ")" * 13 + ")'"),
+    ("list of equal types", "[" + deep_list(40) + "[0]" * 26 + ", " + deep_list(14) + "].size() == 2", "OK", ""),
+    ("list of unequal types", "[" + deep_list(40) + "[0]" * 26 + ", " + deep_list(13) + "].size() == 2", "Invalid",
+     "compilation failed: ERROR: <input>:1:163: expected type '" + "list(" * 14 + "int" + ")" * 14 + "' but found '"),
     ("all over a deep part", deep_list(30) + "[0]" * 10 + ".all(x, x" + "[0]" * 19 + " == 1)", "Forbidden", _COST),
     ("exists over a deep map", deep_map(30) + "['a']" * 14 + ".exists(k, k == 'a')", "Forbidden", _COST),
 ]

@@ -442,29 +442,31 @@ def _reaches_opaque(error: str, opaque: dict[bytes, str], tree: Node,
                     expression: str) -> object:
     """``None`` when every error naming an opaque type is cel-go's, else what to do about it.
 
-    Such an error is cel-go's only when it is an equality (or ``in``) of types that differ once
-    the real types are put back. An equality of equal types means a placeholder's type and the
-    same type spelled out in the piece were compared: the operands' spans are returned, to be
-    cut into placeholders of the same opaque type. Anything else (an index or call into an opaque
-    part) is ``_OPAQUE``.
+    Such an error is cel-go's only when it is an equality, ``in`` or ``?:`` of types that differ
+    once the real types are put back. One of equal types means a placeholder's type and the same
+    type spelled out in the piece met: the operands' spans are returned, to be cut into
+    placeholders of the same opaque type. Anything else (an index or call into an opaque part)
+    is ``_OPAQUE``.
     """
     operands: set[tuple[int, int]] = set()
     for block in error_blocks(error):
         if not any(name in block for name in opaque.values()):
             continue
         named = _named(block, opaque)
-        found = _OPERANDS.search(named)
-        pair = None if found is None else _split_pair(found.group(1))
-        if pair is None or not _COMPARISON.search(named):
+        found, function = _OPERANDS.search(named), _COMPARISON.search(named)
+        args = [] if found is None else _split_args(found.group(1))
+        if function is None or len(args) != (3 if function.group(1) == "_?_:_" else 2):
             return _OPAQUE
-        left, right = pair
-        member = right == f"list({left})" or right.startswith(f"map({left}, ")
-        if not (member if "'@in'" in named else left == right):
+        if function.group(1) == "@in":
+            equal = args[1] == f"list({args[0]})" or args[1].startswith(f"map({args[0]}, ")
+        else:
+            equal = args[-2] == args[-1]
+        if not equal:
             continue
         node = _operator_at(tree, _offset(expression, error_location(block)))
         if node is None:
             return _OPAQUE
-        operands.update((child.start, child.end) for child in node.children)
+        operands.update((child.start, child.end) for child in node.children[-2:])
     return frozenset(operands) if operands else None
 
 
@@ -475,8 +477,8 @@ def _offset(text: str, location: tuple[int, int]) -> int:
 
 
 def _operator_at(node: Node, offset: int) -> Node | None:
-    """The ``==``, ``!=`` or ``in`` node whose operator is at ``offset``."""
-    if node.kind in ("==", "!=", "in") and node.children[0].end <= offset < node.children[1].start:
+    """The ``==``, ``!=``, ``in`` or ``?:`` node whose operator is at ``offset``."""
+    if node.kind in ("==", "!=", "in", "ternary") and node.children[0].end <= offset < node.children[1].start:
         return node
     for child in node.children:
         if child.start <= offset < child.end:
@@ -484,19 +486,20 @@ def _operator_at(node: Node, offset: int) -> Node | None:
     return None
 
 
-def _split_pair(text: str) -> tuple[str, str] | None:
-    """``A, B`` split at the comma outside parentheses."""
-    depth = 0
+def _split_args(text: str) -> list[str]:
+    """``A, B, ...`` split at the commas outside parentheses."""
+    args, depth, start = [], 0, 0
     for i, char in enumerate(text):
         depth += 1 if char == "(" else -1 if char == ")" else 0
         if char == "," and depth == 0:
-            return text[:i], text[i + 2:]
-    return None
+            args.append(text[start:i])
+            start = i + 2
+    return [*args, text[start:]]
 
 
 _DYN_TYPE = _astpb.Type(dyn={}).SerializeToString()
 _INT_TYPE = _astpb.Type(primitive=2).SerializeToString()
-_COMPARISON = re.compile(r"^ERROR: <input>:\d+:\d+: found no matching overload for '(_==_|_!=_|@in)'")
+_COMPARISON = re.compile(r"^ERROR: <input>:\d+:\d+: found no matching overload for '(_==_|_!=_|@in|_\?_:_)'")
 _OPERANDS = re.compile(r"applied to '\((.*)\)'")
 _LOCATION = re.compile(r"^ERROR: <input>:(-?\d+):(-?\d+): ")
 
