@@ -354,3 +354,11 @@ def test_index_chains_keep_the_cost_of_a_whole_compile() -> None:
         for n in (30, 60):
             deep = check(build(n), "1.34")
             assert (deep.verdict, deep.cost) == ("OK", high.cost + step * (n - 14)), (n, deep.error)
+
+
+def test_index_chains_past_cel_cpp_evaluate() -> None:
+    """41 levels, compiled in pieces: the spliced tree evaluates; a constant index out of range fails at run time."""
+    assert evaluate(indexed_lists(20), GPU, "1.34") is True
+    assert evaluate(indexed_lists(20)[:-1] + "2", GPU, "1.34") is False
+    with pytest.raises(CelRuntimeError, match="index"):
+        evaluate(deep_list(20) + "[0]" * 19 + "[1] == 1", GPU, "1.34")
