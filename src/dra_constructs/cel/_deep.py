@@ -17,6 +17,10 @@ of other shapes are not cut through; when no cut avoids them, :func:`compile_dee
 ``None`` and the engine's depth error stands. (``cel.block`` is not one: the DRA environment has
 Bindings version 0, so ``cel.block`` is an undeclared reference at any depth, as on the real
 servers, ``tests/cel/test_block_real.py``.)
+
+Placeholder types nest at most :data:`TYPE_NESTING` levels, deeper parts opaque types; when a
+piece reaches into one, the expression is cut lower (:data:`LOW_PIECE_HEIGHT`,
+:func:`compile_deep`).
 """
 
 from __future__ import annotations
@@ -391,7 +395,7 @@ def _compile_pieces(expression: str, tree: Node, piece_height: int, forced: froz
                     make_env: Callable[[tuple[tuple[str, bytes], ...]], Any],
                     compile_text: Callable[[Any, str], tuple[Any, str | None]]) -> object:
     """:func:`compile_deep` with pieces of ``piece_height`` levels; ``_OPAQUE``, or the spans of
-    operands to cut (an equality or ``in`` of equal types that their placeholders spell apart)."""
+    operands to cut (an equality, ``in`` or ``?:`` of equal types that placeholders spell apart)."""
     pieces = _cut(tree, expression, piece_height, forced)
     if pieces is None or len(pieces) < 2:
         return None
