@@ -284,6 +284,81 @@ def test_deep_literals_past_the_type_nesting_limit_still_compare() -> None:
     error = check(unequal, "1.34").error or ""
     inner = "map(string, " * 30 + "{}" + ")" * 30
     assert f"applied to '({inner.format('int')}, {inner.format('string')})'" in error, error[:400]
-    # known gap (docs/cel.md): an index past 12 levels into such a part is not checked here
-    indexed = "[" * 30 + "1" + "]" * 30 + "[0]" * 30 + " == 'a'"
-    assert check(indexed, "1.34").verdict == "Invalid"
+
+
+def deep_list(n: int) -> str:
+    return "[" * n + "1" + "]" * n
+
+
+def deep_map(n: int, value: str = "1") -> str:
+    return "{'a': " * n + value + "}" * n
+
+
+def indexed_lists(n: int) -> str:  # an index n levels into a literal n levels deep
+    return deep_list(n) + "[0]" * n + " == 1"
+
+
+def indexed_maps(n: int) -> str:
+    return deep_map(n) + "['a']" * n + " == 1"
+
+
+_NO_OVERLOAD = "compilation failed: ERROR: <input>:1:{}: found no matching overload for '{}' applied to '({}, {})'"
+_COST = "too complex, exceeds cost limit"
+# Indexes, calls, macros and comparisons reaching more than 12 levels into a literal, in an expression past
+# cel-cpp's 32 levels: (name, expression, verdict, start of the error), the verdicts and messages of the real
+# 1.37.2 API server (test_nesting_real.py posts each).
+REACHING = [
+    ("index 30 into 30", indexed_lists(30), "OK", ""),
+    ("index 120 into 120", indexed_lists(120), "OK", ""),
+    ("size 29 down", deep_list(30) + "[0]" * 29 + ".size() == 1", "OK", ""),
+    ("size 15 down", deep_list(30) + "[0]" * 15 + ".size() == 1", "OK", ""),
+    ("constant index out of range", deep_list(30) + "[0]" * 29 + "[1] == 1", "OK", ""),  # a run-time error
+    ("map index 30", indexed_maps(30), "OK", ""),
+    ("map select 30", deep_map(30) + ".a" * 30 + " == 1", "OK", ""),
+    ("missing map key", deep_map(30) + "['a']" * 29 + "['b'] == 1", "OK", ""),  # a run-time error
+    ("in", deep_list(40) + " in " + deep_list(41), "OK", ""),
+    ("equal to a spelled-out literal", deep_list(40) + "[0]" * 26 + " == " + deep_list(14), "OK", ""),
+    ("string index", deep_list(30) + "[0]" * 29 + "['a'] == 1", "Invalid",
+     _NO_OVERLOAD.format(149, "_[_]", "list(int)", "string")),
+    ("int == string", indexed_lists(30)[:-1] + "'a'", "Invalid", _NO_OVERLOAD.format(153, "_==_", "int", "string")),
+    ("unequal to a spelled-out literal", deep_list(40) + "[0]" * 26 + " == " + deep_list(13), "Invalid",
+     _NO_OVERLOAD.format(161, "_==_", "list(" * 14 + "int" + ")" * 14, "list(" * 13 + "int" + ")" * 13)),
+    ("in of another depth", deep_list(40) + " in " + deep_list(40), "Invalid",
+     _NO_OVERLOAD.format(83, "@in", "list(" * 40 + "int" + ")" * 40, "list(" * 40 + "int" + ")" * 40)),
+    ("?: of equal types", "(true ? " + deep_list(40) + "[0]" * 26 + " : " + deep_list(14) + ").size() == 1", "OK", ""),
+    ("?: of unequal types", "(true ? " + deep_list(40) + "[0]" * 26 + " : " + deep_list(13) + ").size() == 1",
+     "Invalid", "compilation failed: ERROR: <input>:1:7: found no matching overload for '_?_:_' applied to '(bool, "
+     + "list(" * 14 + "int" + ")" * 14 + ", " + "list(" * 13 + "int" + ")" * 13 + ")'"),
+    ("list of equal types", "[" + deep_list(40) + "[0]" * 26 + ", " + deep_list(14) + "].size() == 2", "OK", ""),
+    ("list of unequal types", "[" + deep_list(40) + "[0]" * 26 + ", " + deep_list(13) + "].size() == 2", "Invalid",
+     "compilation failed: ERROR: <input>:1:163: expected type '" + "list(" * 14 + "int" + ")" * 14 + "' but found '"),
+    ("all over a deep part", deep_list(30) + "[0]" * 10 + ".all(x, x" + "[0]" * 19 + " == 1)", "Forbidden", _COST),
+    ("exists over a deep map", deep_map(30) + "['a']" * 14 + ".exists(k, k == 'a')", "Forbidden", _COST),
+]
+
+
+@pytest.mark.parametrize(("expression", "verdict", "error"), [r[1:] for r in REACHING], ids=[r[0] for r in REACHING])
+def test_reaching_into_deep_literals(expression: str, verdict: str, error: str) -> None:
+    """Placeholders show 12 levels of their type; pieces reaching further are cut lower (``_deep``)."""
+    result = check(expression, "1.34")
+    assert result.verdict == verdict, result.error
+    assert (result.error or "").startswith(error), (result.error or "")[:400]
+
+
+def test_index_chains_keep_the_cost_of_a_whole_compile() -> None:
+    for build in (indexed_lists, indexed_maps):
+        low, high = (check(build(n), "1.34") for n in (6, 14))  # compiled whole by cel-cpp
+        assert low.cost is not None and high.cost is not None
+        step, rest = divmod(high.cost - low.cost, 8)
+        assert rest == 0
+        for n in (30, 60):
+            deep = check(build(n), "1.34")
+            assert (deep.verdict, deep.cost) == ("OK", high.cost + step * (n - 14)), (n, deep.error)
+
+
+def test_index_chains_past_cel_cpp_evaluate() -> None:
+    """41 levels, compiled in pieces: the spliced tree evaluates; a constant index out of range fails at run time."""
+    assert evaluate(indexed_lists(20), GPU, "1.34") is True
+    assert evaluate(indexed_lists(20)[:-1] + "2", GPU, "1.34") is False
+    with pytest.raises(CelRuntimeError, match="index"):
+        evaluate(deep_list(20) + "[0]" * 19 + "[1] == 1", GPU, "1.34")

@@ -3,7 +3,8 @@
 Each construct of ``test_nesting.BOUNDARIES`` at cel-go's limit (accepted) and one past it (rejected
 with the parser's message), on 1.37 and 1.34, plus the column of an error deep inside parentheses,
 the ordered errors of two pieces, literals around cel-cpp's type nesting limit of 13 and macro
-bodies around its 32 levels: 63 ResourceClaimTemplates on 1.37, 61 on 1.34.
+bodies around its 32 levels: 63 ResourceClaimTemplates on 1.37, 61 on 1.34. And the rows of
+``test_nesting.REACHING`` (indexes, calls and comparisons reaching past 12 levels into deep literals).
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ from typing import Any
 
 import pytest
 from controlplane.cluster import ControlPlane
-from test_nesting import BOUNDARIES, bound_all, bound_bind, bound_map, bound_two, bound_wrong, nested_lists, nested_maps
+from test_nesting import (
+    BOUNDARIES,
+    REACHING,
+    bound_all,
+    bound_bind,
+    bound_map,
+    bound_two,
+    bound_wrong,
+    nested_lists,
+    nested_maps,
+)
 
 from dra_constructs.cel import check
 
@@ -62,4 +73,19 @@ def test_boundary_table_against_the_api_server(request: pytest.FixtureRequest, m
         accepted, message = _verdict(plane, index, expression)
         if accepted != ours.ok or (not accepted and (ours.error or "") not in message):
             mismatches.append((name, n, accepted, message[-300:], ours.verdict, (ours.error or "")[:300]))
+    assert not mismatches, mismatches
+
+
+@pytest.mark.parametrize("minor", PLANES)
+def test_reaching_into_deep_literals_against_the_api_server(request: pytest.FixtureRequest, minor: str) -> None:
+    plane: ControlPlane = request.getfixturevalue(f"control_plane_{minor.replace('.', '')}")
+    mismatches = []
+    for index, (name, expression, verdict, error) in enumerate(REACHING):
+        ours = check(expression, minor)
+        accepted, message = _verdict(plane, 1000 + index, expression)
+        # the server gives the cost error without our estimate: compare its start there
+        shown = (ours.error or "") if ours.verdict == "Invalid" else error
+        same = (ours.error or "").startswith(error) and shown in message
+        if accepted != ours.ok or accepted != (verdict == "OK") or (not accepted and not same):
+            mismatches.append((name, accepted, message[-300:], ours.verdict, (ours.error or "")[:300]))
     assert not mismatches, mismatches

@@ -14,7 +14,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, empty_pb2, message_factory, struct_pb2
 
-__all__ = ["CheckedExpr", "Constant", "Expr", "Reference", "Type", "decode_checked", "encode_checked"]
+__all__ = ["CheckedExpr", "Constant", "Expr", "Reference", "Type", "decode_checked", "decode_type", "encode_checked"]
 
 _F = descriptor_pb2.FieldDescriptorProto
 _SCALARS = {
@@ -138,12 +138,17 @@ _ANY_URL = b"type.googleapis.com/cel.expr.CheckedExpr"
 
 def decode_checked(serialized: bytes) -> Any:
     """The ``CheckedExpr`` inside the ``Any`` that ``Expression.serialize()`` returns."""
-    any_value = struct_pb2.__dict__.get("_Any")  # unused; Any is decoded by hand below
-    del any_value
-    value = _any_payload(serialized)
-    checked = CheckedExpr()
+    return _parse(CheckedExpr(), _any_payload(serialized))
+
+
+def decode_type(serialized: bytes) -> Any:
+    """A serialized ``cel.expr.Type``, nested as deep as it is (a literal's type may nest 248 levels)."""
+    return _parse(Type(), serialized)
+
+
+def _parse(message: Any, value: bytes) -> Any:
     try:
-        checked.ParseFromString(value)
+        message.ParseFromString(value)
     except Exception as error:  # upb's default depth limit (100 messages) on an AST nested deeper
         if "MaxDepth" not in str(error):
             raise
@@ -151,10 +156,10 @@ def decode_checked(serialized: bytes) -> Any:
 
         upb.SetAllowOversizeProtos(True)  # the only switch upb has for its depth limit
         try:
-            checked.ParseFromString(value)
+            message.ParseFromString(value)
         finally:
             upb.SetAllowOversizeProtos(False)
-    return checked
+    return message
 
 
 def encode_checked(checked: Any) -> bytes:

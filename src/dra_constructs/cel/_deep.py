@@ -17,6 +17,10 @@ of other shapes are not cut through; when no cut avoids them, :func:`compile_dee
 ``None`` and the engine's depth error stands. (``cel.block`` is not one: the DRA environment has
 Bindings version 0, so ``cel.block`` is an undeclared reference at any depth, as on the real
 servers, ``tests/cel/test_block_real.py``.)
+
+Placeholder types nest at most :data:`TYPE_NESTING` levels, deeper parts opaque types; when a
+piece reaches into one, the expression is cut lower (:data:`LOW_PIECE_HEIGHT`,
+:func:`compile_deep`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ __all__ = ["PIECE_HEIGHT", "compile_deep", "declarations", "error_blocks", "erro
 #: Levels of the parse tree one piece may hold; every cel-cpp counter grows at most one per
 #: level, so pieces stay well below its 32.
 PIECE_HEIGHT = 16
+#: Levels of a piece when an operation in a piece of :data:`PIECE_HEIGHT` reached past the
+#: :data:`TYPE_NESTING` levels a placeholder's type shows: each level of a piece takes at most
+#: one level off a type, so pieces this low never reach an opaque part, and each placeholder
+#: shows the next 12 levels of its real type again.
+LOW_PIECE_HEIGHT = 8
 _PRIMITIVES = {1: "BOOL", 2: "INT", 3: "UINT", 4: "DOUBLE", 5: "STRING", 6: "BYTES"}
 _WRAPPERS = {1: "BoolValue", 2: "Int64Value", 3: "UInt64Value", 4: "DoubleValue", 5: "StringValue",
              6: "BytesValue"}
@@ -138,8 +147,13 @@ def _reads(node: Node, out: dict[int, set[str]]) -> set[str]:
     return names
 
 
-def _cut(tree: Node, text: str) -> list[_Piece] | None:
-    """Pieces in compile order (inner first), the whole expression last; ``None`` if no cut fits."""
+def _cut(tree: Node, text: str, piece_height: int | None = None,
+         forced: frozenset[tuple[int, int]] = frozenset()) -> list[_Piece] | None:
+    """Pieces in compile order (inner first), the whole expression last; ``None`` if no cut fits.
+
+    The nodes spanning ``forced`` (start, end) are cut at any height.
+    """
+    piece_height = PIECE_HEIGHT if piece_height is None else piece_height
     reads: dict[int, set[str]] = {}
     _reads(tree, reads)
     pieces: list[_Piece] = []
@@ -171,7 +185,7 @@ def _cut(tree: Node, text: str) -> list[_Piece] | None:
         keep = node.kind in _KEEP or any(b is None for b in bound.values()) \
             or (parent is not None and parent.kind == "global" and parent.name == "has") \
             or (parent is not None and index > 0 and node.kind == "ident" and parent.binders)
-        if height >= PIECE_HEIGHT and not keep:
+        if (height >= piece_height or (node.start, node.end) in forced) and not keep:
             name = f"_deep{len(pieces)}"
             if name in text or not name_fits(node, name):
                 return height, inner
@@ -347,7 +361,7 @@ def _splice(root: Any, pieces: dict[str, Any]) -> Any:
 
 def declarations(extra: tuple[tuple[str, bytes], ...]) -> tuple[tuple[str, Any], ...]:
     """``(name, cel.Type)`` of placeholders given as ``(name, serialized cel.expr.Type)``."""
-    return tuple((name, cel_type(_astpb.Type.FromString(raw))) for name, raw in extra)
+    return tuple((name, cel_type(_astpb.decode_type(raw))) for name, raw in extra)
 
 
 def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], ...]], Any],
@@ -357,9 +371,32 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
     ``make_env(extra)`` is the checker's environment with the placeholders ``extra`` (name,
     serialized ``cel.expr.Type``: hashable, so environments can be cached) declared
     (:func:`declarations`); ``compile_text(env, text)`` compiles one piece into ``(program, error)``.
+    When an index, call or macro in a piece reaches past the levels a placeholder's type shows,
+    the expression is cut again in pieces of :data:`LOW_PIECE_HEIGHT`.
     """
     tree = parse(expression)
-    pieces = None if tree is None else _cut(tree, expression)
+    if tree is None:
+        return None
+    for piece_height in (PIECE_HEIGHT, LOW_PIECE_HEIGHT):
+        forced: frozenset[tuple[int, int]] = frozenset()
+        result = _compile_pieces(expression, tree, piece_height, forced, make_env, compile_text)
+        while isinstance(result, frozenset) and not result <= forced:
+            forced |= result
+            result = _compile_pieces(expression, tree, piece_height, forced, make_env, compile_text)
+        if result is not _OPAQUE and not isinstance(result, frozenset):
+            return result  # type: ignore[return-value]
+    return None
+
+
+_OPAQUE = object()  # an operation reached into an opaque part of a placeholder's type
+
+
+def _compile_pieces(expression: str, tree: Node, piece_height: int, forced: frozenset[tuple[int, int]],
+                    make_env: Callable[[tuple[tuple[str, bytes], ...]], Any],
+                    compile_text: Callable[[Any, str], tuple[Any, str | None]]) -> object:
+    """:func:`compile_deep` with pieces of ``piece_height`` levels; ``_OPAQUE``, or the spans of
+    operands to cut (an equality, ``in`` or ``?:`` of equal types that placeholders spell apart)."""
+    pieces = _cut(tree, expression, piece_height, forced)
     if pieces is None or len(pieces) < 2:
         return None
     declared: list[tuple[str, bytes]] = []
@@ -375,7 +412,7 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
         if program is None:
             return _astpb.Type(dyn={})
         checked = _astpb.decode_checked(program.serialize())
-        return checked.type_map[checked.expr.id]
+        return _real(checked.type_map[checked.expr.id], opaque)
 
     try:
         for piece in pieces:
@@ -385,8 +422,9 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
             if program is None:
                 if error is None or "recursion" in error or "ERROR: <input>:" not in error:
                     return None
-                if any(name in error for name in opaque.values()) and not _EQUALITY.search(error):
-                    return None  # an index or call into a part past cel-cpp's type nesting: not checked here
+                reached = _reaches_opaque(error, opaque, tree, expression)
+                if reached is not None:
+                    return reached
                 errors.extend(error_blocks(_original_lines(_named(error, opaque), text, expression)))
                 # like cel-go's error type, `dyn` lets the rest be checked without follow-on errors
                 declared.append((piece.name, _DYN_TYPE))
@@ -397,16 +435,76 @@ def compile_deep(expression: str, make_env: Callable[[tuple[tuple[str, bytes], .
                 _restore_types(spliced, opaque)
                 return _astpb.encode_checked(spliced), None
             checked_pieces[piece.name] = checked
-            piece_type = _within_type_nesting(checked.type_map[checked.expr.id], opaque)
+            piece_type = _within_type_nesting(_real(checked.type_map[checked.expr.id], opaque), opaque)
             declared.append((piece.name, piece_type.SerializeToString()))
     except _Unsupported:
         return None
     return None, "\n".join(sorted(errors, key=error_location))
 
 
+def _reaches_opaque(error: str, opaque: dict[bytes, str], tree: Node,
+                    expression: str) -> object:
+    """``None`` when every error naming an opaque type is cel-go's, else what to do about it.
+
+    Such an error is cel-go's only when it is an equality, ``in`` or ``?:`` of types that differ
+    once the real types are put back. One of equal types means a placeholder's type and the same
+    type spelled out in the piece met: the operands' spans are returned, to be cut into
+    placeholders of the same opaque type. Anything else (an index or call into an opaque part)
+    is ``_OPAQUE``.
+    """
+    operands: set[tuple[int, int]] = set()
+    for block in error_blocks(error):
+        if not any(name in block for name in opaque.values()):
+            continue
+        named = _named(block, opaque)
+        found, function = _OPERANDS.search(named), _COMPARISON.search(named)
+        args = [] if found is None else _split_args(found.group(1))
+        if function is None or len(args) != (3 if function.group(1) == "_?_:_" else 2):
+            return _OPAQUE
+        if function.group(1) == "@in":
+            equal = args[1] == f"list({args[0]})" or args[1].startswith(f"map({args[0]}, ")
+        else:
+            equal = args[-2] == args[-1]
+        if not equal:
+            continue
+        node = _operator_at(tree, _offset(expression, error_location(block)))
+        if node is None:
+            return _OPAQUE
+        operands.update((child.start, child.end) for child in node.children[-2:])
+    return frozenset(operands) if operands else None
+
+
+def _offset(text: str, location: tuple[int, int]) -> int:
+    """The offset of a 1-based line and column (cel-go's, in code points)."""
+    line, column = location
+    return sum(len(part) + 1 for part in text.split("\n")[:line - 1]) + column - 1
+
+
+def _operator_at(node: Node, offset: int) -> Node | None:
+    """The ``==``, ``!=``, ``in`` or ``?:`` node whose operator is at ``offset``."""
+    if node.kind in ("==", "!=", "in", "ternary") and node.children[0].end <= offset < node.children[1].start:
+        return node
+    for child in node.children:
+        if child.start <= offset < child.end:
+            return _operator_at(child, offset)
+    return None
+
+
+def _split_args(text: str) -> list[str]:
+    """``A, B, ...`` split at the commas outside parentheses."""
+    args, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += 1 if char == "(" else -1 if char == ")" else 0
+        if char == "," and depth == 0:
+            args.append(text[start:i])
+            start = i + 2
+    return [*args, text[start:]]
+
+
 _DYN_TYPE = _astpb.Type(dyn={}).SerializeToString()
 _INT_TYPE = _astpb.Type(primitive=2).SerializeToString()
-_EQUALITY = re.compile(r"^ERROR: <input>:\d+:\d+: found no matching overload for '_[!=]=_'")
+_COMPARISON = re.compile(r"^ERROR: <input>:\d+:\d+: found no matching overload for '(_==_|_!=_|@in|_\?_:_)'")
+_OPERANDS = re.compile(r"applied to '\((.*)\)'")
 _LOCATION = re.compile(r"^ERROR: <input>:(-?\d+):(-?\d+): ")
 
 
@@ -430,33 +528,42 @@ def error_location(block: str) -> tuple[int, int]:
 def _named(error: str, opaque: dict[bytes, str]) -> str:
     """An error naming opaque types names the types they stand for, as cel-go prints them."""
     for raw, name in sorted(opaque.items(), key=lambda item: -len(item[1])):
-        error = error.replace(name, format_type(_astpb.Type.FromString(raw)))
+        error = error.replace(name, format_type(_astpb.decode_type(raw)))
     return error
+
+
+def _real(t: Any, opaque: dict[bytes, str]) -> Any:
+    """A copy of ``t`` with every opaque type the type it stands for."""
+    out = _astpb.Type()
+    out.CopyFrom(t)
+    if opaque:
+        _restore(out, {name: _astpb.decode_type(raw) for raw, name in opaque.items()})
+    return out
+
+
+def _restore(t: Any, by_name: dict[str, Any]) -> None:
+    kind = t.WhichOneof("kind")
+    if kind == "abstract_type" and t.abstract_type.name in by_name:
+        t.CopyFrom(by_name[t.abstract_type.name])
+    elif kind == "list_type":
+        _restore(t.list_type.elem_type, by_name)
+    elif kind == "map_type":
+        _restore(t.map_type.key_type, by_name)
+        _restore(t.map_type.value_type, by_name)
+    elif kind == "abstract_type":
+        for p in t.abstract_type.parameter_types:
+            _restore(p, by_name)
+    elif kind == "type":
+        _restore(t.type, by_name)
 
 
 def _restore_types(checked: Any, opaque: dict[bytes, str]) -> None:
     """Every opaque type in ``checked``'s type map back to the type it stands for."""
     if not opaque:
         return
-    by_name = {name: _astpb.Type.FromString(raw) for raw, name in opaque.items()}
-
-    def restore(t: Any) -> None:
-        kind = t.WhichOneof("kind")
-        if kind == "abstract_type" and t.abstract_type.name in by_name:
-            t.CopyFrom(by_name[t.abstract_type.name])
-        elif kind == "list_type":
-            restore(t.list_type.elem_type)
-        elif kind == "map_type":
-            restore(t.map_type.key_type)
-            restore(t.map_type.value_type)
-        elif kind == "abstract_type":
-            for p in t.abstract_type.parameter_types:
-                restore(p)
-        elif kind == "type":
-            restore(t.type)
-
+    by_name = {name: _astpb.decode_type(raw) for raw, name in opaque.items()}
     for t in checked.type_map.values():
-        restore(t)
+        _restore(t, by_name)
 
 
 def _original_lines(error: str, text: str, expression: str) -> str:
