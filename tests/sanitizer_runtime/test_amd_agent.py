@@ -23,7 +23,7 @@ from dra_constructs.agent.state import Phase
 from .fakeapi import FakeApi, claim
 from .standin import cgroup
 from .standin_amd import AmdNode, AmdTenant, MiB
-from .test_amd_standin import _amd_runtime, amd_lib, node  # noqa: F401 - fixtures
+from .test_amd_standin import _allocated_partition, _amd_runtime, amd_lib, node  # noqa: F401 - fixtures
 from .test_standin_backends import POD
 from .test_standin_devhandles import OTHER
 
@@ -116,13 +116,7 @@ def test_a_missed_turnover_with_the_new_tenant_running_is_adopted_not_quarantine
     """No compute mode to guard with is not "cannot list its processes": the new claim's process already runs
     on the partition, so nobody is killed and the turnover is reported (before: the barrier ran and
     quarantined the new tenant's partition as foreign contexts)."""
-    node.residue_byte = 0x00
-    node.fake_sysfs({0x0C00: 2})
-    rt = _amd_runtime(tmp_path, node)
-    device = rt.device("gpu-2-130")
-    assert rt.barrier.run(device, "startup-unknown").result == "released"
-    before = ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,))
-    rt.barrier.mark_allocated(device, before)
+    rt, device, _before = _allocated_partition(tmp_path, node)
     live = ClaimTenant("team-b/c2", "team-b", "u2", pods=(OTHER,))
     tenant = AmdTenant(node, "GPU-00000000000000a1", nbytes=8 * MiB, ignore_term=True)
     cgroup(node, tenant.pid, OTHER)  # type: ignore[arg-type]

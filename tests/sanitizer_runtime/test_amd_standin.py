@@ -297,6 +297,20 @@ def _amd_runtime(tmp_path: Path, node: AmdNode, **settings: object) -> Runtime:
     return build_runtime(config, fsync=False)
 
 
+def _allocated_partition(tmp_path: Path, node: AmdNode) -> tuple[Runtime, Any, Any]:
+    """Partition gpu-2-130 of a CPX GPU, released once, then allocated to team-a/c1: the runtime, device and claim."""
+    from dra_constructs.agent.kube import Tenant as ClaimTenant
+
+    node.residue_byte = 0x00
+    node.fake_sysfs({0x0C00: 2})
+    rt = _amd_runtime(tmp_path, node)
+    device = rt.device("gpu-2-130")
+    assert rt.barrier.run(device, "startup-unknown").result == "released"
+    claim = ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,))
+    rt.barrier.mark_allocated(device, claim)
+    return rt, device, claim
+
+
 def test_a_released_claim_is_drained_cleaned_filled_and_verified(tmp_path: Path, node: AmdNode) -> None:
     """The barrier with the AMD backends: the claim's tenant (its pod's cgroup) is killed, the partition cleaned."""
     from dra_constructs.agent.kube import Tenant as ClaimTenant
@@ -350,15 +364,7 @@ def test_a_kfd_holder_of_another_pod_blocks_the_release_and_is_never_signalled(t
                                                                               node: AmdNode) -> None:
     """A co-tenant's process holding /dev/kfd alone may use any partition (KFD keeps the render file it bound):
     the release waits for it, reported, never signalled; once it is gone the quarantine clears itself."""
-    from dra_constructs.agent.kube import Tenant as ClaimTenant
-
-    node.residue_byte = 0x00
-    node.fake_sysfs({0x0C00: 2})
-    rt = _amd_runtime(tmp_path, node)
-    device = rt.device("gpu-2-130")
-    assert rt.barrier.run(device, "startup-unknown").result == "released"
-    claim = ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,))
-    rt.barrier.mark_allocated(device, claim)
+    rt, device, claim = _allocated_partition(tmp_path, node)
     kfd = node.dev("kfd")
     other = Holder(node, kfd, pod=OTHER)  # type: ignore[arg-type]  # AMD SMI does not list it
     try:
@@ -379,15 +385,7 @@ def test_a_kfd_holder_of_another_pod_blocks_the_release_and_is_never_signalled(t
 def test_the_claims_own_render_node_holder_is_drained(tmp_path: Path, node: AmdNode) -> None:
     """A process of the released claim's pod holding the partition's render node, which AMD SMI does not list
     (no KFD context), is signalled like a listed one; a holder of the sibling partition's node is not its."""
-    from dra_constructs.agent.kube import Tenant as ClaimTenant
-
-    node.residue_byte = 0x00
-    node.fake_sysfs({0x0C00: 2})
-    rt = _amd_runtime(tmp_path, node)
-    device = rt.device("gpu-2-130")
-    assert rt.barrier.run(device, "startup-unknown").result == "released"
-    claim = ClaimTenant("team-a/c1", "team-a", "u1", pods=(POD,))
-    rt.barrier.mark_allocated(device, claim)
+    rt, device, claim = _allocated_partition(tmp_path, node)
     own = Holder(node, node.dev("dri/renderD130"), pod=POD)  # type: ignore[arg-type]
     sibling = Holder(node, node.dev("dri/renderD129"), node.dev("dri/card1"), pod=OTHER)  # type: ignore[arg-type]
     try:
