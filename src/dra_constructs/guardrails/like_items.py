@@ -44,7 +44,11 @@ _BYTES_PER_LEARNT_STRING = 64
 
 _STRUCTURE = bytes(b for b in range(256) if b not in b"{}[],")
 _UNUSUAL = bytes(range(0x20)) + b"\\"  # control characters and the backslash
-_METADATA_DROPPED = "managedFields"  # (the slim copy leaves it out: ``stream._SLIM_METADATA_DROPPED``)
+_METADATA_DROPPED = "managedFields"
+#: Templates are looked up by this many first bytes of an item (its kind is in them as kubectl
+#: prints it), so that items of other kinds walk none; templates whose first fixed segment is
+#: shorter are tried on every item.
+_PREFIX = 96  # (the slim copy leaves it out: ``stream._SLIM_METADATA_DROPPED``)
 
 
 def variable(path: tuple[Any, ...], kind: str) -> bool:
@@ -171,6 +175,8 @@ class Likeness:
 
     def __init__(self) -> None:
         self._templates: list[_Template] = []
+        self._by_prefix: dict[bytes, list[int]] = {}  # template indexes by their first :data:`_PREFIX` bytes
+        self._short: list[int] = []  # templates whose first segment is shorter
         self._seen: set[tuple[bytes, bytes]] = set()  # (layout, shape) of the templates
         self._last = 0  # the template the last like item matched
         self._successor: dict[int, int] = {}  # for each template, the one the item after its last match matched
@@ -185,14 +191,18 @@ class Likeness:
     def match(self, text: bytearray, start: int, limit: int, close: bytes) -> tuple[int, int, Any] | None:
         """``(end, newlines, (shape key, metadata))`` of the item at ``start`` if like a template."""
         templates = self._templates
-        count = len(templates)
+        if not templates:
+            return None
+        candidates = self._by_prefix.get(bytes(text[start:start + _PREFIX]), []) + self._short
         # The template that followed the last one's match before first (pods of one controller come
         # together; an export sorted by namespace cycles through controllers), then each in turn.
         predicted = self._successor.get(self._last, self._last)
-        for offset in range(count):
+        if predicted in candidates:
+            candidates.remove(predicted)
+            candidates.insert(0, predicted)
+        for index in candidates:
             if self._allowance <= 0:
                 return None
-            index = (predicted + offset) % count
             template = templates[index]
             if template.close != close:
                 continue
@@ -223,4 +233,10 @@ class Likeness:
             return
         self._learning -= strings
         self._seen.add((layout, manifest.shape))
-        self._templates.append(_Template(data, manifest))
+        template = _Template(data, manifest)
+        index = len(self._templates)
+        self._templates.append(template)
+        if len(template.first) >= _PREFIX:
+            self._by_prefix.setdefault(template.first[:_PREFIX], []).append(index)
+        else:
+            self._short.append(index)
