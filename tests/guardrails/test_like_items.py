@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from dra_constructs._io import ReadBudget
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.guardrails import like_items
-from dra_constructs.guardrails.stream import Collector
+from dra_constructs.guardrails import like_items, load_paths
+from dra_constructs.guardrails.stream import Collector, stream_paths
 
 from .helpers import FIXTURES
 from .test_stream import _corpus_objects, _export, _streamed, _whole
@@ -136,3 +137,18 @@ def test_variable_paths_are_those_the_shape_key_leaves_out() -> None:
     assert not like_items.variable(("metadata", "labels", "app"), "Pod")
     assert not like_items.variable(("metadata", "annotations", "pod-template-hash"), "Pod")
     assert not like_items.variable(("spec", "template", "spec", "nodeName"), "Deployment")
+
+
+def test_like_items_keep_their_own_metadata(tmp_path: Path, likes: list[str]) -> None:
+    """Names, uids, identity labels and owner references are the item's own (managedFields left out)."""
+    items = [_pod(n) for n in range(5)]
+    items[3]["metadata"]["managedFields"] = [{"manager": "kubelet", "time": "t3"}]
+    items[4]["metadata"]["managedFields"] = [{"manager": "kubelet", "time": "t4"}]
+    path = _write(tmp_path, items)
+    collector = Collector()
+    stream_paths([str(path)], collector, budget=ReadBudget.of(None))
+    expected = [{k: v for k, v in m.obj["metadata"].items() if k != "managedFields"}
+                for m in load_paths([str(path)], max_bytes=None)]
+    assert [m.obj["metadata"] for m in collector.manifests] == expected
+    assert likes == ["train-1", "train-2", "train-4"]
+    assert expected[2]["labels"]["pod-template-hash"] == "h2" and expected[4]["ownerReferences"][0]["uid"] == "r4"

@@ -127,6 +127,9 @@ class _Template:
         segments = [data[cuts[i]:cuts[i + 1]] for i in range(0, len(cuts), 2)]
         self.first, self.rest = segments[0], tuple((segment, len(segment)) for segment in segments[1:])
         self.originals = [data[cuts[i]:cuts[i + 1]] for i in range(1, len(cuts) - 1, 2)]
+        #: variable strings under ``metadata``: ``(index, key)`` of a field's own value, ``(index, path)`` deeper
+        self.top = [(i, t[0]) for i, t in enumerate(self.targets) if t is not None and len(t) == 1]
+        self.nested = [(i, t) for i, t in enumerate(self.targets) if t is not None and len(t) > 1]
         self.shape: bytes = manifest.shape or b""
         metadata = manifest.obj.get("metadata")
         self.metadata = {k: v for k, v in metadata.items() if k != _METADATA_DROPPED} if isinstance(metadata, dict) \
@@ -164,10 +167,18 @@ class _Template:
         metadata = self.metadata
         if metadata is None:
             return None
-        changes = [(target, bytes(raw).decode("utf-8")) for target, raw, original
-                   in zip(self.targets, strings, self.originals, strict=True)
-                   if target is not None and raw != original]
-        return _replaced(metadata, changes) if changes else dict(metadata)
+        out = dict(metadata)
+        originals = self.originals
+        for index, key in self.top:  # (most are: name, uid, resourceVersion, timestamps)
+            raw = strings[index]
+            if raw != originals[index]:
+                out[key] = raw.decode("utf-8")
+        if self.nested:
+            changes = [(path, strings[index].decode("utf-8")) for index, path in self.nested
+                       if strings[index] != originals[index]]
+            if changes:  # (labels, owner references: the containers on the way copied)
+                out.update(_replaced({path[0]: metadata[path[0]] for path, _ in changes}, changes))
+        return out
 
 
 class Likeness:
