@@ -26,7 +26,7 @@ in a fresh child process: wall time and peak RSS (``/usr/bin/time -f %M``: ru_ma
 ``--src DIR`` runs the same command against another checkout's ``src`` as well, alternating, so
 old and new come from one run. Goal: 100 MB / 200,000 objects in <= 10 s and <= 1 GB.
 
-    python benchmarks/audit_bench.py [audit|large|synth|export|all] [--objects 10000] [--sizes 1,5,10]
+    python benchmarks/audit_bench.py [audit|large|synth|export|all] [--objects 10000] [--sizes 1,5,10] [--mix pods]
                                      [--workloads 5000] [--repeat 3] [--formats json,yaml] [--src DIR]
 """
 
@@ -256,13 +256,27 @@ def _export_pod(i: int) -> dict[str, Any]:
     }
 
 
-def write_export(path: Path, objects: int, fmt: str) -> None:
-    """A ``kubectl get -A -o json|yaml`` List of ``objects`` GPU Pods (and one claim template per namespace)."""
+def _small_object(i: int) -> dict[str, Any]:
+    """A ConfigMap or a Service of a tenant namespace (~300 / ~450 bytes as kubectl prints them)."""
+    namespace = f"tenant-{i % 50}"
+    metadata = {"name": f"app-{i}", "namespace": namespace, "uid": f"0000-{i:08d}", "resourceVersion": str(200000 + i)}
+    if i % 8 < 5:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"LOG_LEVEL": "info"}}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {**metadata, "labels": {"app": f"app-{i}"}},
+            "spec": {"selector": {"app": f"app-{i}"}, "ports": [{"port": 80, "targetPort": 8080}],
+                     "clusterIP": f"10.96.{i // 256 % 256}.{i % 256}"}}
+
+
+def write_export(path: Path, objects: int, fmt: str, mix: bool = False) -> None:
+    """A ``kubectl get -A -o json|yaml`` List of ``objects`` GPU Pods (and one claim template per namespace);
+    ``mix``: one object in five a GPU Pod, the others small ConfigMaps and Services (~110 MB for 200,000 in
+    JSON: the goal's 100 MB / 200,000 objects; a Pod as kubectl prints it is ~1.4 kB)."""
     templates = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                   "metadata": {"name": "gpu", "namespace": f"tenant-{n}"},
                   "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                       "deviceClassName": "gpu.nvidia.com", "count": 1}}]}}}} for n in range(50)]
-    items = templates + [_export_pod(i) for i in range(objects - len(templates))]
+    items = templates + [_export_pod(i) if not mix or i % 5 == 0 else _small_object(i)
+                         for i in range(objects - len(templates))]
     document = {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
     with path.open("w") as out:
         if fmt == "json":
@@ -287,20 +301,22 @@ def _measure(path: Path, src: str | None) -> tuple[float, float, float]:
     return wall, int(done.stderr.strip().splitlines()[-1]) / 1024, cpu
 
 
-def bench_export(objects: int, formats: list[str], repeat: int, src: str | None) -> dict[str, Any]:
+def bench_export(objects: int, formats: list[str], repeat: int, src: str | None,
+                 mix: bool = False) -> dict[str, Any]:
     """Whole-command wall time and peak RSS over one export per format (this tree, and ``src`` if given)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for fmt in formats:
             path = Path(tmp) / f"export.{fmt}"
-            write_export(path, objects, fmt)
+            write_export(path, objects, fmt, mix)
             trees = {"this": None, **({"other": src} if src else {})}
             samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in trees}
             for _ in range(repeat):
                 for name, tree in trees.items():  # alternating: same load for both
                     samples[name].append(_measure(path, tree))
             for name in trees:
-                rows.append({"format": fmt, "tree": name, "objects": objects, "megabytes": path.stat().st_size / 1e6,
+                rows.append({"format": fmt, "tree": name, "mix": mix, "objects": objects,
+                             "megabytes": path.stat().st_size / 1e6,
                              "seconds_median": statistics.median(s[0] for s in samples[name]),
                              "seconds_all": [round(s[0], 2) for s in samples[name]],
                              "cpu_seconds_median": statistics.median(s[2] for s in samples[name]),
@@ -375,6 +391,9 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--workloads", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--mix", choices=("pods", "mixed", "both"), default="pods",
+                        help="`export`: GPU Pods only (1.4 kB each), a mix of one Pod in five with small "
+                             "ConfigMaps and Services (~0.55 kB each: the goal's 100 MB / 200,000), or both")
     args = parser.parse_args()
     report: dict[str, Any] = {}
     if args.what in ("audit", "all"):
@@ -396,9 +415,13 @@ def main() -> int:
                   f"command x{row['command_per_mb_vs_first']:.2f}")
     if args.what in ("export", "all"):
         objects = args.objects if args.what == "export" else 200_000
-        report["export"] = exported = bench_export(objects, args.formats.split(","), args.repeat, args.src)
-        for row in exported["rows"]:
-            print(f"export ({row['tree']}): {row['format']}, {row['megabytes']:.1f} MB, {row['objects']} objects: "
+        mixes = {"pods": [False], "mixed": [True], "both": [False, True]}[args.mix]
+        rows = [row for mix in mixes
+                for row in bench_export(objects, args.formats.split(","), args.repeat, args.src, mix)["rows"]]
+        report["export"] = {"rows": rows}
+        for row in rows:
+            print(f"export ({row['tree']}, {'mixed' if row['mix'] else 'pods'}): {row['format']}, "
+                  f"{row['megabytes']:.1f} MB, {row['objects']} objects: "
                   f"{row['seconds_median']:.2f} s wall (all {row['seconds_all']}), "
                   f"{row['cpu_seconds_median']:.2f} s CPU (all {row['cpu_seconds_all']}), "
                   f"load {row['load_average']:.1f}, "

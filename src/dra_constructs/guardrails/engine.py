@@ -149,7 +149,8 @@ def audit(
     findings: list[Finding] = []
     groups: dict[tuple[str, str, str], list[tuple[_SortKey, Rule, Manifest, Hit]]] = {}
     suppressed: list[SuppressedFinding] = []
-    cache: dict[int, dict[str, str]] = {}
+    # An object's suppressions read its annotations and its pods' (in its shape key): once per shape.
+    cache: dict[int | bytes, dict[str, str]] = {}
     seen: set[tuple[str, str, str, str, str, int]] = set()
     for rule, m, hit in raw:
         # The same object in two files (or twice in one) is two places to fix: one finding each.
@@ -157,9 +158,11 @@ def audit(
         if key in seen:
             continue
         seen.add(key)
-        if id(m) not in cache:
-            cache[id(m)] = _suppressions(m)
-        reason = cache[id(m)].get(rule.id)
+        slot = m.shape if memoize and m.shape is not None else id(m)
+        suppressions = cache.get(slot)
+        if suppressions is None:
+            suppressions = cache[slot] = _suppressions(m)
+        reason = suppressions.get(rule.id)
         if reason is not None and rule.id not in UNSUPPRESSIBLE:
             suppressed.append(SuppressedFinding(_finding(rule, m, hit), reason))
         elif hit.group is None:

@@ -27,6 +27,7 @@ from dra_constructs._json_stream import NotStreamable, list_chunks, parse_item
 from dra_constructs._progress import Progress
 from dra_constructs._safe_load import no_gc
 from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.like_items import Likeness
 from dra_constructs.guardrails.loader import (
     STDIN,
     STDIN_NAME,
@@ -76,6 +77,19 @@ class Collector:
         else:
             self.manifests.append(_slim(manifest, first))
 
+    def add_like(self, metadata: dict[str, Any], shape: bytes, file: str, line: int,
+                 span: tuple[int, int]) -> None:
+        """An object of a known ``shape`` given by its ``metadata`` alone (``managedFields`` left out):
+        an item read from its text by :mod:`.like_items`, equal to a parsed one outside ``metadata``
+        (and the fields its shape key leaves out). The same slim copy :meth:`add` makes of it."""
+        first = self._first[shape]
+        cached = first.__dict__
+        skeleton = cached.get(_SKELETON_KEY)
+        if skeleton is None:
+            skeleton = cached[_SKELETON_KEY] = {k: v for k, v in first.obj.items() if k != "status"}
+        self.manifests.append(_slim_of({**skeleton, "metadata": metadata}, first, file, line, len(self.manifests),
+                                       span))
+
     def mark(self) -> tuple[int, int]:
         return len(self.manifests), len(self._keys)
 
@@ -97,7 +111,13 @@ def _slim(manifest: Manifest, first: Manifest) -> Manifest:
             obj[key] = value
         elif key != "status":
             obj[key] = first_obj[key]
-    slim = Manifest(obj, file=manifest.file, line=manifest.line, position=manifest.position, span=manifest.span,
+    return _slim_of(obj, first, manifest.file, manifest.line, manifest.position, manifest.span)
+
+
+def _slim_of(obj: dict[str, Any], first: Manifest, file: str | None, line: int | None, position: int,
+             span: tuple[int, int] | None) -> Manifest:
+    """The slim copy holding ``obj`` (its own ``metadata``, ``first``'s other fields, no ``status``)."""
+    slim = Manifest(obj, file=file, line=line, position=position, span=span,
                     shape=first.shape)  # (one key object per shape: a key is kilobytes)
     # What derives from fields in the key only is the first object's: computed once per shape.
     known = slim.__dict__
@@ -106,9 +126,11 @@ def _slim(manifest: Manifest, first: Manifest) -> Manifest:
     if shared is None:
         shared = cached[_SHARED_KEY] = {name: getattr(first, name) for name in _SHARED}
         first.pods  # noqa: B018 - computes ``_discovered``
+        # a Pod's pod metadata is its own: its pod views are made again with the slim copy's
+        cached[_OWN_PODS_KEY] = any(pod.metadata is first.metadata for pod in cached["_discovered"].pods)
     known.update(shared)
     discovered: _Discovered = cached["_discovered"]
-    if any(pod.metadata is first.metadata for pod in discovered.pods):  # a Pod's pod metadata is its own
+    if cached[_OWN_PODS_KEY]:
         own = _Discovered.__new__(_Discovered)
         own.__dict__.update(pods=[_own_pod(pod, slim.metadata) for pod in discovered.pods],
                             loose=discovered.loose, resources=discovered.resources)
@@ -124,6 +146,10 @@ _OWN = frozenset({"apiVersion", "kind", "metadata"})
 _SHARED = ("api_version", "kind", "group", "version", "namespace", "display_namespace")
 #: Where the first object of a shape keeps their values (in its ``__dict__``, next to the cached ones).
 _SHARED_KEY = "_stream_shared"
+#: Whether its pod views must be made again for each slim copy (a Pod's: they hold its ``metadata``).
+_OWN_PODS_KEY = "_stream_own_pods"
+#: Its top-level fields without ``status`` (a like item's slim copy is these with its own ``metadata``).
+_SKELETON_KEY = "_stream_skeleton"
 
 
 def _own_pod(pod: PodView, metadata: dict[str, Any]) -> PodView:
@@ -218,16 +244,30 @@ def _stream_json(path: str, file: str, sink: ManifestSink, seen: dict[bytes, byt
     """The items of a ``kubectl -o json`` ``List`` one by one; ``False`` (nothing added, nothing spent)
     when the file must be read whole (another layout, or an error the whole read reports)."""
     mark, left = sink.mark(), budget.left
+    # Items like one parsed before are read from their text (``like_items.py``): only a memoizing
+    # collector, whose slim copies read nothing of an object but its ``metadata`` and its shape.
+    target = sink.sink if isinstance(sink, _FileSink) else sink
+    likeness = Likeness() if isinstance(target, Collector) and target.memoize else None
+    target = target if isinstance(target, Collector) else Collector()  # (for the type checker: unused then)
     try:
-        for count, chunk in enumerate(list_chunks(path, budget), 1):
+        chunks = list_chunks(path, budget, likeness.match if likeness is not None else None)
+        for count, chunk in enumerate(chunks, 1):
+            if progress is not None and not count & 1023:
+                progress.update(count, unit="objects")
+            if likeness is not None:
+                likeness.read(chunk.end - chunk.start)
+                if chunk.matched is not None:
+                    shape, metadata = chunk.matched
+                    target.add_like(metadata, shape, file, chunk.line, (chunk.start, chunk.end))
+                    continue
             value = parse_item(chunk.data, path, chunk.line)
             if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List"):
                 raise NotStreamable  # a List in a List: the whole read gives its items their lines
             for manifest in _objects(value, file, chunk.line, None, seen=seen):
                 manifest.span = (chunk.start, chunk.end)
                 sink.add(manifest)
-            if progress is not None and not count & 1023:
-                progress.update(count, unit="objects")
+                if likeness is not None and manifest.obj is value:
+                    likeness.learn(chunk.data, manifest)
         return True
     except (NotStreamable, DraConstructsError):
         sink.rollback(mark)
