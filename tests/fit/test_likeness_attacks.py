@@ -165,7 +165,7 @@ def test_failed_walks_cost_at_most_a_share_of_the_bytes_read(tmp_path: Path, mon
     def counting(self: Any, text: Any, start: int, limit: int) -> Any:
         found = original(self, text, start, limit)
         if not isinstance(found, tuple):
-            wasted[0] += len(self.rest)  # (at most what it passed; here, where walks fail at the end, about it)
+            wasted[0] += len(self.segments[1])  # (at most what it passed; here, where walks fail at the end, about it)
         return found
 
     monkeypatch.setattr(likeness._Cut, "walk", counting)

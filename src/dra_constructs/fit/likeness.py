@@ -28,41 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dra_constructs._json_like import MAX_VARIABLE, fixed_segments, plain_strings, string_paths, walk
+
 __all__ = ["MAX_VARIABLE", "Like", "Template", "string_paths"]
-
-#: The longest variable string read from the text (names are <= 253 bytes, a UUID attribute <= 64);
-#: a longer one is parsed (no limit refuses it: this bounds the search for its closing quote).
-MAX_VARIABLE = 4096
-
-_STRUCTURE = bytes(b for b in range(256) if b not in b"{}[],")
-_UNUSUAL = bytes(range(0x20)) + b"\\"  # control characters and the backslash
-
-
-def string_paths(parts: list[bytes]) -> list[tuple[Any, ...] | None]:
-    """For each string of a JSON text split at its quotes (no backslash): its path if a value, ``None`` if a key."""
-    stack: list[list[Any]] = []  # [is object, key or index, expecting a key]
-    paths: list[tuple[Any, ...] | None] = []
-    for i, part in enumerate(parts):
-        if i % 2:
-            top = stack[-1]
-            if top[0] and top[2]:
-                top[1], top[2] = part.decode("utf-8"), False
-                paths.append(None)
-            else:
-                paths.append(tuple(frame[1] for frame in stack))
-            continue
-        for char in part.translate(None, _STRUCTURE):
-            if char == 0x7B:  # {
-                stack.append([True, None, True])
-            elif char == 0x5B:  # [
-                stack.append([False, 0, False])
-            elif char in (0x7D, 0x5D):  # } ]
-                stack.pop()
-            elif stack[-1][0]:  # , in an object
-                stack[-1][2] = True
-            else:  # , in a list
-                stack[-1][1] += 1
-    return paths
 
 
 @dataclass(frozen=True)
@@ -78,29 +46,12 @@ class _Cut:
     """A template's text cut at some of its variable strings: where the fixed segments are."""
 
     def __init__(self, data: bytes, spans: list[tuple[int, int]], names: tuple[int, ...]) -> None:
-        cuts = [0, *(edge for span in spans for edge in span), len(data)]
-        segments = [data[cuts[i]:cuts[i + 1]] for i in range(0, len(cuts), 2)]
-        self.first, self.rest = segments[0], tuple((segment, len(segment)) for segment in segments[1:])
+        self.segments = fixed_segments(data, spans)
         self.names = names  # where the names are among these strings
 
     def walk(self, text: bytes | bytearray, start: int, limit: int) -> tuple[int, list[bytes | bytearray]] | int:
-        """Where an item walked as this cut in ``text[:limit]`` ends, and its variable strings (not checked yet);
-        if it is not like it, the variable strings the walk passed (what it cost).
-
-        (A quote found at or past ``limit`` is followed by no segment within it: the walk fails.)
-        """
-        if not text.startswith(self.first, start, limit):
-            return 0
-        find, startswith = text.find, text.startswith
-        position = start + len(self.first)
-        strings: list[bytes | bytearray] = []
-        for segment, length in self.rest:
-            end = find(b'"', position, position + MAX_VARIABLE + 1)
-            if end < 0 or not startswith(segment, end, limit):
-                return len(strings)
-            strings.append(text[position:end])
-            position = end + length
-        return position, strings
+        """:func:`~dra_constructs._json_like.walk` along this cut."""
+        return walk(self.segments, text, start, limit)
 
 
 class Template:
@@ -152,12 +103,7 @@ class Template:
                 self.wasted += found
                 return None
         position, strings = found
-        joined = b'"'.join(strings)  # (a quote between them: a character cut in two is seen)
-        if len(joined.translate(None, _UNUSUAL)) != len(joined):  # (in C; a regex is ~20x slower)
-            return None
-        try:
-            joined.decode("utf-8")
-        except UnicodeDecodeError:
+        if not plain_strings(strings):
             return None
         name, node, pool = (strings[i].decode("utf-8") for i in cut.names)
         if not (name and node and pool):

@@ -34,6 +34,7 @@ from typing import IO, Any
 import orjson
 
 from dra_constructs._io import ReadBudget
+from dra_constructs._json_like import BYTES_PER_LEARNT_STRING, BYTES_PER_STRING, LEARN_ALLOWANCE, WALK_ALLOWANCE
 from dra_constructs._json_stream import NotStreamable, list_chunks, parse_item, read_item
 from dra_constructs._progress import Progress
 from dra_constructs.errors import DraConstructsError
@@ -54,20 +55,11 @@ _BLANK = {"string": ""}
 #: outside strings: a node's GPUs) a few.
 _MAX_TEMPLATES = 256
 _MAX_TEMPLATES_ALIKE = 16
-#: Walks that fail cost Python work (a variable string each, ~1 us) that parsing the item would
-#: not: they may pass this many variable strings, plus one per :data:`_BYTES_PER_STRING` bytes
-#: of the items read (about what parsing those bytes costs). Past that, items are parsed until
-#: the bytes read earn more, so the walks never cost more than the parse: a hostile file of
-#: items that fail late in the walk of every template grew with items x templates (8 MB, 64
-#: templates: 36x the parse's CPU time). A fleet whose nodes repeat fails few walks.
-_WALK_ALLOWANCE = 1 << 16
-_BYTES_PER_STRING = 32
-#: Learning a template costs Python work per string of its text (~4 us: ``string_paths``, the
-#: cuts): templates may hold this many strings, plus one per :data:`_BYTES_PER_LEARNT_STRING`
-#: bytes of the items read. A fleet's slice has one string per ~50 bytes (the benchmark's first
-#: node: 18,000), a hostile one per ~5: 256 of 1 MB would take minutes to learn.
-_LEARN_ALLOWANCE = 1 << 18
-_BYTES_PER_LEARNT_STRING = 64
+#: Failed walks and learning are bounded as ``_json_like.py`` says (module names: tests lower them).
+_WALK_ALLOWANCE = WALK_ALLOWANCE
+_BYTES_PER_STRING = BYTES_PER_STRING
+_LEARN_ALLOWANCE = LEARN_ALLOWANCE
+_BYTES_PER_LEARNT_STRING = BYTES_PER_LEARNT_STRING
 _Span = tuple[str, int, int, int]  # file, start, end, line: an item to read again
 
 

@@ -16,34 +16,33 @@ shape key (it leaves exactly those strings out), so the collector's slim copy - 
 finds where the item ends as the splitter would: the argument of ``fit/likeness.py`` (a close
 starts with a newline, which no variable string holds, and only ends the template's text).
 
-The same walk as ``fit/likeness.py`` (whose string paths and limits are ``fit``'s: a slice's
-names and attributes); no library compares JSON texts this way, hence this module. Cost is
-bounded as there: failed walks may pass about as many strings as parsing the bytes read would
-cost, and templates are learnt within an allowance of strings.
+The same walk as ``fit/likeness.py`` with the audit's variable strings; the string paths, the
+limits on variable strings and the allowances of failed walks and learning are shared
+(``_json_like.py``), so cost is bounded as there.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from dra_constructs._json_like import (
+    BYTES_PER_LEARNT_STRING,
+    BYTES_PER_STRING,
+    LEARN_ALLOWANCE,
+    MAX_VARIABLE,
+    WALK_ALLOWANCE,
+    fixed_segments,
+    plain_strings,
+    string_paths,
+    walk,
+)
 from dra_constructs.guardrails.manifest import Manifest
 from dra_constructs.guardrails.shape_key import IDENTITY_LABELS, IDENTITY_METADATA, MEMOIZED_KINDS
 
 __all__ = ["MAX_VARIABLE", "Likeness", "variable"]
 
-#: The longest variable string read from the text; a longer one is parsed.
-MAX_VARIABLE = 4096
 #: Templates kept per file, and per layout (text outside strings).
 _MAX_TEMPLATES = 256
-#: Failed walks may pass this many variable strings, plus one per :data:`_BYTES_PER_STRING` bytes read.
-_WALK_ALLOWANCE = 1 << 16
-_BYTES_PER_STRING = 32
-#: Templates may hold this many strings in all, plus one per :data:`_BYTES_PER_LEARNT_STRING` bytes read.
-_LEARN_ALLOWANCE = 1 << 18
-_BYTES_PER_LEARNT_STRING = 64
-
-_STRUCTURE = bytes(b for b in range(256) if b not in b"{}[],")
-_UNUSUAL = bytes(range(0x20)) + b"\\"  # control characters and the backslash
 _METADATA_DROPPED = "managedFields"
 #: Templates are looked up by this many first bytes of an item (its kind is in them as kubectl
 #: prints it), so that items of other kinds walk none; templates whose first fixed segment is
@@ -65,33 +64,6 @@ def variable(path: tuple[Any, ...], kind: str) -> bool:
     return kind == "Pod" and len(path) == 2 and head == "spec" and path[1] in ("nodeName", "hostname")
 
 
-def _string_paths(parts: list[bytes]) -> list[tuple[Any, ...] | None]:
-    """For each string of a JSON text split at its quotes (no backslash): its path if a value, ``None`` if a key."""
-    stack: list[list[Any]] = []  # [is object, key or index, expecting a key]
-    paths: list[tuple[Any, ...] | None] = []
-    for i, part in enumerate(parts):
-        if i % 2:
-            top = stack[-1]
-            if top[0] and top[2]:
-                top[1], top[2] = part.decode("utf-8"), False
-                paths.append(None)
-            else:
-                paths.append(tuple(frame[1] for frame in stack))
-            continue
-        for char in part.translate(None, _STRUCTURE):
-            if char == 0x7B:  # {
-                stack.append([True, None, True])
-            elif char == 0x5B:  # [
-                stack.append([False, 0, False])
-            elif char in (0x7D, 0x5D):  # } ]
-                stack.pop()
-            elif stack[-1][0]:  # , in an object
-                stack[-1][2] = True
-            else:  # , in a list
-                stack[-1][1] += 1
-    return paths
-
-
 def _replaced(value: Any, changes: list[tuple[tuple[Any, ...], str]]) -> Any:
     """``value`` with the strings at the (relative) paths of ``changes`` replaced; containers copied on the way."""
     out: Any = dict(value) if isinstance(value, dict) else list(value)
@@ -111,7 +83,7 @@ class _Template:
 
     def __init__(self, data: bytes, manifest: Manifest) -> None:
         parts = data.split(b'"')
-        paths = _string_paths(parts)
+        paths = string_paths(parts)
         kind = manifest.kind
         cuts = [0]
         offset = 0
@@ -123,10 +95,10 @@ class _Template:
                 cuts += [offset, offset + len(part)]
                 self.targets.append(path[1:] if path[0] == "metadata" and path[1] != _METADATA_DROPPED else None)
             offset += len(part) + 1
-        cuts.append(len(data))
-        segments = [data[cuts[i]:cuts[i + 1]] for i in range(0, len(cuts), 2)]
-        self.first, self.rest = segments[0], tuple((segment, len(segment)) for segment in segments[1:])
-        self.originals = [data[cuts[i]:cuts[i + 1]] for i in range(1, len(cuts) - 1, 2)]
+        spans = list(zip(cuts[1::2], cuts[2::2], strict=True))
+        self.segments = fixed_segments(data, spans)
+        self.first, self.rest = self.segments
+        self.originals = [data[begin:end] for begin, end in spans]
         #: variable strings under ``metadata``: ``(index, key)`` of a field's own value, ``(index, path)`` deeper
         self.top = [(i, t[0]) for i, t in enumerate(self.targets) if t is not None and len(t) == 1]
         self.nested = [(i, t) for i, t in enumerate(self.targets) if t is not None and len(t) > 1]
@@ -139,30 +111,13 @@ class _Template:
         self.strings = len(self.rest)
 
     def walk(self, text: bytes | bytearray, start: int, limit: int) -> tuple[int, list[bytes | bytearray]] | int:
-        """Where an item walked as this template in ``text[:limit]`` ends, and its variable strings;
-        if it is not like it, the variable strings the walk passed."""
-        if not text.startswith(self.first, start, limit):
-            return 0
-        find, startswith = text.find, text.startswith
-        position = start + len(self.first)
-        strings: list[bytes | bytearray] = []
-        for segment, length in self.rest:
-            end = find(b'"', position, position + MAX_VARIABLE + 1)
-            if end < 0 or not startswith(segment, end, limit):
-                return len(strings)
-            strings.append(text[position:end])
-            position = end + length
-        return position, strings
+        """:func:`~dra_constructs._json_like.walk` along this template."""
+        return walk(self.segments, text, start, limit)
 
     def metadata_of(self, strings: list[bytes | bytearray]) -> dict[str, Any] | None:
         """The item's ``metadata`` (``managedFields`` left out: the slim copy's), or ``None`` when a
         variable string is not plain UTF-8 text or the template has no ``metadata`` mapping."""
-        joined = b'"'.join(strings)  # (a quote between them: a character cut in two is seen)
-        if len(joined.translate(None, _UNUSUAL)) != len(joined):
-            return None
-        try:
-            joined.decode("utf-8")
-        except UnicodeDecodeError:
+        if not plain_strings(strings):
             return None
         metadata = self.metadata
         if metadata is None:
@@ -191,13 +146,13 @@ class Likeness:
         self._seen: set[tuple[bytes, bytes]] = set()  # (layout, shape) of the templates
         self._last = 0  # the template the last like item matched
         self._successor: dict[int, int] = {}  # for each template, the one the item after its last match matched
-        self._allowance = _WALK_ALLOWANCE
-        self._learning = _LEARN_ALLOWANCE
+        self._allowance = WALK_ALLOWANCE
+        self._learning = LEARN_ALLOWANCE
 
     def read(self, length: int) -> None:
         """``length`` more bytes of items were read: walks and templates earn their allowance."""
-        self._allowance += length // _BYTES_PER_STRING
-        self._learning += length // _BYTES_PER_LEARNT_STRING
+        self._allowance += length // BYTES_PER_STRING
+        self._learning += length // BYTES_PER_LEARNT_STRING
 
     def match(self, text: bytearray, start: int, limit: int, close: bytes) -> tuple[int, int, Any] | None:
         """``(end, newlines, (shape key, metadata))`` of the item at ``start`` if like a template."""
