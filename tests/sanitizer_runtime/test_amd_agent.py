@@ -130,3 +130,22 @@ def test_a_missed_turnover_with_the_new_tenant_running_is_adopted_not_quarantine
     assert [p["pid"] for p in record.foreign_processes] == [tenant.pid]
     state = rt.barrier.deps.store.load(device.name)
     assert state.phase is Phase.ALLOCATED and state.claim == "team-b/c2" and POD in state.pod_uids
+
+
+def test_a_missed_turnover_whose_only_process_has_an_unreadable_owner_is_sanitized_not_adopted(
+        tmp_path: Path, node: AmdNode) -> None:  # noqa: F811
+    """An owner that cannot be read (the previous tenant's process exiting between the listing and the
+    cgroup read) is no proof that the live tenant runs there: the barrier runs and keeps the partition
+    guarded while the process is there, killing nobody (before: adopted, the new tenant admitted onto
+    memory never sanitized). Found by the review of the AMD turnover change."""
+    rt, device, _before = _allocated_partition(tmp_path, node)
+    live = ClaimTenant("team-b/c2", "team-b", "u2", pods=(OTHER,))
+    stranger = AmdTenant(node, "GPU-00000000000000a1", nbytes=8 * MiB, ignore_term=True)  # no cgroup file
+    try:
+        record = turnover.resolve(rt.barrier, device, turnover.stored_tenant(rt.barrier.deps.store.load(
+            device.name)), Holders((live,)))
+        assert stranger.alive()
+    finally:
+        stranger.stop()
+    assert record.result == "quarantined" and record.trigger == "missed-turnover", record.reason
+    assert stranger.pid not in [*record.pids_sigterm, *record.pids_sigkill]

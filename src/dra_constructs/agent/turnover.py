@@ -9,8 +9,10 @@ adopted; and the live claims' processes are never killed (they were not the rele
 
 - guard first (compute mode PROHIBITED; a backend without compute modes, AMD, has only the taint),
   then look at the processes on the device;
-- none that could belong to the live claims (their pods, or an owner that cannot be read): run
-  the turnover barrier for the previous claims (it signals only their pods' processes);
+- none proven to belong to the live claims (a process of one of their pods): run the turnover
+  barrier for the previous claims (it signals only their pods' processes; an owner that cannot be
+  read - a process of the previous tenant exiting, say - keeps the device guarded there, killed by
+  nobody);
 - otherwise the live tenant already runs there: nobody is killed, compute mode goes back to
   DEFAULT for it, an evidence record ``missed-turnover`` (result ``adopted``), a warning Event
   ``MissedTurnover`` and the metric say so, and the device stays allocated to the live claims
@@ -85,8 +87,7 @@ def resolve(barrier: Barrier, device: DeviceInfo, before: Tenant, live: Holders)
                      "signals only %s's processes)", device.name, error, before.claim)
         pids = None
     owners = {pid: deps.owners(pid) for pid in pids or []}
-    theirs = [pid for pid, owner in owners.items()
-              if owner.kind == "unknown" or (owner.kind == "pod" and owner.pod_uid in live.pods)]
+    theirs = [pid for pid, owner in owners.items() if owner.kind == "pod" and owner.pod_uid in live.pods]
     what = (f"claim(s) {live.claim} hold {device.name}, which {before.claim} held with no barrier in between "
             f"(agent restart, API outage or a watch re-list)")
     metrics = deps.metrics
@@ -97,8 +98,9 @@ def resolve(barrier: Barrier, device: DeviceInfo, before: Tenant, live: Holders)
         deps.guard.event(device.name, "MissedTurnover", f"{what}: guarded and sanitized before its pods run", clock)
         return barrier.run(device, "missed-turnover", before)
     processes = [{"pid": pid, "owner_kind": owners[pid].kind, "pod_uid": owners[pid].pod_uid,
-                  "container": owners[pid].container, "owner": owners[pid].describe(deps.pod_name)} for pid in theirs]
-    reason = (f"{what}; its processes already run there ({', '.join(str(p['owner']) for p in processes)}): nobody "
+                  "container": owners[pid].container, "owner": owners[pid].describe(deps.pod_name)} for pid in owners]
+    running = ", ".join(owners[pid].describe(deps.pod_name) for pid in theirs)
+    reason = (f"{what}; its processes already run there ({running}): nobody "
               f"killed, the previous tenant's memory was not sanitized before them; the next release runs the "
               f"whole barrier")
     record = EvidenceRecord(
