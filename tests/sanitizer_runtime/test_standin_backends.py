@@ -319,7 +319,9 @@ def test_a_refused_signal_is_named(tmp_path: Path) -> None:
         if target is None:
             pytest.fail("no process of another user to get a real EPERM from")
         with pytest.raises(SignalRefused, match=rf"kill\({target}, 0\): refused by the kernel \(EPERM\)"):
-            OsSignaller().signal(target, 0)
+            signaller = OsSignaller()
+            signaller.pin(target)  # (False without pidfds: then signalled by number)
+            signaller.signal(target, 0)
         return
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     probe = (  # import first: the unprivileged user may not read the interpreter's files
@@ -327,7 +329,8 @@ def test_a_refused_signal_is_named(tmp_path: Path) -> None:
         "from dra_constructs.agent.backends.base import OsSignaller, SignalRefused\n"
         "os.setgid(65534); os.setuid(65534)\n"
         "try:\n"
-        f"    OsSignaller().signal({sleeper.pid}, signal.SIGKILL)\n"
+        f"    signaller = OsSignaller(); signaller.pin({sleeper.pid})\n"
+        f"    signaller.signal({sleeper.pid}, signal.SIGKILL)\n"
         "except SignalRefused as error:\n"
         "    print(error)\n"
     )
@@ -362,6 +365,7 @@ def test_sigkill_after_sigterm_goes_through_the_same_pidfd(monkeypatch: pytest.M
     monkeypatch.setattr(signal, "pidfd_send_signal", spy)
     monkeypatch.setattr(os, "kill", lambda *_: pytest.fail("os.kill used although pidfds exist"))
     try:
+        assert signaller.pin(child.pid)  # the drain pins before the listing that names it
         assert signaller.signal(child.pid, signal.SIGTERM)
         assert signaller.signal(child.pid, signal.SIGKILL)
         assert child.wait(timeout=10) == -signal.SIGKILL
@@ -475,7 +479,10 @@ def test_a_pid_whose_pidfd_saw_it_end_is_never_signalled_again_until_pinned(monk
     assert opened == []  # refused without opening a pidfd for whatever holds that number now
     again = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        assert signaller.signal(again.pid, signal.SIGKILL)  # a different, live PID is signalled
+        assert signaller.signal(again.pid, signal.SIGKILL) is False  # never pinned: not signalled by number
+        assert again.poll() is None and opened == []
+        assert signaller.pin(again.pid)
+        assert signaller.signal(again.pid, signal.SIGKILL)  # a different, live PID, pinned, is signalled
         again.wait(10)
         assert signaller.signal(again.pid, signal.SIGKILL) is False  # after SIGKILL: only through a new pin
     finally:

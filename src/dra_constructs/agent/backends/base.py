@@ -205,10 +205,11 @@ def _process_identity(pid: int) -> tuple[int, int] | None:
 class OsSignaller:
     """Signals host PIDs (the agent runs with ``hostPID: true``), through pidfds where available.
 
-    The first signal to a PID opens a pidfd (``os.pidfd_open``, Linux >= 5.3) and later
-    signals (the SIGKILL after the grace period) go through that same pidfd
-    (``signal.pidfd_send_signal``), so a PID reused by another process in between is never
-    signalled. Without pidfds it falls back to ``os.kill``. A refused signal raises
+    :meth:`pin` opens a pidfd (``os.pidfd_open``, Linux >= 5.3) before the listing that names the
+    PID, and every signal (the SIGTERM, the SIGKILL after the grace period) goes through that
+    same pidfd (``signal.pidfd_send_signal``), so a PID reused by another process in between is
+    never signalled; a PID that was never pinned (its pin failed) is not signalled at all.
+    Without pidfds it falls back to ``os.kill``. A refused signal raises
     :class:`SignalRefused` naming the cause, never a bare ``PermissionError``.
     """
 
@@ -278,8 +279,11 @@ class OsSignaller:
                     return False  # its pidfd saw it end; the number may be another process's now
         try:
             if self._pidfd:
-                fd = self._fd(pid)
-                signal.pidfd_send_signal(fd, signum)  # type: ignore[arg-type]
+                with self._lock:
+                    fd = self._fds.get(pid)
+                if fd is None:  # never pinned (a failed pin): a pidfd opened now may be the PID's next owner's
+                    return False
+                signal.pidfd_send_signal(fd, signum)
             else:
                 os.kill(pid, signum)
         except ProcessLookupError:
