@@ -94,6 +94,22 @@ def test_partitions_are_named_as_the_dra_driver_names_them(node: AmdNode) -> Non
     assert facts.bdf == 0x0C00  # both partitions are one PCI device: one enforce_isolation file
 
 
+def test_partitions_reporting_one_uuid_are_not_mixed_up(node: AmdNode) -> None:
+    """Before ROCm 7.12 the compute partitions of one GPU could report one UUID (ROCm/amdsmi#132; AMD SMI
+    added the partition to it in rocm-systems#3977): the second is an enumeration error, never given the
+    first one's render node, and a device whose UUID names another device in AMD SMI has no facts."""
+    from dra_constructs.agent.devices import DeviceInfo
+
+    node.devices[1].uuid = node.devices[0].uuid
+    smi = _smi(node)
+    result = smi.enumerate()
+    assert [d.name for d in result.devices] == ["gpu-1-129"] and not result.complete
+    assert "gpu-2-130 reports the UUID uuid-p0 of gpu-1-129" in result.errors[0].message
+    assert smi.drm_minors(result.devices[0]) == (1, 129)
+    with pytest.raises(BackendError, match="names gpu-1-129"):
+        smi.drm_minors(DeviceInfo("gpu-2-130", "uuid-p0", 2, 64 * MiB))
+
+
 def test_a_partition_amd_smi_cannot_read_hides_every_name(node: AmdNode) -> None:
     node.devices[1].error, node.devices[1].error_call = AMDSMI_STATUS_NO_PERM, "amdsmi_get_gpu_enumeration_info"
     result = _smi(node).enumerate()

@@ -128,7 +128,16 @@ class AmdSmiDevices:
                 errors.append(EnumerationError(index, error.op, str(error).partition(": ")[2] or str(error),
                                                error.fatal))
                 continue
-            device = DeviceInfo(amd_device_name(card, render), uuid, card, total)
+            name = amd_device_name(card, render)
+            if uuid in by_uuid:  # facts are found by UUID: a second device would take the first one's
+                first = next(d.name for d in found if d.uuid == uuid)
+                errors.append(EnumerationError(
+                    index, "amdsmi_get_gpu_device_uuid",
+                    f"{name} reports the UUID {uuid} of {first} (compute partitions of one GPU did so before "
+                    f"AMD SMI put the partition into the UUID, ROCm 7.12): not enumerated, its claims stay "
+                    f"guarded; update ROCm"))
+                continue
+            device = DeviceInfo(name, uuid, card, total)
             found.append(device)
             by_uuid[uuid] = handle
             hip_id = info.get("hip_id")
@@ -158,6 +167,10 @@ class AmdSmiDevices:
         if known is None:
             raise BackendError("amdsmi_get_processor_handles",
                                f"{device.name} ({device.uuid}) is not listed by amd-smi", fatal=True)
+        if amd_device_name(known.card, known.render) != device.name:  # its UUID is another device's now
+            raise BackendError("amdsmi_get_gpu_device_uuid",
+                               f"{device.name}'s UUID {device.uuid} names "
+                               f"{amd_device_name(known.card, known.render)} in AMD SMI's enumeration", fatal=True)
         return known
 
     def drm_minors(self, device: DeviceInfo) -> tuple[int, int]:
