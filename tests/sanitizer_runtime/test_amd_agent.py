@@ -111,21 +111,28 @@ def test_api_down_at_first_start_amd_has_no_local_guard_runs_nothing_and_says_so
     assert b'dra_sanitizer_unknown_devices_without_api{guard="none"} 0.0' in rt.metrics.render()
 
 
+def _missed_turnover_to_team_b(rt: Any, device: Any, process: AmdTenant) -> Any:
+    """The turnover resolved when team-b/c2 holds the partition that team-a/c1 held, ``process`` running on it
+    throughout (stopped after)."""
+    live = ClaimTenant("team-b/c2", "team-b", "u2", pods=(OTHER,))
+    try:
+        record = turnover.resolve(rt.barrier, device, turnover.stored_tenant(rt.barrier.deps.store.load(
+            device.name)), Holders((live,)))
+        assert process.alive()
+    finally:
+        process.stop()
+    return record
+
+
 def test_a_missed_turnover_with_the_new_tenant_running_is_adopted_not_quarantined(
         tmp_path: Path, node: AmdNode) -> None:  # noqa: F811
     """No compute mode to guard with is not "cannot list its processes": the new claim's process already runs
     on the partition, so nobody is killed and the turnover is reported (before: the barrier ran and
     quarantined the new tenant's partition as foreign contexts)."""
     rt, device, _before = _allocated_partition(tmp_path, node)
-    live = ClaimTenant("team-b/c2", "team-b", "u2", pods=(OTHER,))
     tenant = AmdTenant(node, "GPU-00000000000000a1", nbytes=8 * MiB, ignore_term=True)
     cgroup(node, tenant.pid, OTHER)  # type: ignore[arg-type]
-    try:
-        record = turnover.resolve(rt.barrier, device, turnover.stored_tenant(rt.barrier.deps.store.load(
-            device.name)), Holders((live,)))
-        assert tenant.alive()
-    finally:
-        tenant.stop()
+    record = _missed_turnover_to_team_b(rt, device, tenant)
     assert record.result == "adopted" and record.missed_turnover == "team-a/c1", record.reason
     assert [p["pid"] for p in record.foreign_processes] == [tenant.pid]
     state = rt.barrier.deps.store.load(device.name)
@@ -139,13 +146,7 @@ def test_a_missed_turnover_whose_only_process_has_an_unreadable_owner_is_sanitiz
     guarded while the process is there, killing nobody (before: adopted, the new tenant admitted onto
     memory never sanitized). Found by the review of the AMD turnover change."""
     rt, device, _before = _allocated_partition(tmp_path, node)
-    live = ClaimTenant("team-b/c2", "team-b", "u2", pods=(OTHER,))
     stranger = AmdTenant(node, "GPU-00000000000000a1", nbytes=8 * MiB, ignore_term=True)  # no cgroup file
-    try:
-        record = turnover.resolve(rt.barrier, device, turnover.stored_tenant(rt.barrier.deps.store.load(
-            device.name)), Holders((live,)))
-        assert stranger.alive()
-    finally:
-        stranger.stop()
+    record = _missed_turnover_to_team_b(rt, device, stranger)
     assert record.result == "quarantined" and record.trigger == "missed-turnover", record.reason
     assert stranger.pid not in [*record.pids_sigterm, *record.pids_sigkill]
