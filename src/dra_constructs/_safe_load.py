@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - the library depends on it; the agent's
 
 __all__ = [
     "MAX_ALIAS_NODES", "MAX_ALIAS_NODES_PER_INPUT", "MAX_DEPTH", "MAX_NODES_PER_DOCUMENT", "YamlDocument",
-    "count_nodes", "json_document", "line_of", "no_gc", "node_line", "yaml_documents",
+    "count_nodes", "json_document", "line_of", "no_gc", "node_line", "proven_json", "yaml_documents",
 ]
 
 #: Deepest nesting of mappings and sequences accepted. Real objects stay far below (a pod is
