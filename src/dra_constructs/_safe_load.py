@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - the library depends on it; the agent's
 
 __all__ = [
     "MAX_ALIAS_NODES", "MAX_ALIAS_NODES_PER_INPUT", "MAX_DEPTH", "MAX_NODES_PER_DOCUMENT", "YamlDocument",
-    "count_nodes", "json_document", "line_of", "no_gc", "node_line", "yaml_documents",
+    "count_nodes", "json_document", "line_of", "no_gc", "node_line", "proven_json", "yaml_documents",
 ]
 
 #: Deepest nesting of mappings and sequences accepted. Real objects stay far below (a pod is
@@ -507,17 +507,32 @@ def _fast_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
         value = _orjson.loads(text)
     except (_orjson.JSONDecodeError, RecursionError):
         return _UNSET
+    return value if proven_json(text, value, max_depth) else _UNSET
+
+
+#: JSON whitespace right before a colon (a key with space before its ``:``; without any, no key has).
+_SPACED_COLONS = (" :", "\n:", "\t:", "\r:")
+
+
+def proven_json(text: str, value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether ``value``, orjson's parse of ``text``, is what the checked path gives (see :func:`_fast_json`).
+
+    The caller has ruled out surrogate escapes. Also used on several items' texts joined into
+    one array (``_json_stream.parse_items``): every count here is a sum over the items.
+    """
     # Key ends: ``":`` after an even number of backslashes (0, or counted among the >= 2), or with
     # space before the colon. ``\\":`` (an escaped quote in a string, e.g. last-applied JSON) is no key.
-    spaced = len(_KEY_WITH_SPACE.findall(text)) if re.search(r'"\s', text) else 0
-    bound = text.count('":') - text.count('\\":') + text.count('\\\\":') + spaced
+    # (Both searches are skipped when the text cannot hold what they count: ``in`` is a C scan.)
+    spaced = (len(_KEY_WITH_SPACE.findall(text))
+              if any(colon in text for colon in _SPACED_COLONS) and re.search(r'"\s', text) else 0)
+    bound = text.count('":') + spaced
+    if "\\" in text:
+        bound += text.count('\\\\":') - text.count('\\":')
     long_digits = _long_digits(text)
     if not long_digits and _dumped_keys(value, max_depth) == bound:
-        return value  # at least ``bound`` keys and within the depth: proven without walking it
+        return True  # at least ``bound`` keys and within the depth: proven without walking it
     keys, deep, floats = _keys_and_depth(value, max_depth)
-    if deep or keys != bound or (floats and long_digits):
-        return _UNSET
-    return value
+    return not (deep or keys != bound or (floats and long_digits))
 
 
 def _dumped_keys(value: Any, max_depth: int) -> int | None:

@@ -160,6 +160,8 @@ class Likeness:
         if not templates:
             return None
         candidates = self._by_prefix.get(bytes(text[start:start + _PREFIX]), []) + self._short
+        if not candidates:
+            return None  # (an item of another kind, mostly)
         # The template that followed the last one's match before first (pods of one controller come
         # together; an export sorted by namespace cycles through controllers), then each in turn.
         predicted = self._successor.get(self._last, self._last)

@@ -25,7 +25,7 @@ from dra_constructs._progress import Progress
 from dra_constructs._safe_load import count_nodes, json_document, no_gc, node_line, yaml_documents
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.manifest import Manifest, field_path
-from dra_constructs.guardrails.shape import shape_problem
+from dra_constructs.guardrails.shape import metadata_only_ok, shape_problem
 from dra_constructs.guardrails.shape_key import IDENTITY_LABELS, shape_key
 from dra_constructs.guardrails.skipped import SkippedInput, load_or_skip
 
@@ -77,6 +77,8 @@ def _check_shape(m: Manifest, node: yaml.Node | _NodeSource | None, seen: dict[b
         if known is not None and _identity_ok(m.obj):
             m.shape = known  # the first key object: one per shape in memory
             return
+    elif metadata_only_ok(m.obj):
+        return  # (a kind checked in ``metadata`` only: no walk)
     problem = shape_problem(m.obj)
     if problem is None:
         if key is not None and seen is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["ShapeProblem", "shape_problem"]
+__all__ = ["ShapeProblem", "metadata_only_ok", "shape_problem"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -58,6 +58,9 @@ _RESOURCE_KINDS: dict[str, dict[str, _Type]] = {
     "DeviceClass": {"spec": {"selectors": [{"cel": {"expression": "str"}}], "config": _DEVICES["config"]}},
 }
 
+#: Kinds with fields checked outside ``metadata`` (of some API group): the others' schema is ``metadata`` alone.
+_CHECKED_KINDS = frozenset(_BY_KIND) | frozenset(_RESOURCE_KINDS)
+
 ShapeProblem = tuple[list[str | int], str, Any]
 
 
@@ -90,6 +93,38 @@ def _scalar_problem(kind: str, value: Any) -> str | None:
             return None
         return None if isinstance(value, float) and math.isfinite(value) else "a quantity (like 1 or 10Gi)"
     return None  # "any"
+
+
+def metadata_only_ok(obj: dict[str, Any]) -> bool:
+    """``True`` only when :func:`shape_problem` finds nothing in ``obj``, a kind whose fields are
+    checked in ``metadata`` alone (ConfigMaps, Services, custom kinds: most of a cluster export).
+
+    The same checks as the walk of :data:`_METADATA`, without paths or a stack, exact types only;
+    ``False`` is no verdict (another kind, or a problem): :func:`shape_problem` decides and names it.
+    """
+    kind = obj.get("kind")
+    if kind.__class__ is not str or kind in _CHECKED_KINDS:
+        return False
+    metadata = obj.get("metadata")
+    if metadata is None:
+        return True
+    if metadata.__class__ is not dict:
+        return False
+    get = metadata.get
+    for name in ("name", "generateName", "namespace"):
+        value = get(name)
+        if value is not None and value.__class__ is not str:
+            return False
+    for name in ("labels", "annotations"):
+        value = get(name)
+        if value is None:
+            continue
+        if value.__class__ is not dict:
+            return False
+        for item in value.values():
+            if item is not None and item.__class__ is not str:
+                return False
+    return True
 
 
 def shape_problem(obj: dict[str, Any]) -> ShapeProblem | None:

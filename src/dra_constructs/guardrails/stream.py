@@ -17,13 +17,14 @@ collector and read whole, which reports errors exactly as before.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from dra_constructs._io import ReadBudget, decode_text, read_input
-from dra_constructs._json_stream import NotStreamable, list_chunks, parse_item
+from dra_constructs._json_stream import Chunk, NotStreamable, list_chunks, parse_item, parse_items
 from dra_constructs._progress import Progress
 from dra_constructs._safe_load import no_gc
 from dra_constructs.errors import DraConstructsError
@@ -37,7 +38,7 @@ from dra_constructs.guardrails.loader import (
     each_input,
 )
 from dra_constructs.guardrails.manifest import Manifest, PodView, _Discovered
-from dra_constructs.guardrails.shape_key import shape_key
+from dra_constructs.guardrails.shape_key import MEMOIZED_KINDS, shape_key
 from dra_constructs.guardrails.skipped import SkippedInput, unauditable
 
 __all__ = ["Collector", "stream_paths"]
@@ -249,6 +250,7 @@ def _stream_json(path: str, file: str, sink: ManifestSink, seen: dict[bytes, byt
     target = sink.sink if isinstance(sink, _FileSink) else sink
     likeness = Likeness() if isinstance(target, Collector) and target.memoize else None
     target = target if isinstance(target, Collector) else Collector()  # (for the type checker: unused then)
+    items = _Items(path, file, sink, seen, likeness)
     try:
         chunks = list_chunks(path, budget, likeness.match if likeness is not None else None)
         for count, chunk in enumerate(chunks, 1):
@@ -256,23 +258,90 @@ def _stream_json(path: str, file: str, sink: ManifestSink, seen: dict[bytes, byt
                 progress.update(count, unit="objects")
             if likeness is not None:
                 likeness.read(chunk.end - chunk.start)
-                if chunk.matched is not None:
-                    shape, metadata = chunk.matched
-                    target.add_like(metadata, shape, file, chunk.line, (chunk.start, chunk.end))
-                    continue
-            value = parse_item(chunk.data, path, chunk.line)
-            if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List"):
-                raise NotStreamable  # a List in a List: the whole read gives its items their lines
-            for manifest in _objects(value, file, chunk.line, None, seen=seen):
-                manifest.span = (chunk.start, chunk.end)
-                sink.add(manifest)
-                if likeness is not None and manifest.obj is value:
-                    likeness.learn(chunk.data, manifest)
+            items.add(chunk, target)
+        items.flush()
         return True
     except (NotStreamable, DraConstructsError):
         sink.rollback(mark)
         budget.left = left
         return False
+
+
+#: The ``kind`` of an item as kubectl prints it (``apiVersion`` first, then ``kind``): it only
+#: decides whether an item waits to be parsed with others (:class:`_Items`), not what it is.
+_PRINTED_KIND = re.compile(rb'\{\s*"apiVersion": "[^"\\]*",\s*"kind": "([^"\\]*)"')
+#: Items parsed together at most (count, bytes).
+_BATCH_ITEMS, _BATCH_BYTES = 256, 1 << 20
+
+
+class _Items:
+    """Parses the items the splitter cut and adds their objects to the sink, in input order.
+
+    Items of kinds no like-item template is learnt from (not in :data:`~.shape_key.MEMOIZED_KINDS`:
+    ConfigMaps, Services, custom resources...) wait and are parsed together
+    (:func:`~dra_constructs._json_stream.parse_items`: the same values and checks, a tenth of the
+    calls), and so do items read like a template (their slim copies need no parse); any other
+    item first adds those that wait, then is parsed alone and may be learnt as a template.
+    """
+
+    def __init__(self, path: str, file: str, sink: ManifestSink, seen: dict[bytes, bytes],
+                 likeness: Likeness | None) -> None:
+        self.path, self.file, self.sink, self.seen, self.likeness = path, file, sink, seen, likeness
+        self.waiting: list[tuple[Chunk, Collector | None]] = []  # (the collector of a like item)
+        self.parsed = 0  # items to parse among them
+        self.size = 0
+
+    def add(self, chunk: Chunk, collector: Collector) -> None:
+        """One more item (``collector``: where a like item's slim copy goes)."""
+        if chunk.matched is not None:
+            self._wait((chunk, collector))
+            return
+        printed = _PRINTED_KIND.match(chunk.data)
+        kind = printed.group(1) if printed is not None else None
+        if kind is not None and kind not in _TEMPLATE_KINDS and not kind.endswith(b"List"):
+            self.parsed += 1
+            self.size += len(chunk.data)
+            self._wait((chunk, None))
+            return
+        self.flush()
+        self._add(parse_item(chunk.data, self.path, chunk.line), chunk)
+
+    def _wait(self, entry: tuple[Chunk, Collector | None]) -> None:
+        self.waiting.append(entry)
+        if len(self.waiting) >= _BATCH_ITEMS or self.size >= _BATCH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Parse and add the items that wait."""
+        waiting = self.waiting
+        if not waiting:
+            return
+        parsed = self.parsed
+        self.waiting, self.parsed, self.size = [], 0, 0
+        values = iter(parse_items([chunk.data for chunk, like in waiting if like is None]) or ()
+                      if parsed > 1 else ())
+        for chunk, like in waiting:
+            if like is not None:
+                shape, metadata = chunk.matched
+                like.add_like(metadata, shape, self.file, chunk.line, (chunk.start, chunk.end))
+            else:
+                self._add(next(values, _NOT_PARSED), chunk)
+
+    def _add(self, value: Any, chunk: Chunk) -> None:
+        if value is _NOT_PARSED:
+            value = parse_item(chunk.data, self.path, chunk.line)
+        if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List"):
+            raise NotStreamable  # a List in a List: the whole read gives its items their lines
+        for manifest in _objects(value, self.file, chunk.line, None, seen=self.seen):
+            manifest.span = (chunk.start, chunk.end)
+            self.sink.add(manifest)
+            if self.likeness is not None and manifest.obj is value:
+                self.likeness.learn(chunk.data, manifest)
+
+
+_NOT_PARSED = object()
+#: Kinds (as bytes) whose items are parsed alone: like-item templates are learnt from them.
+_TEMPLATE_KINDS = frozenset(kind.encode() for kind in MEMOIZED_KINDS)
 
 
 def _spool(stdin: IO[str] | IO[bytes] | None, budget: ReadBudget, directory: str | None) -> str:
