@@ -1,6 +1,8 @@
 """The oracle's cases without a cluster: enough of them, both verdicts, isolated by name.
 
 These run on every machine; the cluster half is ``test_fit_oracle.py`` (marker ``controlplane``).
+They share the 1.37 oracle's worker (``xdist_group("kcp-1.37")``): the cases and ``fit``'s verdicts
+are built once for both (``all_cases``, ``all_verdicts``), not once per worker.
 """
 
 from __future__ import annotations
@@ -11,22 +13,25 @@ import pytest
 
 from dra_constructs.target import Target
 
-from .oracle_cases import all_cases, fit_verdicts, prune
+from .oracle_cases import all_cases, all_verdicts, fit_verdicts, prune
 
 TARGET = Target.parse("1.37")
 GATES = {name: True for name in TARGET.default_feature_gates}
 
+pytestmark = pytest.mark.xdist_group("kcp-1.37")
 
-@pytest.mark.slow  # all cases and fit's verdicts: ~15 s of CPU (docs/testing.md "Suite time")
+
+@pytest.mark.slow  # all cases and fit's verdicts: ~15 s of CPU, shared with the 1.37 oracle (docs/testing.md)
 def test_cases_are_many_mixed_and_isolated() -> None:
     cases = all_cases(TARGET)
+    verdicts_of = all_verdicts(TARGET, GATES)
     assert len([c for c in cases if not c.templates]) >= 200 and any(c.templates for c in cases)
     verdicts: Counter[tuple[str, bool]] = Counter()
     nodes: Counter[str] = Counter()
     slices: Counter[str] = Counter()
     pools: Counter[tuple[str, str]] = Counter()
     for case in cases:
-        expected = fit_verdicts(case, TARGET, GATES)
+        expected = verdicts_of[case.id]
         assert set(expected) == set(case.node_names), case.id  # no node outside the case's own
         case = prune(case, expected, 4)
         kind = case.title.split(",")[0].split(":")[0]

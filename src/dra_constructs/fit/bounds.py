@@ -198,13 +198,21 @@ class _Bounds(_SearchState):
         scales: dict[Any, tuple[int, ...]] = {}
         for key, positions in members.items():
             names = tuple(limits[key])
-            exact = [dict(next(c for s, c in self.devices[p].consumes if s == key[1])) for p in positions]
+            consumed = [next(c for s, c in self.devices[p].consumes if s == key[1]) for p in positions]
+            # a fleet's devices share each consumption tuple (``fit/model.py``): convert each one once
+            rows: dict[int, tuple[int | Fraction, ...]] = {}
+            for c in consumed:
+                if id(c) not in rows:
+                    counters = dict(c)
+                    rows[id(c)] = tuple(counters.get(name, 0) for name in names)
             # integers: each counter in units of the finest amount a device consumes of it (exact,
-            # and Fraction arithmetic is what the enumeration would otherwise spend its time on)
-            scale = tuple(math.lcm(1, *(Fraction(e.get(name, 0)).denominator for e in exact)) for name in names)
+            # and Fraction arithmetic is what the enumeration would otherwise spend its time on);
+            # amounts are int or Fraction, both with numerator and denominator
+            scale = tuple(math.lcm(1, *(row[i].denominator for row in rows.values())) for i in range(len(names)))
             scales[key] = scale
-            amounts = tuple(tuple(int(Fraction(e.get(name, 0)) * k) for name, k in zip(names, scale, strict=True))
-                            for e in exact)
+            whole = {ident: tuple(v.numerator * (k // v.denominator) for v, k in zip(row, scale, strict=True))
+                     for ident, row in rows.items()}
+            amounts = tuple(whole[id(c)] for c in consumed)
             groups.append(PackingGroup(key, tuple(positions), names, amounts))
 
         def remaining(group: PackingGroup) -> tuple[int, ...]:
