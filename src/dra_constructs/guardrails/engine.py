@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_constructs._progress import Progress
-from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.context import AuditContext, Group
 from dra_constructs.guardrails.manifest import Manifest, as_dict
 from dra_constructs.guardrails.model import SAMPLE_SIZE, Finding, Hit, Rule, Severity, SuppressedFinding
 from dra_constructs.guardrails.resources import parse_dra_extended_resources
@@ -120,29 +120,38 @@ def audit(
     target = Target.parse(kubernetes_version, "audit")
     declared = parse_dra_extended_resources(dra_extended_resources, target)
     manifests = _as_manifests(objects)
-    ctx = AuditContext(manifests, target, tenant_scope, declared)
-    raw: list[tuple[Rule, Manifest, Hit]] = []
+    shapes, computed = _by_shape(manifests, memoize)
+    # Set rules judge each shape once and report its members (``AuditContext.groups``), which changes the
+    # order of hits within a rule; only the duplicate check (first hit wins) could see it, and two objects
+    # are duplicates only where they share a file and line (an in-memory set, a one-line JSON list): there
+    # every object is its own group and the hits come in input order, as before.
+    distinct = len({(m.file, m.line) for m in manifests}) == len(manifests)
+    ctx = AuditContext(manifests, target, tenant_scope, declared, groups=shapes if distinct else None,
+                       by_shape=memoize)
+    for m, shape in computed:
+        ctx.note_shape(m, shape)
     if progress is not None:
         progress.step("checking rules")
     object_rules = [rule for rule in rules if rule.object_check is not None]
-    by_shape: dict[bytes, tuple[bytes, Manifest, list[tuple[Rule, Hit]]]] = {}
-    for done, m in enumerate(manifests):
-        if progress is not None and not done & 1023:
+    raw: list[tuple[Rule, Manifest, Hit]] = []
+    of_group: dict[int, list[tuple[Rule, Hit]]] = {}  # id(object) -> its shape's hits (objects in input order)
+    done = 0
+    for first, members in shapes:
+        if progress is not None and (done + len(members)) >> 10 != done >> 10:
             progress.update(done, len(manifests))
-        shape = (m.shape or shape_key(m)) if memoize else None  # (the loader computed most)
-        known = by_shape.get(shape) if shape is not None else None
-        if known is None:
-            if shape is not None:
-                ctx.note_shape(m, shape)
-            hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
-                    for hit in rule.object_check(m, ctx)]
-            if shape is not None:
-                by_shape[shape] = (shape, m, hits)
+        done += len(members)
+        hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
+                for hit in rule.object_check(first, ctx)]
+        if distinct:
+            for rule, hit in hits:
+                raw.extend((rule, m, hit) for m in members)
         else:
-            shape, like, hits = known  # the first object's key: one bytes object per shape in memory
-            ctx.note_shape(m, shape)  # set rules ask the same facts of it: answered once per shape
-            m.share_listings(like)
-        raw.extend((rule, m, hit) for rule, hit in hits)
+            for m in members:
+                of_group[id(m)] = hits
+                if m is not first:
+                    m.share_listings(first)  # set rules ask each object: its listings are the first one's
+    if not distinct:
+        raw.extend((rule, m, hit) for m in manifests for rule, hit in of_group[id(m)])
     for rule in rules:
         if rule.set_check is not None:
             raw.extend((rule, m, hit) for m, hit in rule.set_check(ctx))
@@ -151,10 +160,12 @@ def audit(
     suppressed: list[SuppressedFinding] = []
     # An object's suppressions read its annotations and its pods' (in its shape key): once per shape.
     cache: dict[int | bytes, dict[str, str]] = {}
-    seen: set[tuple[str, str, str, str, str, int]] = set()
+    seen: set[tuple[str, int | str, str, str] | tuple[str, str, str, str, str, int]] = set()
     for rule, m, hit in raw:
-        # The same object in two files (or twice in one) is two places to fix: one finding each.
-        key = (rule.id, m.object_id, hit.path, hit.message, m.file or "", m.line or 0)
+        # The same object in two files (or twice in one) is two places to fix: one finding each. (Objects
+        # on distinct lines are the same object only if they are one: no name to compare.)
+        key = (rule.id, id(m), hit.path, hit.message) if distinct else \
+            (rule.id, m.object_id, hit.path, hit.message, m.file or "", m.line or 0)
         if key in seen:
             continue
         seen.add(key)
@@ -173,6 +184,32 @@ def audit(
     merged.sort()
     suppressed.sort(key=lambda s: s.finding)
     return AuditResult(len(manifests), tuple(merged), tuple(suppressed))
+
+
+def _by_shape(manifests: list[Manifest], memoize: bool) -> tuple[list[Group], list[tuple[Manifest, bytes]]]:
+    """The manifests by shape key (``Manifest.shape``, or ``shape_key``) in the order shapes first appear, an
+    object without a key (``memoize=False``: every object) a group of its own; and the keys computed here."""
+    groups: list[Group] = []
+    computed: list[tuple[Manifest, bytes]] = []
+    by_key: dict[bytes, list[Manifest]] = {}
+    for m in manifests:
+        shape = None
+        if memoize:
+            shape = m.shape
+            if shape is None:
+                shape = shape_key(m)
+                if shape is not None:
+                    computed.append((m, shape))
+        if shape is None:
+            groups.append((m, (m,)))
+            continue
+        members = by_key.get(shape)
+        if members is None:
+            members = by_key[shape] = [m]
+            groups.append((m, members))
+        else:
+            members.append(m)
+    return groups, computed
 
 
 def _grouped(groups: dict[tuple[str, str, str], list[tuple[_SortKey, Rule, Manifest, Hit]]]) -> list[Finding]:

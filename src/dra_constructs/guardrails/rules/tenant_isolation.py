@@ -58,7 +58,7 @@ def _claims_of_other_tenants(ctx: AuditContext, m: Manifest) -> Iterator[Hit]:
 def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
     index = tenancy(ctx)
     admin_labels = ctx.target.admin_access_namespace_labels
-    for m in ctx.manifests:
+    for m, members in ctx.groups:  # (a workload's claims and namespace are its shape's)
         if m.kind == "Namespace" and index.is_tenant_namespace(m.name):
             for key in sorted(set(admin_labels) | {"resource.k8s.io/admin-access",
                                                     "resource.kubernetes.io/admin-access"}):
@@ -72,7 +72,8 @@ def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
                 yield m, hit
         elif m.pods and m.namespace and index.is_tenant_namespace(m.namespace):
             for hit in _claims_of_other_tenants(ctx, m):
-                yield m, hit
+                for member in members:
+                    yield member, hit
 
 
 RULE = Rule(
