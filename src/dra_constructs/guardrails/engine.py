@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dra_constructs._progress import Progress
+from dra_constructs._safe_load import no_gc
 from dra_constructs.guardrails.context import AuditContext, Group
 from dra_constructs.guardrails.manifest import Manifest, as_dict
 from dra_constructs.guardrails.model import SAMPLE_SIZE, Finding, Hit, Rule, Severity, SuppressedFinding
@@ -117,6 +118,19 @@ def audit(
     ``memoize`` checks workloads that differ only in identity fields once (:func:`shape_key`);
     ``False`` checks every object on its own (same findings; the tests compare the two).
     """
+    with no_gc():  # tuples by the hundred thousand, no cycles: the collector's passes would be wasted
+        return _audit(objects, kubernetes_version, rules, tenant_scope, dra_extended_resources, progress, memoize)
+
+
+#: Hits of one rule: ``(rule, hit, objects)``, the same hit for each of the objects (of a shape, or of a set).
+_Batch = tuple[Rule, Hit, Sequence[Manifest]]
+#: Open objects of a grouped hit (same rule, group, message), by batch: ``(rule, hit, objects)``.
+_Open = list[tuple[Rule, Hit, list[Manifest]]]
+
+
+def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str | Target | None,
+           rules: Sequence[Rule], tenant_scope: str, dra_extended_resources: Mapping[str, str] | Iterable[str] | None,
+           progress: Progress | None, memoize: bool) -> AuditResult:
     target = Target.parse(kubernetes_version, "audit")
     declared = parse_dra_extended_resources(dra_extended_resources, target)
     manifests = _as_manifests(objects)
@@ -132,58 +146,107 @@ def audit(
         ctx.note_shape(m, shape)
     if progress is not None:
         progress.step("checking rules")
-    object_rules = [rule for rule in rules if rule.object_check is not None]
-    raw: list[tuple[Rule, Manifest, Hit]] = []
-    of_group: dict[int, list[tuple[Rule, Hit]]] = {}  # id(object) -> its shape's hits (objects in input order)
-    done = 0
-    for first, members in shapes:
-        if progress is not None and (done + len(members)) >> 10 != done >> 10:
-            progress.update(done, len(manifests))
-        done += len(members)
-        hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
-                for hit in rule.object_check(first, ctx)]
-        if distinct:
-            for rule, hit in hits:
-                raw.extend((rule, m, hit) for m in members)
-        else:
-            for m in members:
-                of_group[id(m)] = hits
-                if m is not first:
-                    m.share_listings(first)  # set rules ask each object: its listings are the first one's
-    if not distinct:
-        raw.extend((rule, m, hit) for m in manifests for rule, hit in of_group[id(m)])
+    batches = _object_hits(ctx, shapes, [rule for rule in rules if rule.object_check is not None], distinct,
+                           progress, len(manifests))
     for rule in rules:
         if rule.set_check is not None:
-            raw.extend((rule, m, hit) for m, hit in rule.set_check(ctx))
+            batches.extend(_set_hits(rule, ctx))
     findings: list[Finding] = []
-    groups: dict[tuple[str, str, str], list[tuple[_SortKey, Rule, Manifest, Hit]]] = {}
+    groups: dict[tuple[str, str, str], _Open] = {}
     suppressed: list[SuppressedFinding] = []
     # An object's suppressions read its annotations and its pods' (in its shape key): once per shape.
     cache: dict[int | bytes, dict[str, str]] = {}
-    seen: set[tuple[str, int | str, str, str] | tuple[str, str, str, str, str, int]] = set()
-    for rule, m, hit in raw:
-        # The same object in two files (or twice in one) is two places to fix: one finding each. (Objects
-        # on distinct lines are the same object only if they are one: no name to compare.)
-        key = (rule.id, id(m), hit.path, hit.message) if distinct else \
-            (rule.id, m.object_id, hit.path, hit.message, m.file or "", m.line or 0)
-        if key in seen:
-            continue
-        seen.add(key)
-        slot = m.shape if memoize and m.shape is not None else id(m)
-        suppressions = cache.get(slot)
-        if suppressions is None:
-            suppressions = cache[slot] = _suppressions(m)
-        reason = suppressions.get(rule.id)
-        if reason is not None and rule.id not in UNSUPPRESSIBLE:
-            suppressed.append(SuppressedFinding(_finding(rule, m, hit), reason))
-        elif hit.group is None:
-            findings.append(_finding(rule, m, hit))
-        else:  # a finding about the set: only its first objects become findings (``_grouped``)
-            groups.setdefault((rule.id, hit.group, hit.message), []).append((_sort_key(rule, m, hit), rule, m, hit))
+    seen: dict[tuple[str, str, str], set[int]] = {}
+    seen_named: set[tuple[str, str, str, str, str, int]] = set()
+    for rule, hit, members in batches:
+        # The same object in two files (or twice in one) is two places to fix: one finding each.
+        if distinct:  # (objects on distinct lines are the same object only if they are one: no name to compare)
+            fresh = _first_by_object(seen.setdefault((rule.id, hit.path, hit.message), set()), members)
+        else:
+            fresh = [m for m in members if _first((rule.id, m.object_id, hit.path, hit.message, m.file or "",
+                                                   m.line or 0), seen_named)]
+        open_: list[Manifest] = []
+        for m in fresh:
+            slot = m.shape if memoize and m.shape is not None else id(m)
+            suppressions = cache.get(slot)
+            if suppressions is None:
+                suppressions = cache[slot] = _suppressions(m)
+            reason = suppressions.get(rule.id)
+            if reason is not None and rule.id not in UNSUPPRESSIBLE:
+                suppressed.append(SuppressedFinding(_finding(rule, m, hit), reason))
+            elif hit.group is None:
+                findings.append(_finding(rule, m, hit))
+            else:
+                open_.append(m)
+        if open_:  # a finding about the set: only its first objects become findings (``_grouped``)
+            groups.setdefault((rule.id, hit.group or "", hit.message), []).append((rule, hit, open_))
     merged = findings + _grouped(groups)
     merged.sort()
     suppressed.sort(key=lambda s: s.finding)
     return AuditResult(len(manifests), tuple(merged), tuple(suppressed))
+
+
+def _object_hits(ctx: AuditContext, shapes: list[Group], object_rules: list[Rule], distinct: bool,
+                 progress: Progress | None, total: int) -> list[_Batch]:
+    """The per-object rules' hits, checked once per shape: in batches of a shape's objects, or (where two
+    objects share a line) object by object in input order."""
+    batches: list[_Batch] = []
+    of_object: dict[int, list[tuple[Rule, Hit]]] = {}  # id(object) -> its shape's hits
+    done = 0
+    for first, members in shapes:
+        if progress is not None and (done + len(members)) >> 10 != done >> 10:
+            progress.update(done, total)
+        done += len(members)
+        hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
+                for hit in rule.object_check(first, ctx)]
+        if distinct:
+            batches.extend((rule, hit, members) for rule, hit in hits)
+            continue
+        for m in members:
+            of_object[id(m)] = hits
+            if m is not first:
+                m.share_listings(first)  # set rules ask each object: its listings are the first one's
+    if not distinct:
+        batches.extend((rule, hit, (m,)) for m in ctx.manifests for rule, hit in of_object[id(m)])
+    return batches
+
+
+def _set_hits(rule: Rule, ctx: AuditContext) -> Iterator[_Batch]:
+    """A set rule's hits, the objects of one hit given in a row (a shape's, a set's) as one batch."""
+    assert rule.set_check is not None
+    batch: tuple[Hit, list[Manifest]] | None = None
+    for m, hit in rule.set_check(ctx):
+        if batch is not None and batch[0] is hit:
+            batch[1].append(m)
+            continue
+        if batch is not None:
+            yield rule, batch[0], batch[1]
+        batch = hit, [m]
+    if batch is not None:
+        yield rule, batch[0], batch[1]
+
+
+def _first_by_object(ids: set[int], members: Sequence[Manifest]) -> Sequence[Manifest]:
+    """``members`` not in ``ids`` (ids of objects that had this hit before), each once; ``ids`` takes them."""
+    if ids.isdisjoint(map(id, members)):
+        count = len(ids)
+        ids.update(map(id, members))
+        if len(ids) - count == len(members):
+            return members  # (all new, none twice: the common case, without a Python step per object)
+        ids.difference_update(map(id, members))  # (all were new: ids is as it was)
+    fresh = []
+    for m in members:
+        if id(m) not in ids:
+            ids.add(id(m))
+            fresh.append(m)
+    return fresh
+
+
+def _first(key: tuple[str, str, str, str, str, int], seen: set[tuple[str, str, str, str, str, int]]) -> bool:
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
 
 
 def _by_shape(manifests: list[Manifest], memoize: bool) -> tuple[list[Group], list[tuple[Manifest, bytes]]]:
@@ -212,16 +275,27 @@ def _by_shape(manifests: list[Manifest], memoize: bool) -> tuple[list[Group], li
     return groups, computed
 
 
-def _grouped(groups: dict[tuple[str, str, str], list[tuple[_SortKey, Rule, Manifest, Hit]]]) -> list[Finding]:
+def _grouped(groups: dict[tuple[str, str, str], _Open]) -> list[Finding]:
     """Open hits of grouped rules (same rule, group, message) merged into one finding with count and sample.
 
     Suppressions apply per object before this: a suppressed object leaves the count. The finding
-    is its first object's (in finding order); findings are built only for the sample.
+    is its first object's (in finding order); findings are built only for the sample: the first
+    ones of each batch (whose sort keys differ only in the object's file, line and position), then
+    the first of those (ties in hit order, as one stable sort of every hit would have them).
     """
     out: list[Finding] = []
-    for members in groups.values():
-        first = heapq.nsmallest(SAMPLE_SIZE, members, key=lambda member: member[0])  # (stable, as a sort)
-        sample = tuple(m.object_id for _, _, m, _ in first)
-        _, rule, m, hit = first[0]
-        out.append(dataclasses.replace(_finding(rule, m, hit), count=len(members), sample=sample))
+    for batches in groups.values():
+        heads: list[tuple[_SortKey, int, int, Rule, Manifest, Hit]] = []
+        for number, (rule, hit, members) in enumerate(batches):
+            first = heapq.nsmallest(SAMPLE_SIZE, members, key=_place)  # (stable, as a sort)
+            heads.extend((_sort_key(rule, m, hit), number, i, rule, m, hit) for i, m in enumerate(first))
+        sample = heapq.nsmallest(SAMPLE_SIZE, heads, key=lambda head: head[:3])
+        _, _, _, rule, m, hit = sample[0]
+        out.append(dataclasses.replace(_finding(rule, m, hit), count=sum(len(b[2]) for b in batches),
+                                       sample=tuple(head[4].object_id for head in sample)))
     return out
+
+
+def _place(m: Manifest) -> tuple[str, int, int]:
+    """The object's part of :func:`_sort_key`."""
+    return m.file or "", m.line or 0, m.position
