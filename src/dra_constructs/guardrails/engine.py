@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from dra_constructs._progress import Progress
 from dra_constructs._safe_load import no_gc
@@ -59,6 +60,10 @@ def _suppressions(m: Manifest) -> dict[str, str]:
 
 
 _SortKey = tuple[str, int, int, int, str, str]
+_POSITION = operator.attrgetter("position")
+_LINE = operator.attrgetter("line")
+_FILE = operator.attrgetter("file")
+_SHAPE = operator.attrgetter("shape")
 
 
 def _sort_key(rule: Rule, m: Manifest, hit: Hit) -> _SortKey:
@@ -86,8 +91,14 @@ def _finding(rule: Rule, m: Manifest, hit: Hit) -> Finding:
 
 
 def _as_manifests(objects: Iterable[Manifest | dict[str, Any]]) -> list[Manifest]:
+    given = list(objects)
+    if set(map(type, given)) <= {Manifest}:  # (the loaders' lists: a step per object only where one has no position)
+        manifests = cast(list[Manifest], given)
+        for position in [i for i, p in enumerate(map(_POSITION, manifests)) if not p]:
+            manifests[position].position = position
+        return manifests
     manifests = []
-    for position, obj in enumerate(objects):
+    for position, obj in enumerate(given):
         if isinstance(obj, Manifest):
             obj.position = obj.position or position
             manifests.append(obj)
@@ -139,7 +150,7 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
     # order of hits within a rule; only the duplicate check (first hit wins) could see it, and two objects
     # are duplicates only where they share a file and line (an in-memory set, a one-line JSON list): there
     # every object is its own group and the hits come in input order, as before.
-    distinct = len({(m.file, m.line) for m in manifests}) == len(manifests)
+    distinct = _distinct_places(manifests)
     ctx = AuditContext(manifests, target, tenant_scope, declared, groups=shapes if distinct else None,
                        by_shape=memoize)
     for m, shape in computed:
@@ -166,6 +177,16 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
             fresh = [m for m in members if _first((rule.id, m.object_id, hit.path, hit.message, m.file or "",
                                                    m.line or 0), seen_named)]
         open_: list[Manifest] = []
+        if fresh and hit.group is not None and _one_shape(fresh, memoize):
+            # a shape's objects (memoized): its suppressions are theirs, looked up once
+            first = fresh[0]
+            shape = cast(bytes, first.shape)
+            suppressions = cache.get(shape)
+            if suppressions is None:
+                suppressions = cache[shape] = _suppressions(first)
+            if suppressions.get(rule.id) is None or rule.id in UNSUPPRESSIBLE:
+                groups.setdefault((rule.id, hit.group, hit.message), []).append((rule, hit, list(fresh)))
+                continue
         for m in fresh:
             slot = m.shape if memoize and m.shape is not None else id(m)
             suppressions = cache.get(slot)
@@ -212,18 +233,33 @@ def _object_hits(ctx: AuditContext, shapes: list[Group], object_rules: list[Rule
 
 
 def _set_hits(rule: Rule, ctx: AuditContext) -> Iterator[_Batch]:
-    """A set rule's hits, the objects of one hit given in a row (a shape's, a set's) as one batch."""
+    """A set rule's hits in batches: a sequence of objects it gives, or objects given one by one in a row
+    with the same hit."""
     assert rule.set_check is not None
     batch: tuple[Hit, list[Manifest]] | None = None
-    for m, hit in rule.set_check(ctx):
+    for target, hit in rule.set_check(ctx):
+        if not isinstance(target, Manifest):
+            if batch is not None:
+                yield rule, batch[0], batch[1]
+                batch = None
+            if target:
+                yield rule, hit, target
+            continue
         if batch is not None and batch[0] is hit:
-            batch[1].append(m)
+            batch[1].append(target)
             continue
         if batch is not None:
             yield rule, batch[0], batch[1]
-        batch = hit, [m]
+        batch = hit, [target]
     if batch is not None:
         yield rule, batch[0], batch[1]
+
+
+def _distinct_places(manifests: list[Manifest]) -> bool:
+    """No two objects share a file and line (lines compared first: one file's are distinct, without a tuple each)."""
+    if len(set(map(_LINE, manifests))) == len(manifests):
+        return True
+    return len(set(zip(map(_FILE, manifests), map(_LINE, manifests), strict=True))) == len(manifests)
 
 
 def _first_by_object(ids: set[int], members: Sequence[Manifest]) -> Sequence[Manifest]:
@@ -240,6 +276,11 @@ def _first_by_object(ids: set[int], members: Sequence[Manifest]) -> Sequence[Man
             ids.add(id(m))
             fresh.append(m)
     return fresh
+
+
+def _one_shape(members: Sequence[Manifest], memoize: bool) -> bool:
+    """All of ``members`` have one shape key (``Manifest.shape``), which the audit memoizes."""
+    return memoize and members[0].shape is not None and len(set(map(_SHAPE, members))) == 1
 
 
 def _first(key: tuple[str, str, str, str, str, int], seen: set[tuple[str, str, str, str, str, int]]) -> bool:

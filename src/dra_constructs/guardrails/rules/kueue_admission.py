@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from dra_constructs.guardrails.context import AuditContext
 from dra_constructs.guardrails.manifest import Manifest, field_path
@@ -40,7 +40,7 @@ def _workload_hits(ctx: AuditContext, m: Manifest, queue: str) -> Iterator[Hit]:
                               "deviceClassMappings in the set do not map: Kueue marks the workload inadmissible")
 
 
-def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+def _check(ctx: AuditContext) -> Iterator[tuple[Sequence[Manifest], Hit]]:
     index = tenancy(ctx)
     for m, members in ctx.groups:  # (labels, namespace and claims are the shape's: judged once)
         if not m.pods or not m.namespace:
@@ -57,8 +57,7 @@ def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
                             fix="add the label kueue.x-k8s.io/queue-name: <the tenant's LocalQueue> "
                                 "(tenant.queue_labels)"))
         for hit in hits:
-            for member in members:
-                yield member, hit
+            yield members, hit
 
 
 RULE = Rule(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dra_constructs._safe_load import yaml_documents
@@ -137,7 +137,7 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
     yield from _shared_gpu_resources(m, ctx)
 
 
-def _shared_claims(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+def _shared_claims(ctx: AuditContext) -> Iterator[tuple[Sequence[Manifest], Hit]]:
     refs: dict[tuple[str, str], list[tuple[Group, str]]] = defaultdict(list)
     for group in ctx.groups:  # (claims, namespace and tenant labels are the shape's)
         m = group[0]
@@ -151,16 +151,14 @@ def _shared_claims(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
             for (_, members), path in users:
                 hit = Hit(path, f"ResourceClaim {claim!r} is shared by workloads of tenants "
                                 f"{', '.join(tenants)}: they use the same devices with no isolation")
-                for m in members:
-                    yield m, hit
+                yield members, hit
         if namespace and ctx.claim(namespace, claim) is None:
             owners = sorted({c.namespace for c in ctx.claims_named(claim) if c.namespace and c.namespace != namespace})
             if owners:
                 for (_, members), path in users:
                     hit = Hit(path, f"ResourceClaim {claim!r} exists in namespace(s) {', '.join(owners)}, not "
                                     f"in {namespace!r}: one claim cannot be shared across tenant namespaces")
-                    for m in members:
-                        yield m, hit
+                    yield members, hit
 
 
 RULE = Rule(

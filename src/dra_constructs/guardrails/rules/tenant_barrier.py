@@ -41,17 +41,12 @@ def _manifest_sets(ctx: AuditContext) -> list[tuple[str, Sequence[Group]]]:
     return [(f"file:{file}", groups) for file, groups in by_file.items()]
 
 
-def _members(groups: list[Group]) -> Iterator[Manifest]:
-    for _, members in groups:
-        yield from members
-
-
 def _names(namespaces: list[str]) -> str:
     shown = ", ".join(namespaces[:_NAMED])
     return shown + (f" and {len(namespaces) - _NAMED} more" if len(namespaces) > _NAMED else "")
 
 
-def _amd_unsanitized(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+def _amd_unsanitized(ctx: AuditContext) -> Iterator[tuple[Sequence[Manifest], Hit]]:
     """With only an NVIDIA sanitizer: AMD GPUs pass between tenants unsanitized (no DaemonSet runs the AMD backend)."""
     if ctx.amd_sanitizer_present:
         return
@@ -67,12 +62,13 @@ def _amd_unsanitized(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
                    "LDS pass from one tenant to the next without drain, cleaner shader, zero-fill and verification")
         hit = Hit("metadata.namespace", message, group=group)
         for _, workloads in sorted(tenants.items()):
-            for m in _members(workloads):
-                yield m, hit
+            for _, members in workloads:
+                yield members, hit
 
 
-def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
-    """One hit per tenant workload, grouped: the engine reports one finding per manifest set."""
+def _check_set(ctx: AuditContext) -> Iterator[tuple[Sequence[Manifest], Hit]]:
+    """One hit per tenant workload (given a shape's objects at a time), grouped: the engine reports one finding
+    per manifest set."""
     if ctx.sanitizer_present:
         yield from _amd_unsanitized(ctx)
         return
@@ -91,8 +87,8 @@ def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
                    "drain, zero-fill and verification")
         hit = Hit("metadata.namespace", message, group=group)
         for _, workloads in sorted(tenants.items()):
-            for m in _members(workloads):
-                yield m, hit
+            for _, members in workloads:
+                yield members, hit
 
 
 RULE = Rule(
