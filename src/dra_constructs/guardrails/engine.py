@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -63,7 +63,8 @@ _SortKey = tuple[str, int, int, int, str, str]
 _POSITION = operator.attrgetter("position")
 _LINE = operator.attrgetter("line")
 _FILE = operator.attrgetter("file")
-_SHAPE = operator.attrgetter("shape")
+#: :func:`_place` of an object with a file and a line, without a Python call.
+_PLACE = operator.attrgetter("file", "line", "position")
 
 
 def _sort_key(rule: Rule, m: Manifest, hit: Hit) -> _SortKey:
@@ -136,7 +137,7 @@ def audit(
 #: Hits of one rule: ``(rule, hit, objects)``, the same hit for each of the objects (of a shape, or of a set).
 _Batch = tuple[Rule, Hit, Sequence[Manifest]]
 #: Open objects of a grouped hit (same rule, group, message), by batch: ``(rule, hit, objects)``.
-_Open = list[tuple[Rule, Hit, list[Manifest]]]
+_Open = list[tuple[Rule, Hit, Sequence[Manifest]]]
 
 
 def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str | Target | None,
@@ -150,7 +151,9 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
     # order of hits within a rule; only the duplicate check (first hit wins) could see it, and two objects
     # are duplicates only where they share a file and line (an in-memory set, a one-line JSON list): there
     # every object is its own group and the hits come in input order, as before.
-    distinct = _distinct_places(manifests)
+    distinct, plain = _distinct_places(manifests)
+    # Member lists of memoized shapes: a batch that is one of them is one shape's objects, each once.
+    whole = {id(members) for first, members in shapes if memoize and first.shape is not None} if distinct else set()
     ctx = AuditContext(manifests, target, tenant_scope, declared, groups=shapes if distinct else None,
                        by_shape=memoize)
     for m, shape in computed:
@@ -167,25 +170,28 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
     suppressed: list[SuppressedFinding] = []
     # An object's suppressions read its annotations and its pods' (in its shape key): once per shape.
     cache: dict[int | bytes, dict[str, str]] = {}
-    seen: dict[tuple[str, str, str], set[int]] = {}
+    seen: dict[tuple[str, str, str], _Given] = {}
     seen_named: set[tuple[str, str, str, str, str, int]] = set()
     for rule, hit, members in batches:
         # The same object in two files (or twice in one) is two places to fix: one finding each.
         if distinct:  # (objects on distinct lines are the same object only if they are one: no name to compare)
-            fresh = _first_by_object(seen.setdefault((rule.id, hit.path, hit.message), set()), members)
+            given = seen.get((rule.id, hit.path, hit.message))
+            if given is None:
+                given = seen[rule.id, hit.path, hit.message] = _Given()
+            fresh = given.fresh(members, id(members) in whole)
         else:
             fresh = [m for m in members if _first((rule.id, m.object_id, hit.path, hit.message, m.file or "",
                                                    m.line or 0), seen_named)]
         open_: list[Manifest] = []
-        if fresh and hit.group is not None and _one_shape(fresh, memoize):
-            # a shape's objects (memoized): its suppressions are theirs, looked up once
+        if fresh and fresh is members and hit.group is not None and id(members) in whole:
+            # a shape's objects (memoized), all new: its suppressions are theirs, looked up once
             first = fresh[0]
             shape = cast(bytes, first.shape)
             suppressions = cache.get(shape)
             if suppressions is None:
                 suppressions = cache[shape] = _suppressions(first)
             if suppressions.get(rule.id) is None or rule.id in UNSUPPRESSIBLE:
-                groups.setdefault((rule.id, hit.group, hit.message), []).append((rule, hit, list(fresh)))
+                groups.setdefault((rule.id, hit.group, hit.message), []).append((rule, hit, members))
                 continue
         for m in fresh:
             slot = m.shape if memoize and m.shape is not None else id(m)
@@ -201,7 +207,7 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
                 open_.append(m)
         if open_:  # a finding about the set: only its first objects become findings (``_grouped``)
             groups.setdefault((rule.id, hit.group or "", hit.message), []).append((rule, hit, open_))
-    merged = findings + _grouped(groups)
+    merged = findings + _grouped(groups, _PLACE if plain else _place)
     merged.sort()
     suppressed.sort(key=lambda s: s.finding)
     return AuditResult(len(manifests), tuple(merged), tuple(suppressed))
@@ -255,32 +261,53 @@ def _set_hits(rule: Rule, ctx: AuditContext) -> Iterator[_Batch]:
         yield rule, batch[0], batch[1]
 
 
-def _distinct_places(manifests: list[Manifest]) -> bool:
-    """No two objects share a file and line (lines compared first: one file's are distinct, without a tuple each)."""
-    if len(set(map(_LINE, manifests))) == len(manifests):
-        return True
-    return len(set(zip(map(_FILE, manifests), map(_LINE, manifests), strict=True))) == len(manifests)
+def _distinct_places(manifests: list[Manifest]) -> tuple[bool, bool]:
+    """No two objects share a file and line (lines compared first: one file's are distinct, without a tuple
+    each); and every object has a file and a line (:data:`_PLACE` orders them as :func:`_place` does)."""
+    lines = list(map(_LINE, manifests))
+    plain = None not in lines and None not in map(_FILE, manifests)
+    if len(set(lines)) == len(manifests):
+        return True, plain
+    return len(set(zip(map(_FILE, manifests), lines, strict=True))) == len(manifests), plain
 
 
-def _first_by_object(ids: set[int], members: Sequence[Manifest]) -> Sequence[Manifest]:
-    """``members`` not in ``ids`` (ids of objects that had this hit before), each once; ``ids`` takes them."""
-    if ids.isdisjoint(map(id, members)):
-        count = len(ids)
-        ids.update(map(id, members))
-        if len(ids) - count == len(members):
-            return members  # (all new, none twice: the common case, without a Python step per object)
-        ids.difference_update(map(id, members))  # (all were new: ids is as it was)
-    fresh = []
-    for m in members:
-        if id(m) not in ids:
-            ids.add(id(m))
-            fresh.append(m)
-    return fresh
+class _Given:
+    """The objects that had one hit (rule, path, message) so far: shapes' member lists given whole, and
+    objects given one by one (the first hit of an object wins; later ones are duplicates)."""
 
+    def __init__(self) -> None:
+        self.groups: set[int] = set()  # ids of member lists given whole
+        self.pending: list[Sequence[Manifest]] = []  # those not yet in ``objects``
+        self.objects: set[int] = set()
 
-def _one_shape(members: Sequence[Manifest], memoize: bool) -> bool:
-    """All of ``members`` have one shape key (``Manifest.shape``), which the audit memoizes."""
-    return memoize and members[0].shape is not None and len(set(map(_SHAPE, members))) == 1
+    def fresh(self, members: Sequence[Manifest], whole: bool) -> Sequence[Manifest]:
+        """``members`` that did not have the hit before, each once (``whole``: a shape's member list)."""
+        if whole:  # (member lists are disjoint: only the same list, or objects given one by one, repeat one)
+            if id(members) in self.groups:
+                return ()
+            self.groups.add(id(members))
+            if not self.objects or self.objects.isdisjoint(map(id, members)):
+                self.pending.append(members)
+                return members
+            fresh = [m for m in members if id(m) not in self.objects]
+            self.objects.update(map(id, members))
+            return fresh
+        for given in self.pending:
+            self.objects.update(map(id, given))
+        self.pending.clear()
+        ids = self.objects
+        if ids.isdisjoint(map(id, members)):
+            count = len(ids)
+            ids.update(map(id, members))
+            if len(ids) - count == len(members):
+                return members  # (all new, none twice: without a Python step per object)
+            ids.difference_update(map(id, members))  # (all were new: ids is as it was)
+        fresh = []
+        for m in members:
+            if id(m) not in ids:
+                ids.add(id(m))
+                fresh.append(m)
+        return fresh
 
 
 def _first(key: tuple[str, str, str, str, str, int], seen: set[tuple[str, str, str, str, str, int]]) -> bool:
@@ -316,19 +343,20 @@ def _by_shape(manifests: list[Manifest], memoize: bool) -> tuple[list[Group], li
     return groups, computed
 
 
-def _grouped(groups: dict[tuple[str, str, str], _Open]) -> list[Finding]:
+def _grouped(groups: dict[tuple[str, str, str], _Open], place: Callable[[Manifest], tuple[Any, ...]]
+             ) -> list[Finding]:
     """Open hits of grouped rules (same rule, group, message) merged into one finding with count and sample.
 
     Suppressions apply per object before this: a suppressed object leaves the count. The finding
     is its first object's (in finding order); findings are built only for the sample: the first
-    ones of each batch (whose sort keys differ only in the object's file, line and position), then
-    the first of those (ties in hit order, as one stable sort of every hit would have them).
+    ones of each batch (whose sort keys differ only in the object's ``place``: file, line, position),
+    then the first of those (ties in hit order, as one stable sort of every hit would have them).
     """
     out: list[Finding] = []
     for batches in groups.values():
         heads: list[tuple[_SortKey, int, int, Rule, Manifest, Hit]] = []
         for number, (rule, hit, members) in enumerate(batches):
-            first = heapq.nsmallest(SAMPLE_SIZE, members, key=_place)  # (stable, as a sort)
+            first = sorted(members, key=place)[:SAMPLE_SIZE]  # (stable; in C: a shape's objects come in order)
             heads.extend((_sort_key(rule, m, hit), number, i, rule, m, hit) for i, m in enumerate(first))
         sample = heapq.nsmallest(SAMPLE_SIZE, heads, key=lambda head: head[:3])
         _, _, _, rule, m, hit = sample[0]
