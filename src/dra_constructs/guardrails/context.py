@@ -108,9 +108,10 @@ class AuditContext:
         self._indexes: dict[str, Any] = {}
         #: Object id -> its shape key (``shape_key``), told by the engine: facts of one shape are computed once.
         self._shapes: dict[int, bytes] = {}
-        for manifest in manifests:
-            if manifest.kind in _INDEXED_KINDS:
-                self._index(manifest)
+        for first, members in self.groups:  # (the objects of a group are of one kind)
+            if first.kind in _INDEXED_KINDS:
+                for manifest in members:
+                    self._index(manifest)
 
     def _index(self, m: Manifest) -> None:
         kind = m.kind
