@@ -88,9 +88,11 @@ def _finding(rule: Rule, m: Manifest, hit: Hit) -> Finding:
 
 def _as_manifests(objects: Iterable[Manifest | dict[str, Any]]) -> list[Manifest]:
     given = list(objects)
-    if {type(m) for m in given} <= {Manifest}:  # (the loaders' lists: a step per object only where one has no position)
+    # The loaders' lists (Manifests with positions): a Python step only for an object without a position.
+    odd = [i for i, m in enumerate(given) if type(m) is not Manifest or not m.position]
+    if all(type(given[i]) is Manifest for i in odd):
         manifests = cast(list[Manifest], given)
-        for position in [i for i, m in enumerate(manifests) if not m.position]:
+        for position in odd:
             manifests[position].position = position
         return manifests
     manifests = []
@@ -146,7 +148,7 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
     # order of hits within a rule; only the duplicate check (first hit wins) could see it, and two objects
     # are duplicates only where they share a file and line (an in-memory set, a one-line JSON list): there
     # every object is its own group and the hits come in input order, as before.
-    distinct = _distinct_places(manifests)
+    distinct, in_order = _distinct_places(manifests)
     # Member lists of memoized shapes: a batch that is one of them is one shape's objects, each once.
     whole = {id(members) for first, members in shapes if memoize and first.shape is not None} if distinct else set()
     ctx = AuditContext(manifests, target, tenant_scope, declared, groups=shapes if distinct else None,
@@ -202,7 +204,7 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
                 open_.append(m)
         if open_:  # a finding about the set: only its first objects become findings (``_grouped``)
             groups.setdefault((rule.id, hit.group or "", hit.message), []).append((rule, hit, open_))
-    merged = findings + _grouped(groups, whole)
+    merged = findings + _grouped(groups, whole if in_order else set())
     merged.sort()
     suppressed.sort(key=lambda s: s.finding)
     return AuditResult(len(manifests), tuple(merged), tuple(suppressed))
@@ -256,13 +258,13 @@ def _set_hits(rule: Rule, ctx: AuditContext) -> Iterator[_Batch]:
         yield rule, batch[0], batch[1]
 
 
-def _distinct_places(manifests: list[Manifest]) -> bool:
-    """No two objects share a file and line. (Lines that only grow - one file's objects in order - are
-    distinct without a tuple and a set entry each.)"""
+def _distinct_places(manifests: list[Manifest]) -> tuple[bool, bool]:
+    """No two objects share a file and line; and the lines only grow (one file's objects in order: then they
+    are distinct, without a tuple and a set entry each, and so are the lines of any objects taken in order)."""
     lines = [m.line for m in manifests]
     if _growing(lines):
-        return True
-    return len(set(zip([m.file for m in manifests], lines, strict=True))) == len(manifests)
+        return True, True
+    return len(set(zip([m.file for m in manifests], lines, strict=True))) == len(manifests), False
 
 
 class _Given:
@@ -337,33 +339,28 @@ def _by_shape(manifests: list[Manifest], memoize: bool) -> tuple[list[Group], li
     return groups, computed
 
 
-def _grouped(groups: dict[tuple[str, str, str], _Open], whole: set[int]) -> list[Finding]:
+def _grouped(groups: dict[tuple[str, str, str], _Open], in_order: set[int]) -> list[Finding]:
     """Open hits of grouped rules (same rule, group, message) merged into one finding with count and sample.
 
     Suppressions apply per object before this: a suppressed object leaves the count. The finding
     is its first object's (in finding order); findings are built only for the sample: the first
     ones of each batch (whose sort keys differ only in the object's :func:`_place`), then the first of
     those (ties in hit order, as one stable sort of every hit would have them). A shape's member list
-    (``whole``: one file, the file is in the shape key) whose lines only grow is in that order already.
+    in ``in_order`` (one file: the file is in the shape key; objects in input order, whose lines only
+    grow) is in that order already.
     """
     out: list[Finding] = []
     for batches in groups.values():
         heads: list[tuple[_SortKey, int, int, Rule, Manifest, Hit]] = []
         for number, (rule, hit, members) in enumerate(batches):
-            first = _first_places(members, id(members) in whole)
+            first = members[:SAMPLE_SIZE] if id(members) in in_order else \
+                heapq.nsmallest(SAMPLE_SIZE, members, key=_place)  # (stable, as a sort)
             heads.extend((_sort_key(rule, m, hit), number, i, rule, m, hit) for i, m in enumerate(first))
         sample = heapq.nsmallest(SAMPLE_SIZE, heads, key=lambda head: head[:3])
         _, _, _, rule, m, hit = sample[0]
         out.append(dataclasses.replace(_finding(rule, m, hit), count=sum(len(b[2]) for b in batches),
                                        sample=tuple(head[4].object_id for head in sample)))
     return out
-
-
-def _first_places(members: Sequence[Manifest], one_file: bool) -> Sequence[Manifest]:
-    """The first :data:`SAMPLE_SIZE` of ``members`` by :func:`_place` (stable)."""
-    if one_file and _growing([m.line for m in members]):
-        return members[:SAMPLE_SIZE]
-    return heapq.nsmallest(SAMPLE_SIZE, members, key=_place)  # (stable, as a sort)
 
 
 def _growing(lines: list[int | None]) -> bool:
