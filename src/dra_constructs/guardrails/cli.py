@@ -179,8 +179,9 @@ def _spans(manifests: list[Manifest], result: AuditResult) -> dict[tuple[str, in
     """The byte spans of the objects with findings that were read item by item."""
     wanted = {(f.file, f.line) for f in (*result.findings, *(s.finding for s in result.suppressed))
               if f.file and f.line}
+    lines = {line for _, line in wanted}  # (an int looked up per object before a tuple is made)
     return {(m.file, m.line): m.span for m in manifests
-            if m.span is not None and m.file and m.line and (m.file, m.line) in wanted}
+            if m.line in lines and m.span is not None and m.file and (m.file, m.line) in wanted}
 
 
 def _print_errors(errors: list[DraConstructsError]) -> None:

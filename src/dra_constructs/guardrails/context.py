@@ -25,6 +25,13 @@ KAI_GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 
 T = TypeVar("T")
 
+#: Objects of one shape (``shape_key``): the first one, and every one of them (the first included).
+Group = tuple["Manifest", Sequence["Manifest"]]
+
+#: Kinds :meth:`AuditContext._index` indexes (each object of them, of whatever shape).
+_INDEXED_KINDS = frozenset({"ResourceClaimTemplate", "ResourceClaim", "DeviceClass", "RuntimeClass", "ConfigMap",
+                            "Secret", "DaemonSet"})
+
 #: NVIDIA DeviceClasses whose devices are GPUs or slices of one.
 GPU_DEVICE_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com"})
 
@@ -63,8 +70,18 @@ class AuditContext:
     """The manifest set being audited, indexed for cross-object rules."""
 
     def __init__(self, manifests: Sequence[Manifest], target: Target, tenant_scope: str = "set",
-                 dra_extended_resources: Mapping[str, str] | None = None) -> None:
+                 dra_extended_resources: Mapping[str, str] | None = None, *,
+                 groups: Sequence[Group] | None = None, by_shape: bool = False) -> None:
         self.manifests = manifests
+        #: The manifests by shape (``shape_key``), in the order each shape first appears: objects of one group
+        #: differ only in what the key leaves out (name, uid, status, hash labels...; never kind, namespace,
+        #: labels, annotations, file or spec), so a set rule may judge the first and report every member. An
+        #: object that is not memoized is a group of its own. Without ``groups`` every object is its own.
+        self.groups: Sequence[Group] = groups if groups is not None else [(m, (m,)) for m in manifests]
+        #: The first object of each group, in order: every object of a kind that is not memoized is one.
+        self.representatives: list[Manifest] = [first for first, _ in self.groups]
+        #: Facts of an object with a shape key (``Manifest.shape``) hold for its shape (the engine's ``memoize``).
+        self.by_shape = by_shape
         self.target = target
         #: Extended resource name -> DeviceClass the cluster maps it to (the user's declarations).
         self.declared_extended_resources: dict[str, str] = dict(dra_extended_resources or {})
@@ -91,8 +108,10 @@ class AuditContext:
         self._indexes: dict[str, Any] = {}
         #: Object id -> its shape key (``shape_key``), told by the engine: facts of one shape are computed once.
         self._shapes: dict[int, bytes] = {}
-        for manifest in manifests:
-            self._index(manifest)
+        for first, members in self.groups:  # (the objects of a group are of one kind)
+            if first.kind in _INDEXED_KINDS:
+                for manifest in members:
+                    self._index(manifest)
 
     def _index(self, m: Manifest) -> None:
         kind = m.kind
@@ -183,10 +202,13 @@ class AuditContext:
 
     def note_shape(self, m: Manifest, key: bytes) -> None:
         """``m``'s shape key: what :meth:`memo`, :meth:`is_gpu_pod` and :meth:`uses_only_admin_claims`
-        compute for ``m`` holds for every object of the shape (they read only what the key holds)."""
+        compute for ``m`` holds for every object of the shape (they read only what the key holds). With
+        ``by_shape``, an object's own ``Manifest.shape`` counts without being told."""
         self._shapes[id(m)] = key
 
     def _slot(self, m: Manifest) -> int | bytes:
+        if self.by_shape and m.shape is not None:
+            return m.shape
         return self._shapes.get(id(m)) or id(m)
 
     def index(self, key: str, build: Callable[[AuditContext], T]) -> T:

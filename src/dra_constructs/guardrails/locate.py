@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import dataclasses
 import functools
 import itertools
 import json
@@ -80,8 +79,10 @@ class _File:
         self.nodes: dict[int, tuple[yaml.Node, int]] = {}  # 1-based file line -> (node, line offset)
         self._offsets: list[int] | None = None  # character offset of each line (JSON only)
         self.composed: set[int] = set()
-        #: JSON object text with its string values blanked -> its composed node (see _compose_json_object).
-        self._layouts: dict[str, yaml.Node] = {}
+        #: An object's layout (:func:`_layout`) -> its composed node (see _compose_json_object).
+        self._layouts: dict[_Layout, yaml.Node] = {}
+        #: Text between the strings of an object -> which of its strings are keys (:func:`_layout`).
+        self._keys_at: dict[tuple[str, ...], tuple[int, ...]] = {}
 
     @functools.cached_property
     def lines(self) -> list[str]:
@@ -131,7 +132,7 @@ class _File:
         """The composed node of one JSON object's text (its first line is the node's line 0)."""
         if not text.isascii():  # raw_decode passed: they are inside strings, where YAML reads escapes
             text = text.translate(_YAML_ONLY_BREAKS)
-        layout = _JSON_STRING.sub(_blank_value, text)
+        layout = _layout(text, self._keys_at)
         node = self._layouts.get(layout)
         if node is None:
             loader = _PositionLoader(text)
@@ -207,18 +208,56 @@ def _blank_value(match: re.Match[str]) -> str:
     return match.group(0) if match.group(1) else '""'
 
 
+#: What places an object's nodes: its text with the string values blanked, in one of two spellings.
+_Layout = str | tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def _layout(text: str, keys_at: dict[tuple[str, ...], tuple[int, ...]]) -> _Layout:
+    """The object's text with its string values blanked (``_blank_value``), or for a text without a
+    backslash the same information as a pair, made without a Python call per string: the text between
+    its strings (structure, whitespace, numbers; every ``"`` delimits a string there) and its keys' texts.
+    Two texts have equal pairs exactly when their blanked texts are equal (a string is a key when the
+    text after it starts with ``:``, so the structure says which are keys: known once per structure).
+    """
+    if "\\" in text:
+        return _JSON_STRING.sub(_blank_value, text)
+    parts = text.split('"')
+    structure = tuple(parts[0::2])
+    at = keys_at.get(structure)
+    if at is None:
+        at = tuple(i for i in range(1, len(parts) - 1, 2) if parts[i + 1].lstrip().startswith(":"))
+        if len(keys_at) < _LAYOUTS_KEPT:
+            keys_at[structure] = at
+    return structure, tuple(map(parts.__getitem__, at))
+
+
 def _relocate(findings: Sequence[Finding], files: dict[str, _File]) -> list[Finding]:
     out = []
+    # Objects of one layout share their node (``_compose_object_text``): a field's line relative to
+    # it is found once per node and path. (Keyed by the node's id: ``files`` keeps every node alive.)
+    lines: dict[tuple[int, str], int | None] = {}
     for finding in findings:
         file = files.get(finding.file or "")
         located = file.node_at(finding.line) if file is not None and finding.line else None
-        keys = parse_field_path(finding.path) if located is not None else None
-        if located is None or keys is None:
+        if located is None:
             out.append(finding)
             continue
         node, offset = located
-        out.append(dataclasses.replace(finding, line=node_line(node, keys) + offset))
+        slot = (id(node), finding.path)
+        if slot in lines:
+            line = lines[slot]
+        else:
+            keys = parse_field_path(finding.path)
+            line = lines[slot] = node_line(node, keys) if keys is not None else None
+        out.append(finding if line is None else _with_line(finding, line + offset))
     return out
+
+
+def _with_line(finding: Finding, line: int) -> Finding:
+    """``dataclasses.replace(finding, line=line)`` without its per-field work (tens of thousands of findings)."""
+    located = object.__new__(Finding)
+    located.__dict__.update(finding.__dict__, line=line)
+    return located
 
 
 def _order(finding: Finding) -> tuple[str, int, tuple[str, int, int, int, str, str]]:

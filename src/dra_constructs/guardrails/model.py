@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -50,8 +50,9 @@ class Hit:
 
 #: A per-object check: the object, the whole audit context -> violations.
 ObjectCheck = Callable[["Manifest", "AuditContext"], Iterable[Hit]]
-#: A check over the whole manifest set: context -> (object, violation) pairs.
-SetCheck = Callable[["AuditContext"], Iterable[tuple["Manifest", Hit]]]
+#: A check over the whole manifest set: context -> (object, violation) pairs; the object may be a sequence of
+#: objects that all have the violation (a shape's members: ``AuditContext.groups``).
+SetCheck = Callable[["AuditContext"], Iterable[tuple["Manifest | Sequence[Manifest]", Hit]]]
 
 
 @dataclass(frozen=True)

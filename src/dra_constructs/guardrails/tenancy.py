@@ -198,7 +198,7 @@ class TenancyIndex:
         self.kueue_version: KueueVersion | None = None
         for name, resource in DRIVER_CLASS_EXTENDED_NAMES.items():
             self.extended_names[resource].add(name)
-        for m in ctx.manifests:
+        for m in ctx.representatives:  # (none of the kinds it indexes is memoized)
             self._index(m)
         self.usage: dict[str, NamespaceUsage] = defaultdict(NamespaceUsage)
         self._count_usage()
@@ -284,7 +284,7 @@ class TenancyIndex:
         """Usage of the namespaces that have a ResourceQuota in the set (the only ones it is compared in)."""
         if not self.quotas:
             return
-        for m in self.ctx.manifests:
+        for m in self.ctx.manifests:  # (in input order: the largest contributor is the first of equals)
             if m.namespace not in self.quotas:
                 continue
             if m.kind == "ResourceClaim" and m.is_resource_api:

@@ -36,7 +36,7 @@ def admin_access_labels(m: Manifest, keys: tuple[str, ...]) -> list[str]:
 def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
     keys = tuple(sorted(set(ctx.target.admin_access_namespace_labels) | {CURRENT_LABEL}))
     component, value = SANITIZER_LABEL
-    for m in ctx.manifests:
+    for m in ctx.representatives:  # (Namespaces are not memoized: each is one)
         if m.kind != "Namespace" or m.api_version != "v1" or m.name in ctx.sanitizer_namespaces:
             continue
         for key in admin_access_labels(m, keys):

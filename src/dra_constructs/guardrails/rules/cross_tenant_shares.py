@@ -50,9 +50,10 @@ def shared_use(ctx: AuditContext, request: RequestView) -> str | None:
 
 
 def _users(ctx: AuditContext) -> dict[tuple[str, str, str], list[Manifest]]:
-    """Workloads by the claim they use: ``(kind, namespace, name)`` of the template or claim."""
+    """Workloads by the claim they use: ``(kind, namespace, name)`` of the template or claim; one object of
+    each shape (its tenant is the shape's: all the caller asks)."""
     users: dict[tuple[str, str, str], list[Manifest]] = defaultdict(list)
-    for m in ctx.manifests:
+    for m in ctx.representatives:
         for _, entry in m.pod_claims():
             source = ctx.claim_source(m, entry)
             if source is not None:
@@ -62,7 +63,7 @@ def _users(ctx: AuditContext) -> dict[tuple[str, str, str], list[Manifest]]:
 
 def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
     shares: dict[str, list[tuple[Manifest, RequestView, str]]] = defaultdict(list)
-    for m in ctx.manifests:
+    for m in ctx.representatives:  # (claims are not memoized: each is one)
         if m.claim_spec is None or not m.namespace:
             continue  # a claim without a namespace lands wherever it is applied: no tenant to compare
         for request in m.requests():

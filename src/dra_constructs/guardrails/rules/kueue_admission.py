@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from dra_constructs.guardrails.context import AuditContext
 from dra_constructs.guardrails.manifest import Manifest, field_path
@@ -40,22 +40,24 @@ def _workload_hits(ctx: AuditContext, m: Manifest, queue: str) -> Iterator[Hit]:
                               "deviceClassMappings in the set do not map: Kueue marks the workload inadmissible")
 
 
-def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+def _check(ctx: AuditContext) -> Iterator[tuple[Sequence[Manifest], Hit]]:
     index = tenancy(ctx)
-    for m in ctx.manifests:
+    for m, members in ctx.groups:  # (labels, namespace and claims are the shape's: judged once)
         if not m.pods or not m.namespace:
             continue
         queue = index.queue_of(m)
         if queue is None:
             continue
-        for hit in _workload_hits(ctx, m, queue):
-            yield m, hit
+        hits = list(_workload_hits(ctx, m, queue))
         if not queue and ctx.is_gpu_pod(m) and not ctx.uses_only_admin_claims(m):
-            yield m, Hit("metadata.labels",
-                         f"GPU workload in namespace {m.namespace!r}, which has a LocalQueue, names no queue: it "
-                         "bypasses Kueue's admission and fair sharing",
-                         severity=Severity.WARNING,
-                         fix="add the label kueue.x-k8s.io/queue-name: <the tenant's LocalQueue> (tenant.queue_labels)")
+            hits.append(Hit("metadata.labels",
+                            f"GPU workload in namespace {m.namespace!r}, which has a LocalQueue, names no queue: it "
+                            "bypasses Kueue's admission and fair sharing",
+                            severity=Severity.WARNING,
+                            fix="add the label kueue.x-k8s.io/queue-name: <the tenant's LocalQueue> "
+                                "(tenant.queue_labels)"))
+        for hit in hits:
+            yield members, hit
 
 
 RULE = Rule(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dra_constructs._safe_load import yaml_documents
 from dra_constructs.errors import DraConstructsError
-from dra_constructs.guardrails.context import KAI_GPU_ANNOTATIONS, AuditContext, tenant_of
+from dra_constructs.guardrails.context import KAI_GPU_ANNOTATIONS, AuditContext, Group, tenant_of
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 from dra_constructs.guardrails.rules.extended_resources import gpu_resource_requests
@@ -137,25 +137,28 @@ def _check(m: Manifest, ctx: AuditContext) -> Iterator[Hit]:
     yield from _shared_gpu_resources(m, ctx)
 
 
-def _shared_claims(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
-    refs: dict[tuple[str, str], list[tuple[Manifest, str]]] = defaultdict(list)
-    for m in ctx.manifests:
+def _shared_claims(ctx: AuditContext) -> Iterator[tuple[Sequence[Manifest], Hit]]:
+    refs: dict[tuple[str, str], list[tuple[Group, str]]] = defaultdict(list)
+    for group in ctx.groups:  # (claims, namespace and tenant labels are the shape's)
+        m = group[0]
         for path, entry in m.pod_claims():
             claim = entry.get("resourceClaimName")
             if isinstance(claim, str) and claim:
-                refs[(m.namespace, claim)].append((m, field_path(path, "resourceClaimName")))
+                refs[(m.namespace, claim)].append((group, field_path(path, "resourceClaimName")))
     for (namespace, claim), users in refs.items():
-        tenants = sorted({tenant_of(m)[1] for m, _ in users} - {""})
+        tenants = sorted({tenant_of(first)[1] for (first, _), _ in users} - {""})
         if len(tenants) > 1:
-            for m, path in users:
-                yield m, Hit(path, f"ResourceClaim {claim!r} is shared by workloads of tenants "
-                                   f"{', '.join(tenants)}: they use the same devices with no isolation")
+            for (_, members), path in users:
+                hit = Hit(path, f"ResourceClaim {claim!r} is shared by workloads of tenants "
+                                f"{', '.join(tenants)}: they use the same devices with no isolation")
+                yield members, hit
         if namespace and ctx.claim(namespace, claim) is None:
             owners = sorted({c.namespace for c in ctx.claims_named(claim) if c.namespace and c.namespace != namespace})
             if owners:
-                for m, path in users:
-                    yield m, Hit(path, f"ResourceClaim {claim!r} exists in namespace(s) {', '.join(owners)}, not "
-                                       f"in {namespace!r}: one claim cannot be shared across tenant namespaces")
+                for (_, members), path in users:
+                    hit = Hit(path, f"ResourceClaim {claim!r} exists in namespace(s) {', '.join(owners)}, not "
+                                    f"in {namespace!r}: one claim cannot be shared across tenant namespaces")
+                    yield members, hit
 
 
 RULE = Rule(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from dra_constructs.guardrails.amd import uses_amd_devices
-from dra_constructs.guardrails.context import SANITIZER_AMD_LABEL, SANITIZER_LABEL, AuditContext
+from dra_constructs.guardrails.context import SANITIZER_AMD_LABEL, SANITIZER_LABEL, AuditContext, Group
 from dra_constructs.guardrails.manifest import Manifest
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -16,26 +16,29 @@ _SYSTEM_NAMESPACE_PREFIXES = ("kube-",)
 _NAMED = 10
 
 
-def _tenant_workloads(ctx: AuditContext, manifests: list[Manifest]) -> dict[str, list[Manifest]]:
-    """GPU workloads by explicit namespace; node agents (adminAccess only) are not tenants."""
-    by_namespace: dict[str, list[Manifest]] = {}
-    for m in manifests:
+def _tenant_workloads(ctx: AuditContext, groups: Sequence[Group]) -> dict[str, list[Group]]:
+    """GPU workloads by explicit namespace, as groups of one shape (judged by their first object: the
+    namespace, pod specs and claims are the shape's); node agents (adminAccess only) are not tenants."""
+    by_namespace: dict[str, list[Group]] = {}
+    for group in groups:
+        m = group[0]
         if not m.pods or not m.namespace or m.namespace.startswith(_SYSTEM_NAMESPACE_PREFIXES):
             continue
         if not ctx.is_gpu_pod(m) or ctx.uses_only_admin_claims(m):
             continue
-        by_namespace.setdefault(m.namespace, []).append(m)
+        by_namespace.setdefault(m.namespace, []).append(group)
     return by_namespace
 
 
-def _manifest_sets(ctx: AuditContext) -> list[tuple[str, list[Manifest]]]:
-    """The sets DRA009 judges: the whole input, or each file on its own (``tenant_scope="file"``)."""
+def _manifest_sets(ctx: AuditContext) -> list[tuple[str, Sequence[Group]]]:
+    """The sets DRA009 judges: the whole input, or each file on its own (``tenant_scope="file"``; the
+    objects of a group share their file)."""
     if ctx.tenant_scope != "file":
-        return [("set", list(ctx.manifests))]
-    by_file: dict[str | None, list[Manifest]] = {}
-    for m in ctx.manifests:
-        by_file.setdefault(m.file, []).append(m)
-    return [(f"file:{file}", manifests) for file, manifests in by_file.items()]
+        return [("set", ctx.groups)]
+    by_file: dict[str | None, list[Group]] = {}
+    for group in ctx.groups:
+        by_file.setdefault(group[0].file, []).append(group)
+    return [(f"file:{file}", groups) for file, groups in by_file.items()]
 
 
 def _names(namespaces: list[str]) -> str:
@@ -43,27 +46,29 @@ def _names(namespaces: list[str]) -> str:
     return shown + (f" and {len(namespaces) - _NAMED} more" if len(namespaces) > _NAMED else "")
 
 
-def _amd_unsanitized(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+def _amd_unsanitized(ctx: AuditContext) -> Iterator[tuple[Sequence[Manifest], Hit]]:
     """With only an NVIDIA sanitizer: AMD GPUs pass between tenants unsanitized (no DaemonSet runs the AMD backend)."""
     if ctx.amd_sanitizer_present:
         return
     key, value = SANITIZER_AMD_LABEL
     for group, manifests in _manifest_sets(ctx):
         workloads_by_ns = _tenant_workloads(ctx, manifests).items()
-        tenants = {ns: amd for ns, ms in workloads_by_ns if (amd := [m for m in ms if uses_amd_devices(ctx, m)])}
+        tenants = {ns: amd for ns, gs in workloads_by_ns if (amd := [g for g in gs if uses_amd_devices(ctx, g[0])])}
         if len(tenants) < 2:
             continue
         message = (f"AMD GPU workloads of {len(tenants)} tenant namespaces ({_names(sorted(tenants))}) share the "
                    "cluster's AMD GPUs, but no sanitizer DaemonSet in the set runs the AMD backend (pod label "
                    f"{key}: {value}, from SanitizerDaemonSet(vendor='amd'); docs/amd.md), so device memory and "
                    "LDS pass from one tenant to the next without drain, cleaner shader, zero-fill and verification")
+        hit = Hit("metadata.namespace", message, group=group)
         for _, workloads in sorted(tenants.items()):
-            for m in workloads:
-                yield m, Hit("metadata.namespace", message, group=group)
+            for _, members in workloads:
+                yield members, hit
 
 
-def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
-    """One hit per tenant workload, grouped: the engine reports one finding per manifest set."""
+def _check_set(ctx: AuditContext) -> Iterator[tuple[Sequence[Manifest], Hit]]:
+    """One hit per tenant workload (given a shape's objects at a time), grouped: the engine reports one finding
+    per manifest set."""
     if ctx.sanitizer_present:
         yield from _amd_unsanitized(ctx)
         return
@@ -80,9 +85,10 @@ def _check_set(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
         message = (f"GPU workloads of {len(tenants)} tenant namespaces ({_names(sorted(tenants))}) share the "
                    f"cluster's GPUs, but {missing}: device memory passes from one tenant to the next without "
                    "drain, zero-fill and verification")
+        hit = Hit("metadata.namespace", message, group=group)
         for _, workloads in sorted(tenants.items()):
-            for m in workloads:
-                yield m, Hit("metadata.namespace", message, group=group)
+            for _, members in workloads:
+                yield members, hit
 
 
 RULE = Rule(

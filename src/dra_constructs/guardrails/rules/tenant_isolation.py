@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from dra_constructs.guardrails.context import AuditContext
 from dra_constructs.guardrails.manifest import Manifest, as_dict, field_path
@@ -55,10 +55,10 @@ def _claims_of_other_tenants(ctx: AuditContext, m: Manifest) -> Iterator[Hit]:
                       "only get its devices by sharing another tenant's claim")
 
 
-def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
+def _check(ctx: AuditContext) -> Iterator[tuple[Manifest | Sequence[Manifest], Hit]]:
     index = tenancy(ctx)
     admin_labels = ctx.target.admin_access_namespace_labels
-    for m in ctx.manifests:
+    for m, members in ctx.groups:  # (a workload's claims and namespace are its shape's)
         if m.kind == "Namespace" and index.is_tenant_namespace(m.name):
             for key in sorted(set(admin_labels) | {"resource.k8s.io/admin-access",
                                                     "resource.kubernetes.io/admin-access"}):
@@ -72,7 +72,7 @@ def _check(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
                 yield m, hit
         elif m.pods and m.namespace and index.is_tenant_namespace(m.namespace):
             for hit in _claims_of_other_tenants(ctx, m):
-                yield m, hit
+                yield members, hit
 
 
 RULE = Rule(

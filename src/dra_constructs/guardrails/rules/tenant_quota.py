@@ -81,7 +81,7 @@ def _over_quota(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
 def _unquoted_classes(ctx: AuditContext) -> Iterator[tuple[Manifest, Hit]]:
     """In a GpuTenant namespace, a claim on a class its quota does not cap escapes the quota."""
     index = tenancy(ctx)
-    for m in ctx.manifests:
+    for m in ctx.representatives:  # (claims are not memoized: each is one)
         if not m.is_resource_api or m.kind not in ("ResourceClaim", "ResourceClaimTemplate"):
             continue
         if not index.is_declared_tenant(m.namespace):
