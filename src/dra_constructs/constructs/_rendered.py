@@ -173,7 +173,11 @@ class OwnManifest:
         _materialize(self)
 
     def to_json(self) -> Any:
-        """The manifest (called by cdk8s at synth; a jsii override)."""
+        """The manifest (called by cdk8s at synth; a jsii override).
+
+        Node gets the rendering itself, as JSON (``_jsii_shortcuts.callback_answer``); a Python
+        caller gets its own copy.
+        """
         rendered = _python_rendering(self)
         if rendered is None:
             _materialize(self)
