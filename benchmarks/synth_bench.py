@@ -20,10 +20,14 @@ pair, ``cpu_pair_ratios``). Times cover building the objects and
 ``app.synth_yaml()``; process start and imports are excluded. Peak memory: the largest peak
 resident set (VmHWM) of the Python process plus jsii's node processes over the repeats. CPU
 ratio: median user+system CPU seconds of Python plus Node over the same span (less disturbed
-than wall time on a shared machine). Output: a table and JSON.
+than wall time on a shared machine). ``--together`` starts the routes of each repeat at the same
+time instead of one after another, so that each pair runs under the same load (on a loaded
+2-core machine a sequential pair's CPU moves by +-15%; docs/performance.md, third pass). Output:
+a table and JSON.
 
     python benchmarks/synth_bench.py [--sizes 100 1000 5000] [--repeat 3]
     python benchmarks/synth_bench.py --sizes 1000 10000 --repeat 2   # repo scale (docs/performance.md)
+    python benchmarks/synth_bench.py --sizes 1000 --repeat 9 --together  # pairs under the same load
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import cast
 
 WORKER = r"""
 import json, sys, time
@@ -96,12 +101,28 @@ print(json.dumps({"build": built - start, "synth": done - built, "total": done -
 """
 
 
+def _start(route: str, n: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    return subprocess.Popen([sys.executable, "-c", WORKER, route, str(n)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _result(process: subprocess.Popen[str]) -> dict[str, float]:
+    out, err = process.communicate()
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, process.args, out, err)
+    return cast(dict[str, float], json.loads(out.strip().splitlines()[-1]))
+
+
 def measure(route: str, n: int) -> dict[str, float]:
     """One fresh process: build ``n`` workloads by ``route`` and synthesize them."""
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    out = subprocess.run([sys.executable, "-c", WORKER, route, str(n)], check=True, capture_output=True,
-                         text=True, env=env)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _result(_start(route, n))
+
+
+def measure_together(routes: list[str], n: int) -> dict[str, dict[str, float]]:
+    """One fresh process per route, all started at once: each repeat runs under the same load."""
+    processes = {route: _start(route, n) for route in routes}
+    return {route: _result(process) for route, process in processes.items()}
 
 
 def main() -> int:
@@ -111,6 +132,9 @@ def main() -> int:
     parser.add_argument("--diagnostic", action="store_true", help="also run library-no-guardrails")
     parser.add_argument("--fit-check", action="store_true",
                         help="also run library-no-fit: what the construct-time allocator check adds")
+    parser.add_argument("--together", action="store_true",
+                        help="start the routes of each repeat at once (same load on a shared machine; the start "
+                             "order rotates) instead of one after another")
     args = parser.parse_args()
     routes = (["plain", "library"] + (["library-no-guardrails"] if args.diagnostic else [])
               + (["library-no-fit"] if args.fit_check else []))
@@ -124,9 +148,11 @@ def main() -> int:
         samples: dict[str, list[float]] = {route: [] for route in routes}
         peaks: dict[str, list[float]] = {route: [] for route in routes}
         cpu_samples: dict[str, list[float]] = {route: [] for route in routes}
-        for _ in range(args.repeat):
+        for repeat in range(args.repeat):
+            order = routes[repeat % len(routes):] + routes[:repeat % len(routes)]
+            together = measure_together(order, n) if args.together else {}
             for route in routes:
-                sample = measure(route, n)
+                sample = together[route] if args.together else measure(route, n)
                 samples[route].append(sample["total"])
                 cpu_samples[route].append(sample["cpu"])
                 peaks[route].append(sample["peak_mib"])
@@ -156,7 +182,7 @@ def main() -> int:
         "sizes": args.sizes, "repeat": args.repeat, "median_seconds": results,
         "ratio": {n: results["library"][n] / results["plain"][n] for n in args.sizes},
         "pair_ratios": ratios, "peak_mib_python_plus_node": memory, "median_cpu_seconds_python_plus_node": cpu,
-        "cpu_pair_ratios": cpu_ratios,
+        "cpu_pair_ratios": cpu_ratios, "together": args.together,
         "wall_seconds": time.perf_counter() - started,
     }
     if args.fit_check:

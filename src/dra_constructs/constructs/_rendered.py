@@ -43,6 +43,8 @@ import cdk8s
 import constructs
 import jsii
 
+from dra_constructs.constructs import _jsii_shortcuts
+from dra_constructs.constructs._jsii_shortcuts import WIRE_KEY_PREFIX, callback_answer, is_node_callback
 from dra_constructs.errors import DraConstructsError
 
 __all__ = ["OwnManifest", "cdk8s_rendering", "chart_manifests"]
@@ -79,6 +81,7 @@ class _ChartDefaults:
     labels: Mapping[str, str]
     namespace: str | None
     python_renderable: bool
+    wire: bool  # no label key that jsii's kernel would read as a wire token (see _jsii_shortcuts.py)
 
 
 _DEFAULTS: weakref.WeakKeyDictionary[constructs.Construct, _ChartDefaults] = weakref.WeakKeyDictionary()
@@ -92,8 +95,9 @@ def _chart_defaults(scope: constructs.Construct) -> _ChartDefaults:
         # A chart class overriding ``labels``/``namespace`` may answer differently later: cdk8s merged
         # them when each object was built, this cache reads them once at synth. cdk8s renders those.
         own_defaults = type(chart).labels is cdk8s.Chart.labels and type(chart).namespace is cdk8s.Chart.namespace
-        cached = _ChartDefaults(dict(chart.labels or {}), chart.namespace,
-                                own_defaults and _python_renderable(scope.node.root))
+        labels = dict(chart.labels or {})
+        cached = _ChartDefaults(labels, chart.namespace, own_defaults and _python_renderable(scope.node.root),
+                                not any(str(key).startswith(WIRE_KEY_PREFIX) for key in labels))
         _DEFAULTS[scope] = cached
     return cached
 
@@ -110,6 +114,8 @@ class OwnManifest:
     _dra_scope: constructs.Construct | None = None
     # the manifest with the chart's defaults, rendered once: the rules read it, to_json copies it
     _dra_rendered: dict[str, Any] | None = None
+    # no key that jsii's kernel reads as a wire token: Node may get the rendering as is (_jsii_shortcuts.py)
+    _dra_wire: bool = True
 
     def _dra_create(self, scope: constructs.Construct, id: str, api_version: str, kind: str,
                     metadata: Mapping[str, Any] | None) -> None:
@@ -146,6 +152,11 @@ class OwnManifest:
         object.__setattr__(self, "_dra_scope", scope)
         object.__setattr__(self, "_dra_rendered", None)
         bad = _not_plain_json(manifest)
+        wire = True
+        if bad is not None and isinstance(bad[1], str) and bad[1].startswith(WIRE_KEY_PREFIX):
+            wire = False  # a '$jsii.' key: plain JSON, answered to Node through jsii's own marshalling
+            bad = _not_plain_json(manifest, wire_keys=True)
+        object.__setattr__(self, "_dra_wire", wire)
         if bad is None:
             object.__setattr__(self, "_dra_manifest", manifest)
             return
@@ -162,11 +173,19 @@ class OwnManifest:
         _materialize(self)
 
     def to_json(self) -> Any:
-        """The manifest (called by cdk8s at synth; a jsii override)."""
+        """The manifest (called by cdk8s at synth; a jsii override).
+
+        Node gets the rendering itself, as JSON (``_jsii_shortcuts.callback_answer``); a Python
+        caller gets its own copy.
+        """
         rendered = _python_rendering(self)
         if rendered is None:
             _materialize(self)
             return cdk8s.ApiObject.to_json(self)  # type: ignore[arg-type]
+        if self._dra_wire and is_node_callback():  # Node asks: it reads the rendering, nobody keeps it
+            answer = callback_answer(rendered)
+            if answer is not None:
+                return answer
         return _json_copy(rendered)  # a fresh document each call, as cdk8s returns (~7 us)
 
 
@@ -177,16 +196,19 @@ class OwnManifest:
 OwnManifest.to_json.__signature__ = inspect.signature(OwnManifest.to_json)  # type: ignore[attr-defined]
 
 
-def _not_plain_json(value: Any) -> tuple[str, Any] | None:
-    """The first value in ``value`` that is not plain JSON, with its path (``.spec.x[0]``), or ``None``."""
-    found = _first_not_plain(value)
+def _not_plain_json(value: Any, wire_keys: bool = False) -> tuple[str, Any] | None:
+    """The first value in ``value`` that is not plain JSON, with its path (``.spec.x[0]``), or ``None``.
+
+    A key starting with ``$jsii.`` counts as not plain (the key is returned) unless ``wire_keys``.
+    """
+    found = _first_not_plain(value, wire_keys)
     if found is None:
         return None
     steps, bad = found
     return "".join(reversed(steps)), bad
 
 
-def _first_not_plain(value: Any) -> tuple[list[str], Any] | None:
+def _first_not_plain(value: Any, wire_keys: bool) -> tuple[list[str], Any] | None:
     """The first value that is not plain JSON, with its path steps innermost first.
 
     Steps are only built on the way back from a find: the walk over a clean manifest (every
@@ -196,15 +218,15 @@ def _first_not_plain(value: Any) -> tuple[list[str], Any] | None:
         return None
     if isinstance(value, dict):
         for key, item in value.items():
-            if not isinstance(key, str) or key == _PROTO:
+            if not isinstance(key, str) or key == _PROTO or (not wire_keys and key.startswith(WIRE_KEY_PREFIX)):
                 return [f".{key!r}"], key
-            if (found := _first_not_plain(item)) is not None:
+            if (found := _first_not_plain(item, wire_keys)) is not None:
                 found[0].append(f".{key}")
                 return found
         return None
     if isinstance(value, list):  # not a tuple: jsii cannot send one inside a map (cdk8s fails at construction)
         for i, item in enumerate(value):
-            if (found := _first_not_plain(item)) is not None:
+            if (found := _first_not_plain(item, wire_keys)) is not None:
                 found[0].append(f"[{i}]")
                 return found
         return None
@@ -271,6 +293,8 @@ def _python_rendering(obj: OwnManifest) -> dict[str, Any] | None:
     if rendered is None:  # the chart's labels and namespace are fixed per scope (_chart_defaults)
         rendered = _with_chart_defaults(manifest, defaults.labels, defaults.namespace)
         object.__setattr__(obj, "_dra_rendered", rendered)
+        if not defaults.wire:
+            object.__setattr__(obj, "_dra_wire", False)
     return rendered
 
 
@@ -338,3 +362,4 @@ def chart_manifests(chart: cdk8s.Chart, root: constructs.Construct) -> list[Any]
 
 
 _install_materializing()
+_jsii_shortcuts.install()
