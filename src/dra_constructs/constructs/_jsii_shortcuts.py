@@ -30,6 +30,7 @@ tests/core/test_rendered.py and tests/core/test_examples.py.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -67,9 +68,13 @@ def _install_hook() -> bool:
     """Register the :class:`_Document` hook on the converter of jsii's node process (once)."""
     if _Hook.installed is None:
         try:
+            # jsii's first walk must hand the document on as is (another jsii may refuse or wrap it)
+            document = _Document({})
+            if jsii._kernel._make_reference_for_native(jsii.kernel, document) is not document:
+                raise TypeError("jsii's _make_reference_for_native does not pass a __jsii_type__ object through")
             converter = jsii.kernel.provider._process._serializer  # type: ignore[attr-defined]
             converter.register_unstructure_hook(_Document, _unstructure)
-            _Hook.installed = converter.unstructure(_Document({})) == {}
+            _Hook.installed = converter.unstructure(document) == {}
         except Exception:  # another jsii: keep its ordinary path
             _Hook.installed = False
     return _Hook.installed
@@ -119,5 +124,13 @@ def _cached_overrides(discover: Callable[[type, Any], list[Any]]) -> Callable[[t
 def install() -> None:
     """Keep override discovery per library class (once per process; nothing when jsii has no such step)."""
     discover = getattr(jsii._kernel, "_get_overides", None)
-    if callable(discover) and not hasattr(discover, "__wrapped__"):
+    if callable(discover) and not hasattr(discover, "__wrapped__") and _takes_class_and_object(discover):
         jsii._kernel._get_overides = _cached_overrides(discover)  # type: ignore[assignment]
+
+
+def _takes_class_and_object(discover: Callable[..., Any]) -> bool:
+    """jsii's ``_get_overides(klass, obj)`` as this module wraps it (another signature: left alone)."""
+    try:
+        return list(inspect.signature(discover).parameters) == ["klass", "obj"]
+    except (TypeError, ValueError):
+        return False
