@@ -14,7 +14,8 @@ kernel deserializes the object by value (``serialization.ts``, ``Any.deserialize
 ``mapValues`` over the same keys; a ``$jsii.*`` key is the only thing it reads differently, and
 such manifests never get here). The manifest goes in a :class:`_Document`, which the first walk
 returns as is (a ``__jsii_type__``, no struct mapping), and an unstructure hook on jsii's
-converter hands ``json.dumps`` the dict itself. Only answers to Node go this way (the caller is
+converter hands ``json.dumps`` the dict itself (on when jsii's first walk returns a ``_Document``
+unchanged and the hook answers it). Only answers to Node go this way (the caller is
 jsii's callback handler); Python callers of ``to_json`` get their own copy as before.
 
 **Override discovery once per class** (:func:`install`). Each ``jsii.create`` looks for the
@@ -23,6 +24,7 @@ class, 40-140 us a create); for a library class the answer never changes (``to_j
 is kept per class (as for jsii's own classes, which have none). A class with a base defined
 outside the library before the jsii class (a user's subclass) is looked at on every create, as
 before. A method added to a library class after its first object is not seen (nothing does that).
+A jsii whose ``_get_overides`` takes other parameters than ``(klass, obj)`` is left as it is.
 
 Tests: tests/core/test_jsii_shortcuts.py, and the byte-for-byte comparisons of
 tests/core/test_rendered.py and tests/core/test_examples.py.
