@@ -14,7 +14,8 @@ kernel deserializes the object by value (``serialization.ts``, ``Any.deserialize
 ``mapValues`` over the same keys; a ``$jsii.*`` key is the only thing it reads differently, and
 such manifests never get here). The manifest goes in a :class:`_Document`, which the first walk
 returns as is (a ``__jsii_type__``, no struct mapping), and an unstructure hook on jsii's
-converter hands ``json.dumps`` the dict itself. Only answers to Node go this way (the caller is
+converter hands ``json.dumps`` the dict itself (on when jsii's first walk returns a ``_Document``
+unchanged and the hook answers it). Only answers to Node go this way (the caller is
 jsii's callback handler); Python callers of ``to_json`` get their own copy as before.
 
 **Override discovery once per class** (:func:`install`). Each ``jsii.create`` looks for the
@@ -23,6 +24,7 @@ class, 40-140 us a create); for a library class the answer never changes (``to_j
 is kept per class (as for jsii's own classes, which have none). A class with a base defined
 outside the library before the jsii class (a user's subclass) is looked at on every create, as
 before. A method added to a library class after its first object is not seen (nothing does that).
+A jsii whose ``_get_overides`` takes other parameters than ``(klass, obj)`` is left as it is.
 
 Tests: tests/core/test_jsii_shortcuts.py, and the byte-for-byte comparisons of
 tests/core/test_rendered.py and tests/core/test_examples.py.
@@ -30,6 +32,7 @@ tests/core/test_rendered.py and tests/core/test_examples.py.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -67,9 +70,13 @@ def _install_hook() -> bool:
     """Register the :class:`_Document` hook on the converter of jsii's node process (once)."""
     if _Hook.installed is None:
         try:
+            # jsii's first walk must hand the document on as is (another jsii may refuse or wrap it)
+            document = _Document({})
+            if jsii._kernel._make_reference_for_native(jsii.kernel, document) is not document:
+                raise TypeError("jsii's _make_reference_for_native does not pass a __jsii_type__ object through")
             converter = jsii.kernel.provider._process._serializer  # type: ignore[attr-defined]
             converter.register_unstructure_hook(_Document, _unstructure)
-            _Hook.installed = converter.unstructure(_Document({})) == {}
+            _Hook.installed = converter.unstructure(document) == {}
         except Exception:  # another jsii: keep its ordinary path
             _Hook.installed = False
     return _Hook.installed
@@ -119,5 +126,13 @@ def _cached_overrides(discover: Callable[[type, Any], list[Any]]) -> Callable[[t
 def install() -> None:
     """Keep override discovery per library class (once per process; nothing when jsii has no such step)."""
     discover = getattr(jsii._kernel, "_get_overides", None)
-    if callable(discover) and not hasattr(discover, "__wrapped__"):
+    if callable(discover) and not hasattr(discover, "__wrapped__") and _takes_class_and_object(discover):
         jsii._kernel._get_overides = _cached_overrides(discover)  # type: ignore[assignment]
+
+
+def _takes_class_and_object(discover: Callable[..., Any]) -> bool:
+    """jsii's ``_get_overides(klass, obj)`` as this module wraps it (another signature: left alone)."""
+    try:
+        return list(inspect.signature(discover).parameters) == ["klass", "obj"]
+    except (TypeError, ValueError):
+        return False
