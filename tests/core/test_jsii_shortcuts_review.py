@@ -13,6 +13,7 @@ import pytest
 
 from dra_constructs import Container, GpuPod
 from dra_constructs.constructs import _jsii_shortcuts
+from dra_constructs.errors import DraConstructsError
 
 IMAGE = "registry.example/a:1"
 
@@ -57,16 +58,17 @@ class _Replicas(enum.IntEnum):
     ONE = 1
 
 
-@pytest.mark.xfail(strict=True, reason="review finding: an IntEnum member in a manifest passes the plain-JSON check "
-                   "(an int); the shortcut writes its value while jsii's ordinary path fails (AttributeError "
-                   "__jsii_type__, a traceback), so the same App synthesizes or fails depending on the path")
-def test_an_enum_value_renders_the_same_on_either_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    def outcome() -> str:
-        try:
-            return _app(extra={"overhead": {"n": _Replicas.ONE}}).synth_yaml()
-        except Exception as error:  # (the outcome compared is the failure itself)
-            return f"failed: {type(error).__name__}"
+def test_an_enum_value_is_refused_on_either_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An IntEnum member (an int to the plain-JSON check, a jsii enum to jsii's marshalling) is refused at
+    construction with the field and its value, whichever path would answer Node (review finding)."""
+    for installed in (None, False):
+        monkeypatch.setattr(_jsii_shortcuts._Hook, "installed", installed)
+        with pytest.raises(DraConstructsError, match=r"overhead\.n.*pass its value \(1\)"):
+            _app(extra={"overhead": {"n": _Replicas.ONE}}).synth_yaml()
 
-    fast = outcome()
-    monkeypatch.setattr(_jsii_shortcuts._Hook, "installed", False)
-    assert outcome() == fast
+
+def test_a_str_enum_value_renders_as_its_string() -> None:
+    class Policy(enum.StrEnum):
+        ALWAYS = "Always"
+
+    assert "restartPolicy: Always" in _app(extra={"restartPolicy": Policy.ALWAYS}).synth_yaml()

@@ -29,6 +29,7 @@ make them differ.
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import math
@@ -165,6 +166,9 @@ class OwnManifest:
             raise DraConstructsError(cast(Any, self).node.path, path.lstrip("."), value,
                                      "not a JSON number (NaN and infinities have no JSON form)",
                                      "use a finite number, or a string if the API field takes one")
+        if isinstance(value, enum.Enum):  # jsii marshals an enum member as a jsii enum (AttributeError at synth)
+            raise DraConstructsError(cast(Any, self).node.path, path.lstrip("."), value,
+                                     "a Python enum member, not a JSON value", f"pass its value ({value.value!r})")
         if value == _PROTO:  # jsii refuses the key in either rendering (a SerializationError at synth)
             raise DraConstructsError(cast(Any, self).node.path, path.lstrip("."), value,
                                      "jsii cannot pass a '__proto__' key to Node", "remove the key")
@@ -231,6 +235,8 @@ def _first_not_plain(value: Any, wire_keys: bool) -> tuple[list[str], Any] | Non
                 return found
         return None
     if isinstance(value, float) and not math.isfinite(value):
+        return [], value
+    if isinstance(value, enum.Enum) and not isinstance(value, str):  # an IntEnum is an int jsii cannot send
         return [], value
     return None if isinstance(value, _SCALARS) else ([], value)
 
