@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dra_constructs.guardrails import manifest
 from dra_constructs.cli import main as cli_main
+from dra_constructs.guardrails import manifest
 from dra_constructs.guardrails.engine import audit
 from dra_constructs.guardrails.manifest import Manifest, _discover, nothing_to_discover
 
