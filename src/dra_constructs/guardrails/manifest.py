@@ -12,6 +12,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Generic, TypeVar, overload
 
+_orjson: Any
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; without it every object is walked
+    _orjson = None
+
 __all__ = [
     "CLUSTER_SCOPED_KINDS",
     "Manifest",
@@ -194,6 +200,32 @@ class _Discovered:
     resources: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
 
 
+#: Top-level fields :func:`_discover` does not search.
+_NOT_SEARCHED = frozenset({"apiVersion", "kind", "metadata", "status"})
+
+#: Every key :func:`_discover` finds something by, as orjson writes a key: a pod spec has ``containers``, a
+#: loose container ``image``, ``env`` or ``resources`` holding ``limits``/``requests``, a resources dict
+#: ``limits`` or ``requests``.
+_FOUND_BY = (b'"containers":', b'"image":', b'"env":', b'"limits":', b'"requests":')
+
+
+def nothing_to_discover(root: dict[str, Any]) -> bool:
+    """True only if :func:`_discover` would find nothing in ``root`` (no key it finds by, at any depth).
+
+    One C pass instead of a Python walk: orjson writes every dict and list the walk visits (subclasses
+    too), a string's ``"`` as ``\\"``, so ``"image":`` occurs in the text wherever a key ``image`` does;
+    where it occurs otherwise (inside a string) the object is only walked. Values orjson cannot write
+    (keys that are not strings, integers past 64 bits, nesting past its limit, other types) are walked.
+    """
+    if _orjson is None:
+        return False
+    try:
+        text = _orjson.dumps([value for key, value in root.items() if key not in _NOT_SEARCHED])
+    except (TypeError, _orjson.JSONEncodeError):
+        return False
+    return not any(key in text for key in _FOUND_BY)
+
+
 def _discover(root: dict[str, Any]) -> _Discovered:
     """Pod specs (dicts with a ``containers`` list of dicts), loose containers and resource dicts.
 
@@ -206,7 +238,7 @@ def _discover(root: dict[str, Any]) -> _Discovered:
     found = _Discovered()
     stack: list[tuple[Any, str, Any]] = [
         (value, str(key), root) for key, value in reversed(list(root.items()))
-        if key not in ("apiVersion", "kind", "metadata", "status")
+        if key not in _NOT_SEARCHED
     ]
     containers: dict[int, str] = {}
     while stack:
@@ -324,10 +356,13 @@ class Manifest:
         if self.is_resource_api:
             return _Discovered()  # claims, classes, slices: no pod specs (capacity.requests is not a pod's)
         # Other kinds (Kubeflow PyTorchJob/TrainJob, RayCluster, JobSet, LeaderWorkerSet, Argo, KServe, ...):
-        # find every embedded pod spec, and container-like and resource dicts outside them.
+        # find every embedded pod spec, and container-like and resource dicts outside them (ConfigMaps,
+        # Services and most other objects hold no key the search finds by: not walked).
+        if nothing_to_discover(self.obj):
+            return _Discovered()
         return _discover(self.obj)
 
-    @property
+    @cached_property  # (every rule asks, a dozen times an object)
     def pods(self) -> list[PodView]:
         """Every pod spec of the object: a Pod's, a workload's template, or ones found in custom kinds."""
         return self._discovered.pods
@@ -371,7 +406,7 @@ class Manifest:
 
     # --- DRA claims ----------------------------------------------------------------------
 
-    @property
+    @cached_property
     def is_resource_api(self) -> bool:
         return self.group == "resource.k8s.io"
 
