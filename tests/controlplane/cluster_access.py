@@ -21,7 +21,7 @@ from dra_constructs.target import Target
 
 from .apiclient import Api
 
-__all__ = ["Cluster", "cluster", "cluster_134"]
+__all__ = ["Cluster", "cluster", "cluster_134", "cluster_of"]
 
 
 @dataclass
@@ -59,16 +59,17 @@ def fit_gates(target: Target, enabled: Any) -> dict[str, bool]:
 @pytest.fixture(scope="session")
 def cluster(control_plane_137: Any) -> Cluster:
     """The 1.37 control plane with its scheduler and controller manager."""
-    return _cluster(control_plane_137)
+    return cluster_of(control_plane_137)
 
 
 @pytest.fixture(scope="session")
 def cluster_134(control_plane_134: Any) -> Cluster:
     """The 1.34 control plane (the oldest built) with its scheduler and controller manager."""
-    return _cluster(control_plane_134)
+    return cluster_of(control_plane_134)
 
 
-def _cluster(plane: Any) -> Cluster:
+def cluster_of(plane: Any) -> Cluster:
+    """``plane`` (a running control plane of ``fixtures.py``) with its scheduler and controller manager."""
     plane = plane.ensure_allocation()
     admin = Api(plane.server, token=plane.admin_token, ca=str(plane.ca_file))
     version = admin.request("GET", "/version")

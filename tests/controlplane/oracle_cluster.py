@@ -9,7 +9,6 @@ before it counts as a difference.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any
 from .apiclient import Api, ApiFailure, in_parallel
 from .oracle_cases import CASE_LABEL, Case, NodeVerdict, server_classes
 
-__all__ = ["Observed", "cleanup", "compare", "create_inventories", "device_differences", "run_cases"]
+__all__ = ["Observed", "compare", "create_inventories", "device_differences", "run_cases"]
 
 RUN_LABEL = "oracle.dra-constructs.io/run"
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
@@ -256,18 +255,3 @@ def device_differences(expected: Mapping[str, Mapping[str, NodeVerdict]], observ
             lines.append(f"{seen.case} {seen.node}: fit {mine} scheduler {theirs}")
     return lines
 
-
-def cleanup(api: Api, cases: Sequence[Case], taint_rule_version: str) -> None:
-    """Remove what the run created (Pods without a kubelet need grace period 0)."""
-    def one(case: Case) -> None:
-        namespace = namespace_of(case)
-        for kind, version in (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1")):
-            with contextlib.suppress(ApiFailure):
-                api.delete_collection(version, kind, namespace, gracePeriodSeconds=0)
-        api.delete("v1", "Namespace", namespace)
-
-    in_parallel(one, cases)
-    selector = f"{RUN_LABEL}=1"
-    for version, kind in (("v1", "Node"), ("resource.k8s.io/v1", "ResourceSlice"), (taint_rule_version,
-                                                                                   "DeviceTaintRule")):
-        api.delete_collection(version, kind, labelSelector=selector)
