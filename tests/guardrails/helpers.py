@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,11 @@ def field_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]
         for i, value in enumerate(node):
             out += field_paths(value, (*prefix, i))
     return out
+
+
+def write_export(tmp_path: Path, items: list[Any], name: str = "export.json") -> Path:
+    """``items`` as a ``kubectl get -o json`` export (a ``List``, indented as kubectl prints it) in ``tmp_path``."""
+    path = tmp_path / name
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+                                "items": items}, indent=4, ensure_ascii=False))
+    return path

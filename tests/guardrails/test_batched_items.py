@@ -22,6 +22,7 @@ from dra_constructs._json_stream import NotStreamable, parse_item, parse_items
 from dra_constructs.guardrails import stream
 from dra_constructs.guardrails.shape import metadata_only_ok, shape_problem
 
+from .helpers import write_export
 from .test_stream import _streamed, _whole
 
 _KUEUE_CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
@@ -52,12 +53,6 @@ def _workload(name: str, **container: Any) -> dict[str, Any]:
                                          **container}]}}}}
 
 
-def _write(tmp_path: Path, items: list[Any], name: str = "export.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
-                                "items": items}, indent=4, ensure_ascii=False))
-    return path
-
 
 @pytest.fixture()
 def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -86,7 +81,7 @@ def test_fields_rules_read_of_batched_kinds_are_kept(tmp_path: Path, batches: li
     items = [*map(_small, range(10)), env, _KUEUE_CONFIG, quota, namespace, _CLAIM_TEMPLATE,
              *map(_small, range(10, 20)), _workload("w", envFrom=[{"configMapRef": {"name": "gpu-env"}}]),
              *map(_small, range(20, 25))]
-    path = _write(tmp_path, items)
+    path = write_export(tmp_path, items)
     streamed = _streamed([str(path)], scope, tmp_path)
     assert streamed == _whole([str(path)], scope)
     rules = {f["rule"] for f in streamed[0]["findings"]}
@@ -105,7 +100,7 @@ _BAD_METADATA = [({"name": 5}, "metadata.name"), ({"generateName": ["x"]}, "meta
 def test_malformed_metadata_of_a_batched_item_is_reported_as_the_whole_read(
         tmp_path: Path, batches: list[int], bad: dict[str, Any], field: str, kind: str) -> None:
     item = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x", "namespace": "ml", **bad}}
-    path = _write(tmp_path, [*map(_small, range(6)), item, *map(_small, range(6, 12))])
+    path = write_export(tmp_path, [*map(_small, range(6)), item, *map(_small, range(6, 12))])
     whole = _whole([str(path)], "set")
     assert len(whole[2]) == 1 and field in whole[2][0] and f"{path}:" in whole[2][0]
     assert _streamed([str(path)], "set", tmp_path) == whole
@@ -113,7 +108,7 @@ def test_malformed_metadata_of_a_batched_item_is_reported_as_the_whole_read(
 
 
 def test_metadata_not_a_mapping_is_reported_as_the_whole_read(tmp_path: Path) -> None:
-    path = _write(tmp_path, [*map(_small, range(4)), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": 7},
+    path = write_export(tmp_path, [*map(_small, range(4)), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": 7},
                              *map(_small, range(4, 8))])
     whole = _whole([str(path)], "set")
     assert len(whole[2]) == 1 and "metadata" in whole[2][0]
@@ -138,7 +133,7 @@ _HOSTILE = {
 @pytest.mark.parametrize("case", sorted(_HOSTILE))
 def test_hostile_item_among_batched_ones_is_read_as_the_whole_read(tmp_path: Path, case: str) -> None:
     """Items a batch must not prove: the streamed audit reports (or reads) them as the whole read."""
-    path = _write(tmp_path, [*map(_small, range(6)), "HOSTILE", *map(_small, range(6, 12))])
+    path = write_export(tmp_path, [*map(_small, range(6)), "HOSTILE", *map(_small, range(6, 12))])
     path.write_text(path.read_text().replace('"HOSTILE"', _HOSTILE[case]))
     assert _streamed([str(path)], "set", tmp_path) == _whole([str(path)], "set")
 

@@ -20,7 +20,7 @@ from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails import like_items, load_paths
 from dra_constructs.guardrails.stream import Collector, stream_paths
 
-from .helpers import FIXTURES
+from .helpers import FIXTURES, write_export
 from .test_stream import _corpus_objects, _export, _streamed, _whole
 
 _POD: dict[str, Any] = {
@@ -46,12 +46,6 @@ def _pod(n: int, **metadata: Any) -> dict[str, Any]:
     return pod
 
 
-def _write(tmp_path: Path, items: list[dict[str, Any]], name: str = "export.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
-                                "items": items}, indent=4, ensure_ascii=False))
-    return path
-
 
 @pytest.fixture()
 def likes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -68,7 +62,7 @@ def likes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_clones_are_read_like_the_first_and_audit_the_same(tmp_path: Path, likes: list[str]) -> None:
-    path = _write(tmp_path, [_pod(n) for n in range(6)])
+    path = write_export(tmp_path, [_pod(n) for n in range(6)])
     streamed = _streamed([str(path)], "set", tmp_path)
     assert streamed == _whole([str(path)], "set")
     assert likes == [f"train-{n}" for n in range(1, 6)]  # all but the first, from their text
@@ -88,7 +82,7 @@ def test_fixture_export_takes_the_like_path_and_audits_the_same(tmp_path: Path, 
                                   "q\"uote", "x" * (like_items.MAX_VARIABLE + 10)])
 def test_unusual_names_audit_the_same(tmp_path: Path, likes: list[str], name: str) -> None:
     """Non-ASCII text is read from the text; escapes and long strings are parsed (not like)."""
-    path = _write(tmp_path, [_pod(0), _pod(1), _pod(2, name=name), _pod(3)])
+    path = write_export(tmp_path, [_pod(0), _pod(1), _pod(2, name=name), _pod(3)])
     assert _streamed([str(path)], "set", tmp_path) == _whole([str(path)], "set")
     assert ("train-1" in likes and "train-3" in likes)
     assert (name in likes) == name.startswith("train-\u00e9")
@@ -96,7 +90,7 @@ def test_unusual_names_audit_the_same(tmp_path: Path, likes: list[str], name: st
 
 def test_invalid_utf8_in_a_like_item_is_reported_as_the_whole_read_reports_it(tmp_path: Path,
                                                                               likes: list[str]) -> None:
-    path = _write(tmp_path, [_pod(0), _pod(1), _pod(2, name="BAD"), _pod(3)])
+    path = write_export(tmp_path, [_pod(0), _pod(1), _pod(2, name="BAD"), _pod(3)])
     path.write_bytes(path.read_bytes().replace(b'"BAD"', b'"B\xff\xfeD"'))
     with pytest.raises(DraConstructsError) as whole:
         _whole([str(path)], "set")
@@ -113,7 +107,7 @@ def test_other_fields_are_other_shapes(tmp_path: Path, likes: list[str]) -> None
     other[1]["metadata"]["namespace"] = "u"
     other[2]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 2
     other[3]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
-    path = _write(tmp_path, [_pod(0), _pod(1), *other, _pod(6)])
+    path = write_export(tmp_path, [_pod(0), _pod(1), *other, _pod(6)])
     assert _streamed([str(path)], "set", tmp_path) == _whole([str(path)], "set")
     assert likes == ["train-1", "train-6"]
 
@@ -121,7 +115,7 @@ def test_other_fields_are_other_shapes(tmp_path: Path, likes: list[str]) -> None
 def test_non_workload_kinds_are_parsed(tmp_path: Path, likes: list[str]) -> None:
     maps = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"m{n}", "namespace": "t"},
              "data": {"a": "b"}} for n in range(4)]
-    path = _write(tmp_path, [*maps, _pod(0), _pod(1)])
+    path = write_export(tmp_path, [*maps, _pod(0), _pod(1)])
     assert _streamed([str(path)], "set", tmp_path) == _whole([str(path)], "set")
     assert likes == ["train-1"]
 
@@ -144,7 +138,7 @@ def test_like_items_keep_their_own_metadata(tmp_path: Path, likes: list[str]) ->
     items = [_pod(n) for n in range(5)]
     items[3]["metadata"]["managedFields"] = [{"manager": "kubelet", "time": "t3"}]
     items[4]["metadata"]["managedFields"] = [{"manager": "kubelet", "time": "t4"}]
-    path = _write(tmp_path, items)
+    path = write_export(tmp_path, items)
     collector = Collector()
     stream_paths([str(path)], collector, budget=ReadBudget.of(None))
     expected = [{k: v for k, v in m.obj["metadata"].items() if k != "managedFields"}
