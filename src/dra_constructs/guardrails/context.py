@@ -114,6 +114,7 @@ class AuditContext:
                     self._index(manifest)
 
     def _index(self, m: Manifest) -> None:
+        """Index ``m`` (called only for kinds in ``_INDEXED_KINDS``: a kind indexed here belongs there)."""
         kind = m.kind
         if m.is_resource_api and kind in ("ResourceClaimTemplate", "ResourceClaim"):
             (self._templates if kind == "ResourceClaimTemplate" else self._claims)[(m.namespace, m.name)] = m

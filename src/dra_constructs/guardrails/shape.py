@@ -60,6 +60,11 @@ _RESOURCE_KINDS: dict[str, dict[str, _Type]] = {
 
 #: Kinds with fields checked outside ``metadata`` (of some API group): the others' schema is ``metadata`` alone.
 _CHECKED_KINDS = frozenset(_BY_KIND) | frozenset(_RESOURCE_KINDS)
+#: ``_METADATA``'s fields by type, for :func:`metadata_only_ok` (derived, so a field added there is checked there
+#: too); a field of another type turns the shortcut off (``_METADATA_COVERED``): the walk decides.
+_METADATA_STRS = tuple(name for name, kind in _METADATA.items() if kind == "str")
+_METADATA_STR_MAPS = tuple(name for name, kind in _METADATA.items() if kind == ("map", "str"))
+_METADATA_COVERED = len(_METADATA_STRS) + len(_METADATA_STR_MAPS) == len(_METADATA)
 
 ShapeProblem = tuple[list[str | int], str, Any]
 
@@ -103,7 +108,7 @@ def metadata_only_ok(obj: dict[str, Any]) -> bool:
     ``False`` is no verdict (another kind, or a problem): :func:`shape_problem` decides and names it.
     """
     kind = obj.get("kind")
-    if kind.__class__ is not str or kind in _CHECKED_KINDS:
+    if kind.__class__ is not str or kind in _CHECKED_KINDS or not _METADATA_COVERED:
         return False
     metadata = obj.get("metadata")
     if metadata is None:
@@ -111,11 +116,11 @@ def metadata_only_ok(obj: dict[str, Any]) -> bool:
     if metadata.__class__ is not dict:
         return False
     get = metadata.get
-    for name in ("name", "generateName", "namespace"):
+    for name in _METADATA_STRS:
         value = get(name)
         if value is not None and value.__class__ is not str:
             return False
-    for name in ("labels", "annotations"):
+    for name in _METADATA_STR_MAPS:
         value = get(name)
         if value is None:
             continue
