@@ -36,14 +36,8 @@ controlplane: setup
 controlplane-if-go: setup
 	$(PY) scripts/build_controlplane.py --if-available
 
-# The suite's compiled bytecode goes to a cache outside the tree (PYTHONDONTWRITEBYTECODE, above, keeps
-# __pycache__ out of src/ and tests/): each pytest worker and each Python subprocess a test starts reads
-# src/'s and tests/' compiled modules (and pytest's rewritten test modules) instead of compiling them
-# again: about 10 s of CPU per worker's collection (docs/testing.md "Where the suite stands").
-PYCACHE ?= $(HOME)/.cache/dra-constructs/pycache
-
 unit: setup controlplane-if-go
-	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) $(VENV)/bin/pytest -n 2 --dist loadgroup --durations=60
+	$(VENV)/bin/pytest -n 2 --dist loadgroup --durations=60
 
 test: lint unit check-dist
 
