@@ -24,6 +24,10 @@ from dra_constructs.constructs.sanitizer._checkov import justification, suppress
 
 from .helpers import build
 
+# One checkov scan for the file: the group keeps its tests on one xdist worker, where the module fixture
+# `scan` is built once (spread over two workers, each built its own: 14 s each in CI).
+pytestmark = pytest.mark.xdist_group("checkov")
+
 CHECKOV = Path(sys.executable).parent / "checkov"
 
 
