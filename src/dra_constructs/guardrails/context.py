@@ -93,7 +93,10 @@ class AuditContext:
         self._claims: dict[tuple[str, str], Manifest] = {}
         self._by_name: dict[tuple[str, str], list[Manifest]] = defaultdict(list)
         self._device_classes: dict[str, Manifest] = {}
-        self._env_sources: dict[tuple[str, str, str], Manifest] = {}
+        #: ConfigMaps and Secrets, indexed for ``envFrom`` on the first lookup (a cluster export holds 100,000s
+        #: of ConfigMaps and few pods with ``envFrom``).
+        self._env_candidates: list[Manifest] = []
+        self._env_sources: dict[tuple[str, str, str], Manifest] | None = None
         #: RuntimeClass name -> its ``handler`` (node.k8s.io RuntimeClasses in the set).
         self.runtime_class_handlers: dict[str, str] = {}
         self.sanitizer_present = False
@@ -116,7 +119,9 @@ class AuditContext:
     def _index(self, m: Manifest) -> None:
         """Index ``m`` (called only for kinds in ``_INDEXED_KINDS``: a kind indexed here belongs there)."""
         kind = m.kind
-        if m.is_resource_api and kind in ("ResourceClaimTemplate", "ResourceClaim"):
+        if kind in ("ConfigMap", "Secret"):  # (first: no other branch takes these kinds)
+            self._env_candidates.append(m)
+        elif m.is_resource_api and kind in ("ResourceClaimTemplate", "ResourceClaim"):
             (self._templates if kind == "ResourceClaimTemplate" else self._claims)[(m.namespace, m.name)] = m
             self._by_name[(kind, m.name)].append(m)
         elif m.is_resource_api and kind == "DeviceClass":
@@ -127,8 +132,6 @@ class AuditContext:
         elif kind == "RuntimeClass" and m.group == "node.k8s.io":
             handler = m.obj.get("handler")
             self.runtime_class_handlers[m.name] = handler if isinstance(handler, str) else ""
-        elif kind in ("ConfigMap", "Secret") and m.api_version == "v1":
-            self._env_sources[(kind, m.namespace, m.name)] = m
         elif kind == "DaemonSet":
             key, value = SANITIZER_LABEL
             if m.pod_labels().get(key) == value:
@@ -187,7 +190,11 @@ class AuditContext:
 
     def env_source(self, kind: str, namespace: str, name: str) -> Manifest | None:
         """A ConfigMap or Secret an ``envFrom`` refers to, if it is in the set."""
-        return self._env_sources.get((kind, namespace, name)) or self._env_sources.get((kind, "", name))
+        sources = self._env_sources
+        if sources is None:  # (in input order: the last of equal keys wins, as when indexed one by one)
+            sources = self._env_sources = {(m.kind, m.namespace, m.name): m for m in self._env_candidates
+                                           if m.api_version == "v1"}
+        return sources.get((kind, namespace, name)) or sources.get((kind, "", name))
 
     def claim_source(self, pod: Manifest, entry: dict[str, Any]) -> Manifest | None:
         """The template or claim a pod's ``resourceClaims`` entry points at, if in the set."""

@@ -12,8 +12,9 @@ from typing import Any, cast
 from dra_constructs._progress import Progress
 from dra_constructs._safe_load import no_gc
 from dra_constructs.guardrails.context import AuditContext, Group
+from dra_constructs.guardrails.facets import facets
 from dra_constructs.guardrails.manifest import Manifest, as_dict
-from dra_constructs.guardrails.model import SAMPLE_SIZE, Finding, Hit, Rule, Severity, SuppressedFinding
+from dra_constructs.guardrails.model import SAMPLE_SIZE, Finding, Hit, ObjectCheck, Rule, Severity, SuppressedFinding
 from dra_constructs.guardrails.resources import parse_dra_extended_resources
 from dra_constructs.guardrails.rules import RULES, RULES_BY_ID
 from dra_constructs.guardrails.shape_key import shape_key
@@ -124,8 +125,9 @@ def audit(
     resources the cluster serves through DRA (``{"nvidia.com/gpu": "gpu.nvidia.com"}`` or
     ``["nvidia.com/gpu=gpu.nvidia.com"]``; Kubernetes 1.34+): DRA010 reports them instead of DRA001.
     ``progress`` (the command line's) is told how many objects the rules have checked.
-    ``memoize`` checks workloads that differ only in identity fields once (:func:`shape_key`);
-    ``False`` checks every object on its own (same findings; the tests compare the two).
+    ``memoize`` checks workloads that differ only in identity fields once (:func:`shape_key`) and calls a
+    rule only on objects with one of the facets it fires on (:mod:`~dra_constructs.guardrails.facets`);
+    ``False`` checks every object on its own with every rule (same findings; the tests compare the two).
     """
     with no_gc():  # tuples by the hundred thousand, no cycles: the collector's passes would be wasted
         return _audit(objects, kubernetes_version, rules, tenant_scope, dra_extended_resources, progress, memoize)
@@ -158,7 +160,7 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
     if progress is not None:
         progress.step("checking rules")
     batches = _object_hits(ctx, shapes, [rule for rule in rules if rule.object_check is not None], distinct,
-                           progress, len(manifests))
+                           progress, len(manifests), memoize)
     for rule in rules:
         if rule.set_check is not None:
             batches.extend(_set_hits(rule, ctx))
@@ -211,18 +213,28 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
 
 
 def _object_hits(ctx: AuditContext, shapes: list[Group], object_rules: list[Rule], distinct: bool,
-                 progress: Progress | None, total: int) -> list[_Batch]:
+                 progress: Progress | None, total: int, memoize: bool) -> list[_Batch]:
     """The per-object rules' hits, checked once per shape: in batches of a shape's objects, or (where two
-    objects share a line) object by object in input order."""
+    objects share a line) object by object in input order. With ``memoize`` a rule is called only on objects
+    with one of the facets it declares (``Rule.fires_on``); without, every rule on every object."""
     batches: list[_Batch] = []
     of_object: dict[int, list[tuple[Rule, Hit]]] = {}  # id(object) -> its shape's hits
+    every = [(rule, rule.object_check) for rule in object_rules if rule.object_check is not None]
+    plans: dict[int, list[tuple[Rule, ObjectCheck]]] = {}  # facets -> the rules that can fire on them
     done = 0
     for first, members in shapes:
         if progress is not None and (done + len(members)) >> 10 != done >> 10:
             progress.update(done, total)
         done += len(members)
-        hits = [(rule, hit) for rule in object_rules if rule.object_check is not None
-                for hit in rule.object_check(first, ctx)]
+        if memoize:  # only the rules that can fire on the object's facets (``Rule.fires_on``)
+            mask = facets(first)
+            plan = plans.get(mask)
+            if plan is None:
+                plan = plans[mask] = [(rule, check) for rule, check in every if rule.fires_on is None
+                                      or rule.fires_on & mask]
+        else:
+            plan = every
+        hits = [(rule, hit) for rule, check in plan for hit in check(first, ctx)]
         if distinct:
             batches.extend((rule, hit, members) for rule, hit in hits)
             continue

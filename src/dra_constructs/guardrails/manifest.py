@@ -207,6 +207,8 @@ _NOT_SEARCHED = frozenset({"apiVersion", "kind", "metadata", "status"})
 #: loose container ``image``, ``env`` or ``resources`` holding ``limits``/``requests``, a resources dict
 #: ``limits`` or ``requests``.
 _FOUND_BY = (b'"containers":', b'"image":', b'"env":', b'"limits":', b'"requests":')
+#: Any of :data:`_FOUND_BY`, in one C search (a generator over the five was most of the check's time).
+_FOUND_BY_ANY = re.compile(b"|".join(re.escape(key) for key in _FOUND_BY))
 
 
 def nothing_to_discover(root: dict[str, Any]) -> bool:
@@ -223,7 +225,7 @@ def nothing_to_discover(root: dict[str, Any]) -> bool:
         text = _orjson.dumps([value for key, value in root.items() if key not in _NOT_SEARCHED])
     except (TypeError, _orjson.JSONEncodeError):
         return False
-    return not any(key in text for key in _FOUND_BY)
+    return _FOUND_BY_ANY.search(text) is None
 
 
 def _discover(root: dict[str, Any]) -> _Discovered:

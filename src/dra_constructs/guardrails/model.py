@@ -66,6 +66,9 @@ class Rule:
     fix: str
     object_check: ObjectCheck | None = None
     set_check: SetCheck | None = None
+    #: The object facets (:mod:`~dra_constructs.guardrails.facets`, a bit set) without which ``object_check``
+    #: yields nothing: the engine skips it for objects that have none of them. ``None``: any object.
+    fires_on: int | None = None
 
 
 @dataclass(frozen=True, order=True)

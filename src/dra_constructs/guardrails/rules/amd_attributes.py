@@ -22,6 +22,7 @@ from dra_constructs.catalog.amd import (
 )
 from dra_constructs.guardrails.amd import is_amd_class
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import RESOURCE_API
 from dra_constructs.guardrails.manifest import Manifest, RequestView, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -145,4 +146,6 @@ RULE = Rule(
     fix="pin type, productName and partitionProfile; align partitions of one GPU on gpu.amd.com/parentDeviceID "
         "and AMD devices on resource.kubernetes.io/pcieRoot (docs/amd.md)",
     object_check=_check,
+    # facets: reads requests() and claim_spec: empty unless is_resource_api
+    fires_on=RESOURCE_API,
 )

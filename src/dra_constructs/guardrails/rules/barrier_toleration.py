@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import RESOURCE_API
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -55,4 +56,6 @@ RULE = Rule(
     fix=f"remove device tolerations of {SANITIZER_TAINT_KEY} (and key-less operator Exists tolerations) from "
         "tenant claims and templates",
     object_check=_check,
+    # facets: reads requests(): empty unless is_resource_api
+    fires_on=RESOURCE_API,
 )

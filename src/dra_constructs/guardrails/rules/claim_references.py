@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import POD
 from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -99,4 +100,6 @@ RULE = Rule(
     fix="for every spec.resourceClaims[].name add resources.claims: [{name: <claim>}] to the container "
         "that uses the device, and reference only declared claims",
     object_check=_check,
+    # facets: reads its pods' claims and containers only
+    fires_on=POD,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import LOOSE, POD
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 from dra_constructs.guardrails.rules.extended_resources import gpu_resource_requests
@@ -61,4 +62,6 @@ RULE = Rule(
         "(spec.resourceClaims + resources.claims), or map the name with spec.extendedResourceName to a "
         "DeviceClass whose selectors pin it (e.g. profile == '1g.10gb')",
     object_check=_check,
+    # facets: reads gpu_resource_requests: its pods' and loose resources
+    fires_on=POD | LOOSE,
 )

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import LOOSE, POD
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -107,4 +108,6 @@ RULE = Rule(
     fix="delete the variable; the DRA driver exposes exactly the allocated devices to containers that "
         "list the claim in resources.claims (use MIG slices instead of MPS for sharing)",
     object_check=_check,
+    # facets: reads env/envFrom of its pods' containers and of loose containers (ConfigMaps only through envFrom)
+    fires_on=POD | LOOSE,
 )

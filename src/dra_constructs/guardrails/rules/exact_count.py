@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import RESOURCE_API
 from dra_constructs.guardrails.manifest import Manifest, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -56,4 +57,6 @@ RULE = Rule(
         "(adminAccess requests of node agents are the exception)",
     fix="set allocationMode: ExactCount and count: N (N >= 1) on the request",
     object_check=_check,
+    # facets: reads requests(): empty unless claim_spec, which needs is_resource_api
+    fires_on=RESOURCE_API,
 )

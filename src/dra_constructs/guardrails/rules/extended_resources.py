@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import LOOSE, POD
 from dra_constructs.guardrails.manifest import Manifest, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 from dra_constructs.guardrails.resources import (
@@ -81,4 +82,6 @@ RULE = Rule(
         "DeviceClass with extendedResourceName, 1.34+), declare it: audit --dra-extended-resource NAME=CLASS, or "
         "set_dra_extended_resources(app, {NAME: CLASS}) at synth",
     object_check=_check,
+    # facets: reads gpu_resource_requests: containers and pod resources of its pods, loose resources
+    fires_on=POD | LOOSE,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import POD
 from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -48,4 +49,6 @@ RULE = Rule(
         "and sanitized",
     fix="set terminationGracePeriodSeconds (>= 1, e.g. 60) on GPU pods and a preStop hook on their containers",
     object_check=_check,
+    # facets: yields only for its pods (labels are read, but nothing is yielded without a pod)
+    fires_on=POD,
 )

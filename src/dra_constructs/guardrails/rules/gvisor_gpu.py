@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import POD
 from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -73,4 +74,6 @@ RULE = Rule(
     fix="run GPU pods with runc (drop the gVisor runtimeClassName, or use the nvidia RuntimeClass) and keep "
         "gVisor for pods without GPUs; if the node has a single GPU, suppress DRA020 on the pod with a reason",
     object_check=_check,
+    # facets: reads its pods' runtimeClassName, claims and containers only
+    fires_on=POD,
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import RESOURCE_API
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 from dra_constructs.guardrails.tenancy import tenancy
@@ -72,4 +73,6 @@ RULE = Rule(
     fix=f"tolerate {ISOLATION_TAINT_KEY} only Equal to the claim's own namespace (exclusive-gpu tenants, on every GPU "
         "request) or to Shared (shared-gpu tenants)",
     object_check=_check,
+    # facets: returns at once unless is_resource_api
+    fires_on=RESOURCE_API,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import CLASSIC, POD, RESOURCE_API
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -111,4 +112,7 @@ RULE = Rule(
         "is allocated when its first pod is scheduled, on that pod's node) and topology alignment is "
         "constraints[].matchAttribute on resource.kubernetes.io/numaNode or pcieRoot",
     object_check=_check,
+    # facets: classic parameter kinds (group gpu.resource.nvidia.com), resource.k8s.io kinds and claim
+    # specs (is_resource_api), its pods' claims
+    fires_on=CLASSIC | RESOURCE_API | POD,
 )

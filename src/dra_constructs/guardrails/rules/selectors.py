@@ -8,6 +8,7 @@ from functools import lru_cache
 
 from dra_constructs.catalog import ATTRIBUTE_DOMAIN, GPU_ATTRIBUTES, GPU_CAPACITIES, MIG_ATTRIBUTES, MIG_CAPACITIES
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import RESOURCE_API
 from dra_constructs.guardrails.manifest import Manifest, RequestView, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -160,4 +161,6 @@ RULE = Rule(
         "or ...architecture == 'Hopper' && device.capacity['gpu.nvidia.com'].memory"
         ".compareTo(quantity('79Gi')) >= 0 (gpu.nvidia.com)",
     object_check=_check,
+    # facets: reads requests() and a DeviceClass's selectors, both only if is_resource_api
+    fires_on=RESOURCE_API,
 )

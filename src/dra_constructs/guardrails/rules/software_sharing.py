@@ -10,6 +10,7 @@ from typing import Any
 from dra_constructs._safe_load import yaml_documents
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.context import KAI_GPU_ANNOTATIONS, AuditContext, Group, tenant_of
+from dra_constructs.guardrails.facets import CLASSIC, LOOSE, POD, RESOURCE_API, SHARING_CONFIG
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 from dra_constructs.guardrails.rules.extended_resources import gpu_resource_requests
@@ -171,5 +172,9 @@ RULE = Rule(
     fix="give each tenant its own MIG slice (deviceClassName: mig.nvidia.com, one claim per pod through a "
         "ResourceClaimTemplate); if the sharing is intended, suppress DRA006 on the object with a reason",
     object_check=_check,
+    # facets: device_configs() and requests() (is_resource_api), a v1 ConfigMap's data strings holding
+    # 'sharing', its pods' annotations, classic parameter kinds (group gpu.resource.nvidia.com),
+    # gpu_resource_requests (pods, loose resources)
+    fires_on=RESOURCE_API | SHARING_CONFIG | POD | LOOSE | CLASSIC,
     set_check=_shared_claims,
 )

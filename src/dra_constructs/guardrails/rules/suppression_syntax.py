@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import POD, SUPPRESSIONS
 from dra_constructs.guardrails.manifest import Manifest, as_dict, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 from dra_constructs.guardrails.suppressions import SUPPRESSIONS_ANNOTATION, parse_suppressions
@@ -34,4 +35,6 @@ RULE = Rule(
     why="a suppression is a reviewed exception: it must name a rule and give a written reason",
     fix=f'write {SUPPRESSIONS_ANNOTATION}: \'[{{"rule": "DRA006", "reason": "why this is acceptable"}}]\'',
     object_check=_check,
+    # facets: reads the suppressions annotation of metadata and of its pods' metadata (only where there are pods)
+    fires_on=SUPPRESSIONS | POD,
 )

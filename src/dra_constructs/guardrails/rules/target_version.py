@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import RESOURCE_API
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 from dra_constructs.target import DRA_FIELDS, Target
@@ -142,4 +143,6 @@ RULE = Rule(
     fix="write the API version and fields of the target Kubernetes version (--kubernetes-version / "
         "set_kubernetes_version), or raise the target to the cluster's real version",
     object_check=_check,
+    # facets: returns at once unless is_resource_api
+    fires_on=RESOURCE_API,
 )

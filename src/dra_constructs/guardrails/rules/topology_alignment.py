@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dra_constructs.guardrails.context import AuditContext
+from dra_constructs.guardrails.facets import RESOURCE_API
 from dra_constructs.guardrails.manifest import Manifest, as_dict, as_list, field_path
 from dra_constructs.guardrails.model import Hit, Rule, Severity
 
@@ -82,4 +83,6 @@ RULE = Rule(
         "numaNode needs an NVIDIA DRA driver after v0.4 (released ones publish only pcieRoot, docs/topology.md); "
         "a whole-node claim (all GPUs of a board) may suppress the rule",
     object_check=_check,
+    # facets: reads claim_spec, None unless is_resource_api
+    fires_on=RESOURCE_API,
 )
