@@ -173,8 +173,8 @@ class _File:
 
 
 class _SpanFile(_File):
-    """A file read item by item (``_json_stream``): each object's bytes are read again from its span
-    and composed alone, so locating holds one object's text, not the file's."""
+    """A file read item by item (``_json_stream``, ``_yaml_items``): each object's bytes are read again
+    from its span and composed alone, so locating holds one object's text, not the file's."""
 
     def __init__(self, path: str, spans: dict[int, tuple[int, int]]) -> None:
         super().__init__("")
@@ -197,10 +197,34 @@ class _SpanFile(_File):
                 text = self.handle.read(end - start).decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 return None
+            if text.lstrip(" ")[:1] == "-":  # an item of a YAML ``*List`` (``_yaml_items``): composed where it was
+                located = _yaml_item_node(text, line)
+                if located is not None:
+                    self.nodes[line] = located
+                return self.nodes.get(line)
             node = self._compose_object_text(text)
             if node is not None:
                 self.nodes[line] = (node, line - 1)
         return self.nodes.get(line)
+
+
+def _yaml_item_node(text: str, line: int) -> tuple[yaml.Node, int] | None:
+    """The node of the YAML list item whose lines are ``text`` (it starts ``- ``), under ``items:`` as in
+    its file, and the offset of its lines: ``line`` is the file line of its node."""
+    loader = _PositionLoader("items:\n" + text)
+    try:
+        root = loader.get_single_node()
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    finally:
+        loader.dispose()
+    if not isinstance(root, yaml.MappingNode) or len(root.value) != 1:
+        return None
+    items = root.value[0][1]
+    if not isinstance(items, yaml.SequenceNode) or len(items.value) != 1:
+        return None
+    node = items.value[0]
+    return node, line - 1 - node.start_mark.line
 
 
 def _blank_value(match: re.Match[str]) -> str:
