@@ -123,7 +123,8 @@ def _check_skeleton(text: str, layout: _Layout, where: str, field: str) -> None:
     if "&" in skeleton:
         raise NotPlain
     try:
-        documents = list(yaml_documents(skeleton, where, field))
+        # (other documents may only be empty: the loader reads nothing of a null document)
+        documents = [d for d in yaml_documents(skeleton, where, field) if d.value is not None]
     except DraConstructsError:
         raise NotPlain from None
     if len(documents) != 1:
