@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import collections
 import functools
 import itertools
 import json
@@ -182,6 +183,9 @@ class _SpanFile(_File):
         self.path = path
         self.spans = spans  # 1-based start line -> bytes [start, end) of the object
         self.handle: BinaryIO | None = None
+        #: Lines of the YAML items whose nodes are kept, oldest first (each item's node is its own, ~50 kB
+        #: for a Pod: only the last :data:`_YAML_ITEMS_KEPT` are kept, and their lines are not memoized).
+        self.items: collections.deque[int] = collections.deque()
 
     def close(self) -> None:
         if self.handle is not None:
@@ -201,11 +205,18 @@ class _SpanFile(_File):
                 located = _yaml_item_node(text, line)
                 if located is not None:
                     self.nodes[line] = located
-                return self.nodes.get(line)
+                    self.items.append(line)
+                    if len(self.items) > _YAML_ITEMS_KEPT:
+                        del self.nodes[self.items.popleft()]
+                return located
             node = self._compose_object_text(text)
             if node is not None:
                 self.nodes[line] = (node, line - 1)
         return self.nodes.get(line)
+
+
+#: YAML item nodes a :class:`_SpanFile` keeps (an object's findings usually come together).
+_YAML_ITEMS_KEPT = 64
 
 
 def _yaml_item_node(text: str, line: int) -> tuple[yaml.Node, int] | None:
@@ -272,7 +283,9 @@ def _relocate(findings: Sequence[Finding], files: dict[str, _File]) -> list[Find
             line = lines[slot]
         else:
             keys = parse_field_path(finding.path)
-            line = lines[slot] = node_line(node, keys) if keys is not None else None
+            line = node_line(node, keys) if keys is not None else None
+            if not isinstance(file, _SpanFile) or finding.line not in file.items:  # (a YAML item's node may go)
+                lines[slot] = line
         out.append(finding if line is None else _with_line(finding, line + offset))
     return out
 

@@ -1,8 +1,8 @@
 """Read an audit's inputs object by object, keeping only what the rules need of each (issue 25).
 
 ``dra-constructs audit`` of a cluster export holds, at most, one file's text (YAML, or JSON in
-a layout the item reader cannot split), one item being parsed, and the :class:`Collector`'s
-compact set: every object that is the first of its shape (``shape_key``) or of a kind that is
+a layout the item reader cannot split), one item (or batch of YAML items) being parsed, and the
+:class:`Collector`'s compact set: every object that is the first of its shape (``shape_key``) or of a kind that is
 not memoized, and for each later object of a known shape a *slim* copy - its own ``apiVersion``,
 ``kind`` and ``metadata`` (``managedFields`` left out) over the first object's other top-level
 fields (``status`` left out). The shape key holds every field outside those that a rule reads,
@@ -10,7 +10,9 @@ so rules read the same from the slim copy as from the object (``tests/guardrails
 compares streamed and whole audits on a mixed corpus). ``kubectl get -o json`` files (``.json``
 and stdin) are split into items by :mod:`dra_constructs._json_stream` and parsed one at a time;
 stdin is first copied to a temporary file (within the total limit) so that it can be split, and
-read whole where it cannot. A file that fails (or cannot be split) part-way is taken back from the
+read whole where it cannot. A YAML ``*List`` document (``kubectl get -o yaml``) is read a batch of
+items at a time by :mod:`dra_constructs._yaml_items` (its text is held, its objects are not all
+composed at once). A file that fails (or cannot be split) part-way is taken back from the
 collector and read whole, which reports errors exactly as before.
 """
 
