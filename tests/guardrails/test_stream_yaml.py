@@ -17,6 +17,7 @@ import yaml
 from shared_data import shared_path
 
 from dra_constructs._io import ReadBudget
+from dra_constructs.guardrails import locate
 from dra_constructs.guardrails.stream import Collector, stream_paths
 
 from .helpers import FIXTURES
@@ -92,3 +93,35 @@ def test_bad_item_of_a_yaml_export_is_reported_as_the_whole_read_reports_it(tmp_
     assert whole[2] and f"{path}:" in whole[2][0]
     assert ("metadata.name" if bad == "type" else "duplicate key" if "x:" in bad else "alias") in whole[2][0]
     assert _streamed([str(path)], "set", tmp_path) == whole
+
+
+@pytest.mark.parametrize("kept", [1, locate._YAML_ITEMS_KEPT])
+def test_many_flagged_items_located_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int) -> None:
+    """More flagged items than locating keeps nodes for, of different layouts, several findings each
+    (kept: 1 lets go of every node at once; their lines are not memoized by node id)."""
+    monkeypatch.setattr(locate, "_YAML_ITEMS_KEPT", kept)
+    pods = []
+    for n in range(150):
+        container: dict[str, Any] = {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+        if n % 3:
+            container["env"] = [{"name": f"E{k}", "value": "v"} for k in range(n % 7)]  # other lines per item
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{n}", "namespace": f"t{n % 4}"},
+                     "spec": {"containers": [{"name": "side", "image": "s"}] * (n % 2) + [container]}})
+    export = tmp_path / "pods.yaml"
+    export.write_text(_yaml_export(pods, clones=0))
+    assert _was_streamed(export)
+    streamed = _streamed([str(export)], "set", tmp_path)
+    assert streamed == _whole([str(export)], "set")
+    flagged = {f["object"] for f in streamed[0]["findings"]}
+    assert len(flagged) > locate._YAML_ITEMS_KEPT and len(streamed[0]["findings"]) > len(flagged)
+
+
+def test_a_list_item_of_a_yaml_list_is_read_whole(tmp_path: Path) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    inner = {"apiVersion": "v1", "kind": "PodList", "items": [pod, pod]}
+    export = tmp_path / "nested.yaml"
+    export.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [pod, inner]}, sort_keys=False))
+    assert not _was_streamed(export)
+    streamed = _streamed([str(export)], "set", tmp_path)
+    assert streamed == _whole([str(export)], "set") and streamed[0]["findings"]
