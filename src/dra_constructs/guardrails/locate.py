@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import collections
 import functools
 import itertools
 import json
@@ -173,8 +174,8 @@ class _File:
 
 
 class _SpanFile(_File):
-    """A file read item by item (``_json_stream``): each object's bytes are read again from its span
-    and composed alone, so locating holds one object's text, not the file's."""
+    """A file read item by item (``_json_stream``, ``_yaml_items``): each object's bytes are read again
+    from its span and composed alone, so locating holds one object's text, not the file's."""
 
     def __init__(self, path: str, spans: dict[int, tuple[int, int]]) -> None:
         super().__init__("")
@@ -182,6 +183,9 @@ class _SpanFile(_File):
         self.path = path
         self.spans = spans  # 1-based start line -> bytes [start, end) of the object
         self.handle: BinaryIO | None = None
+        #: Lines of the YAML items whose nodes are kept, oldest first (each item's node is its own, ~50 kB
+        #: for a Pod: only the last :data:`_YAML_ITEMS_KEPT` are kept, and their lines are not memoized).
+        self.items: collections.deque[int] = collections.deque()
 
     def close(self) -> None:
         if self.handle is not None:
@@ -197,10 +201,41 @@ class _SpanFile(_File):
                 text = self.handle.read(end - start).decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 return None
+            if text.lstrip(" ")[:1] == "-":  # an item of a YAML ``*List`` (``_yaml_items``): composed where it was
+                located = _yaml_item_node(text, line)
+                if located is not None:
+                    self.nodes[line] = located
+                    self.items.append(line)
+                    if len(self.items) > _YAML_ITEMS_KEPT:
+                        del self.nodes[self.items.popleft()]
+                return located
             node = self._compose_object_text(text)
             if node is not None:
                 self.nodes[line] = (node, line - 1)
         return self.nodes.get(line)
+
+
+#: YAML item nodes a :class:`_SpanFile` keeps (an object's findings usually come together).
+_YAML_ITEMS_KEPT = 64
+
+
+def _yaml_item_node(text: str, line: int) -> tuple[yaml.Node, int] | None:
+    """The node of the YAML list item whose lines are ``text`` (it starts ``- ``), under ``items:`` as in
+    its file, and the offset of its lines: ``line`` is the file line of its node."""
+    loader = _PositionLoader("items:\n" + text)
+    try:
+        root = loader.get_single_node()
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    finally:
+        loader.dispose()
+    if not isinstance(root, yaml.MappingNode) or len(root.value) != 1:
+        return None
+    items = root.value[0][1]
+    if not isinstance(items, yaml.SequenceNode) or len(items.value) != 1:
+        return None
+    node = items.value[0]
+    return node, line - 1 - node.start_mark.line
 
 
 def _blank_value(match: re.Match[str]) -> str:
@@ -248,7 +283,9 @@ def _relocate(findings: Sequence[Finding], files: dict[str, _File]) -> list[Find
             line = lines[slot]
         else:
             keys = parse_field_path(finding.path)
-            line = lines[slot] = node_line(node, keys) if keys is not None else None
+            line = node_line(node, keys) if keys is not None else None
+            if not isinstance(file, _SpanFile) or finding.line not in file.items:  # (a YAML item's node may go)
+                lines[slot] = line
         out.append(finding if line is None else _with_line(finding, line + offset))
     return out
 

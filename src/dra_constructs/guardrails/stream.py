@@ -1,8 +1,8 @@
 """Read an audit's inputs object by object, keeping only what the rules need of each (issue 25).
 
 ``dra-constructs audit`` of a cluster export holds, at most, one file's text (YAML, or JSON in
-a layout the item reader cannot split), one item being parsed, and the :class:`Collector`'s
-compact set: every object that is the first of its shape (``shape_key``) or of a kind that is
+a layout the item reader cannot split), one item (or batch of YAML items) being parsed, and the
+:class:`Collector`'s compact set: every object that is the first of its shape (``shape_key``) or of a kind that is
 not memoized, and for each later object of a known shape a *slim* copy - its own ``apiVersion``,
 ``kind`` and ``metadata`` (``managedFields`` left out) over the first object's other top-level
 fields (``status`` left out). The shape key holds every field outside those that a rule reads,
@@ -10,7 +10,9 @@ so rules read the same from the slim copy as from the object (``tests/guardrails
 compares streamed and whole audits on a mixed corpus). ``kubectl get -o json`` files (``.json``
 and stdin) are split into items by :mod:`dra_constructs._json_stream` and parsed one at a time;
 stdin is first copied to a temporary file (within the total limit) so that it can be split, and
-read whole where it cannot. A file that fails (or cannot be split) part-way is taken back from the
+read whole where it cannot. A YAML ``*List`` document (``kubectl get -o yaml``) is read a batch of
+items at a time by :mod:`dra_constructs._yaml_items` (its text is held, its objects are not all
+composed at once). A file that fails (or cannot be split) part-way is taken back from the
 collector and read whole, which reports errors exactly as before.
 """
 
@@ -27,6 +29,7 @@ from dra_constructs._io import ReadBudget, decode_text, read_input
 from dra_constructs._json_stream import Chunk, NotStreamable, list_chunks, parse_item, parse_items
 from dra_constructs._progress import Progress
 from dra_constructs._safe_load import no_gc
+from dra_constructs._yaml_items import NotPlain, plain_list
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.like_items import Likeness
 from dra_constructs.guardrails.loader import (
@@ -209,7 +212,7 @@ def _load_file(source: Path | str, file: str, is_json: bool, sink: _FileSink, se
                spool_dir: str | None, progress: Progress | None) -> None:
     """One input into ``sink`` (or into ``skipped`` / ``errors``); a file that cannot be read raises."""
     mark = sink.mark()
-    text = ""
+    text, path = "", str(source)
     if source == STDIN:
         path = _spool(stdin, budget, spool_dir)
         if sources is not None:
@@ -222,6 +225,8 @@ def _load_file(source: Path | str, file: str, is_json: bool, sink: _FileSink, se
         if not streamed:
             text = read_input(source, _FIELD, _EXPECTED, budget=budget)
     try:
+        if not streamed and not is_json:
+            streamed = _stream_yaml(text, file, sink, seen, path, progress)
         if not streamed:
             _load_text_into(text, file, is_json, sink, seen)
     except DraConstructsError as error:
@@ -238,6 +243,60 @@ def _load_file(source: Path | str, file: str, is_json: bool, sink: _FileSink, se
     if skip is not None and skipped is not None:
         sink.rollback(mark)
         skipped.append(skip)
+
+
+def _stream_yaml(text: str, file: str, sink: ManifestSink, seen: dict[bytes, bytes], path: str,
+                 progress: Progress | None) -> bool:
+    """The items of a YAML ``*List`` document one batch at a time (:mod:`dra_constructs._yaml_items`);
+    ``False`` (nothing added) when the text must be read whole (another shape, or any error: the
+    whole read reports it). Each object's span is its bytes in ``path`` (located later without the file)."""
+    if text.lstrip()[:1] in ("{", "["):
+        return False  # JSON (the loader's fast path), or YAML flow style
+    mark = sink.mark()
+    spans = _ByteSpans(text, path)
+    try:
+        for count, item in enumerate(plain_list(text, file, _FIELD), 1):
+            if progress is not None and not count & 1023:
+                progress.update(count, unit="objects")
+            value = item.value
+            if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List") \
+                    and "items" in value:
+                raise NotPlain  # a List in a List: the whole read gives its items their lines
+            span = spans.of(item.start, item.end)
+            for manifest in _objects(value, file, item.line, None, seen=seen):
+                manifest.span = span
+                sink.add(manifest)
+        return True
+    except (NotPlain, DraConstructsError):
+        sink.rollback(mark)
+        return False
+
+
+class _ByteSpans:
+    """Byte offsets in the file of character offsets in its text (after a byte order mark, in UTF-8)."""
+
+    def __init__(self, text: str, path: str) -> None:
+        self.text = text
+        self.ascii = text.isascii()
+        try:
+            with open(path, "rb") as handle:
+                self.base = len(_BOM) if handle.read(len(_BOM)) == _BOM else 0
+        except OSError:
+            self.base = 0
+        self.chars = self.bytes = 0  # a position in both (items come in order)
+
+    def of(self, start: int, end: int) -> tuple[int, int]:
+        if self.ascii:
+            return self.base + start, self.base + end
+        if start < self.chars:
+            self.chars = self.bytes = 0
+        first = self.bytes + len(self.text[self.chars:start].encode("utf-8", "surrogatepass"))
+        last = first + len(self.text[start:end].encode("utf-8", "surrogatepass"))
+        self.chars, self.bytes = end, last
+        return self.base + first, self.base + last
+
+
+_BOM = b"\xef\xbb\xbf"
 
 
 def _stream_json(path: str, file: str, sink: ManifestSink, seen: dict[bytes, bytes], budget: ReadBudget,
