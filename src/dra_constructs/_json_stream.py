@@ -124,14 +124,15 @@ def parse_items(chunks: list[bytes]) -> list[Any] | None:
     """
     if _orjson is None:
         return None
+    data = b"[" + b",".join(chunks) + b"]"
     try:
-        text = (b"[" + b",".join(chunks) + b"]").decode("utf-8")
+        text = data.decode("utf-8")
         values = [_orjson.loads(chunk) for chunk in chunks]
     except (UnicodeDecodeError, _orjson.JSONDecodeError, RecursionError):
         return None
     if "\\" in text and _SURROGATE_ESCAPE.search(text):
         return None
-    return values if proven_json(text, values, MAX_DEPTH - 1) else None
+    return values if proven_json(data, values, MAX_DEPTH - 1) else None
 
 
 def list_items(path: str, budget: ReadBudget) -> Iterator[Item]:
