@@ -42,6 +42,7 @@ from dra_constructs.guardrails.loader import (
     each_input,
 )
 from dra_constructs.guardrails.manifest import Manifest, PodView, _Discovered, as_dict
+from dra_constructs.guardrails.shape import metadata_only_ok
 from dra_constructs.guardrails.shape_key import MEMOIZED_KINDS, shape_key
 from dra_constructs.guardrails.skipped import SkippedInput, unauditable
 
@@ -424,6 +425,9 @@ class _Items:
     def _add(self, value: Any, chunk: Chunk) -> None:
         if value is _NOT_PARSED:
             value = parse_item(chunk.data, self.path, chunk.line)
+        if _plain(value):  # (most of a cluster export: ConfigMaps, Services, custom kinds)
+            self.sink.add(Manifest(value, file=self.file, line=chunk.line, span=(chunk.start, chunk.end)))
+            return
         if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List"):
             raise NotStreamable  # a List in a List: the whole read gives its items their lines
         for manifest in _objects(value, self.file, chunk.line, None, seen=self.seen):
@@ -431,6 +435,19 @@ class _Items:
             self.sink.add(manifest)
             if self.likeness is not None and manifest.obj is value:
                 self.likeness.learn(chunk.data, manifest)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is one object that ``_objects`` checks in ``metadata`` alone and that has no
+    shape key (nor is a template learnt from it): then it is that one ``Manifest``, with no other check.
+
+    (Exact types only; anything else - another kind, a ``*List``, a problem - takes ``_objects``.)
+    """
+    if value.__class__ is not dict:
+        return False
+    kind, api_version = value.get("kind"), value.get("apiVersion")
+    return (kind.__class__ is str and api_version.__class__ is str and kind != "" and api_version != ""
+            and kind not in MEMOIZED_KINDS and not kind.endswith("List") and metadata_only_ok(value))
 
 
 _NOT_PARSED = object()
