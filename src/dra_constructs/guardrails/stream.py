@@ -388,22 +388,20 @@ class _Items:
 
     def add(self, chunk: Chunk, collector: Collector) -> None:
         """One more item (``collector``: where a like item's slim copy goes)."""
+        waiting = self.waiting
         if chunk.matched is not None:
-            self._wait((chunk, collector))
-            return
-        printed = _PRINTED_KIND.match(chunk.data)
-        kind = printed.group(1) if printed is not None else None
-        if kind is not None and kind not in _TEMPLATE_KINDS and not kind.endswith(b"List"):
+            waiting.append((chunk, collector))
+        else:
+            printed = _PRINTED_KIND.match(chunk.data)
+            kind = printed.group(1) if printed is not None else None
+            if kind is None or kind in _TEMPLATE_KINDS or kind.endswith(b"List"):
+                self.flush()
+                self._add(parse_item(chunk.data, self.path, chunk.line), chunk)
+                return
             self.parsed += 1
             self.size += len(chunk.data)
-            self._wait((chunk, None))
-            return
-        self.flush()
-        self._add(parse_item(chunk.data, self.path, chunk.line), chunk)
-
-    def _wait(self, entry: tuple[Chunk, Collector | None]) -> None:
-        self.waiting.append(entry)
-        if len(self.waiting) >= _BATCH_ITEMS or self.size >= _BATCH_BYTES:
+            waiting.append((chunk, None))
+        if len(waiting) >= _BATCH_ITEMS or self.size >= _BATCH_BYTES:
             self.flush()
 
     def flush(self) -> None:
