@@ -170,9 +170,7 @@ class _SlimPrototype:
     def make(self, obj: dict[str, Any], metadata: dict[str, Any], file: str | None, line: int | None,
              position: int, span: tuple[int, int] | None) -> Manifest:
         """The slim copy holding ``obj`` (``metadata``: ``obj``'s as :attr:`Manifest.metadata` reads it)."""
-        slim = _new(Manifest)
-        known = slim.__dict__
-        known.update(self.attributes)
+        known = self.attributes.copy()  # (a dict copy in C; the copy's ``__dict__`` is it)
         known["obj"], known["file"], known["line"], known["position"], known["span"] = obj, file, line, position, span
         known["metadata"] = metadata
         for name, factory in _FACTORIES:
@@ -182,11 +180,14 @@ class _SlimPrototype:
             pods = []
             for attributes in self.own_pods:
                 pod = _new(PodView)
-                pod.__dict__.update(attributes)
-                pod.__dict__["metadata"] = metadata
+                view = pod.__dict__
+                view.update(attributes)
+                view["metadata"] = metadata
                 pods.append(pod)
             own.__dict__.update(pods=pods, loose=self.loose, resources=self.resources)
             known["_discovered"] = own
+        slim = _new(Manifest)
+        slim.__dict__ = known
         return slim
 
 
