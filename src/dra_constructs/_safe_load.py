@@ -498,7 +498,8 @@ def _fast_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     then reports them), reads integers past 64 bits as floats (a result with floats from a text
     with 20 digits in a row goes the careful way) and keeps the last of duplicate keys: the keys of the result are
     counted against an upper bound of the keys in the text (every key ends ``"`` + optional
-    space + ``:``; ``\\":`` inside a string only over-counts), and any shortfall goes the careful way.
+    whitespace + ``:``, counted with the whitespace deleted; ``\\":`` inside a string only
+    over-counts), and any shortfall goes the careful way.
     """
     if _orjson is None:
         return _UNSET
