@@ -159,18 +159,15 @@ class Likeness:
         templates = self._templates
         if not templates:
             return None
-        indexed, short = self._by_prefix.get(bytes(text[start:start + _PREFIX])), self._short
-        if indexed is None:
-            if not short:
-                return None  # (an item of another kind, mostly)
-            candidates = short
-        else:
-            candidates = indexed + short if short else indexed  # (not changed below: the index's own list)
+        candidates = self._by_prefix.get(bytes(text[start:start + _PREFIX]), []) + self._short
+        if not candidates:
+            return None  # (an item of another kind, mostly)
         # The template that followed the last one's match before first (pods of one controller come
         # together; an export sorted by namespace cycles through controllers), then each in turn.
         predicted = self._successor.get(self._last, self._last)
-        if candidates[0] != predicted and predicted in candidates:
-            candidates = [predicted, *(index for index in candidates if index != predicted)]
+        if predicted in candidates:
+            candidates.remove(predicted)
+            candidates.insert(0, predicted)
         for index in candidates:
             if self._allowance <= 0:
                 return None
