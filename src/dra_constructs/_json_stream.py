@@ -124,14 +124,15 @@ def parse_items(chunks: list[bytes]) -> list[Any] | None:
     """
     if _orjson is None:
         return None
+    data = b"[" + b",".join(chunks) + b"]"
     try:
-        text = (b"[" + b",".join(chunks) + b"]").decode("utf-8")
+        text = data.decode("utf-8")
         values = [_orjson.loads(chunk) for chunk in chunks]
     except (UnicodeDecodeError, _orjson.JSONDecodeError, RecursionError):
         return None
     if "\\" in text and _SURROGATE_ESCAPE.search(text):
         return None
-    return values if proven_json(text, values, MAX_DEPTH - 1) else None
+    return values if proven_json(data, values, MAX_DEPTH - 1) else None
 
 
 def list_items(path: str, budget: ReadBudget) -> Iterator[Item]:
@@ -205,9 +206,12 @@ def _items(handle: io.BufferedReader, path: str, match: Matcher | None) -> Itera
     prefix = bytes(buffer[:start - len(child) - 1])  # up to and with ``[``
     close, separator, ending = b"\n" + child + b"}", b",\n" + child + b"{", b"\n" + indent + b"]"
     line = buffer.count(b"\n", 0, start) + 1
+    closed, separated = len(close), len(separator)
+    limit = window.limit
     while True:
-        start = window.fill(start, LOOKAHEAD)
-        buffer, limit = window.buffer, window.limit
+        if limit - start < LOOKAHEAD and window.more:  # (``fill``'s own test, without the call)
+            start = window.fill(start, LOOKAHEAD)
+            buffer, limit = window.buffer, window.limit
         found = match(buffer, start, limit, close) if match is not None else None
         if found is not None:
             stop, newlines, value = found
@@ -218,20 +222,21 @@ def _items(handle: io.BufferedReader, path: str, match: Matcher | None) -> Itera
             while end < 0:
                 if not window.more:
                     raise NotStreamable
-                searched = max(searched, limit - start - len(close))
+                searched = max(searched, limit - start - closed)
                 start = window.fill(start, limit - start + BLOCK_BYTES)
                 buffer, limit = window.buffer, window.limit
                 end = buffer.find(close, start + searched, limit)
-            stop = end + len(close)
+            stop = end + closed
             data = bytes(buffer[start:stop])
             chunk, newlines = Chunk(data, line, window.base + start, window.base + stop), data.count(b"\n")
-        length = stop - start
-        start = window.fill(start, length + len(separator))
-        stop, buffer, limit = start + length, window.buffer, window.limit
+        if limit - stop < separated and window.more:
+            length = stop - start
+            start = window.fill(start, length + separated)
+            stop, buffer, limit = start + length, window.buffer, window.limit
         yield chunk
         line += newlines
         if buffer.startswith(separator, stop, limit):
-            start, line = stop + len(separator) - 1, line + 1
+            start, line = stop + separated - 1, line + 1
             continue
         if not buffer.startswith(ending, stop, limit):
             raise NotStreamable

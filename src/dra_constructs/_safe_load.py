@@ -479,7 +479,6 @@ def _line_at(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-_KEY_WITH_SPACE = re.compile(r'"\s+:')
 #: orjson reads integers of 2**64 and more (and below -2**63: 19 digits) as floats (json.loads: ints);
 #: such texts go the careful way. Runs of digits are found on the bytes with every digit made ``0``
 #: (``bytes.translate`` and a substring search: a regex took 20x as long on a slice dump).
@@ -487,9 +486,9 @@ _DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 _NINETEEN_ZEROS = b"0" * 19
 
 
-def _long_digits(text: str) -> bool:
-    """Whether ``text`` has 19 digits in a row (an integer orjson may read as a float)."""
-    return _NINETEEN_ZEROS in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZERO)
+def _long_digits(data: bytes) -> bool:
+    """Whether ``data`` has 19 digits in a row (an integer orjson may read as a float)."""
+    return _NINETEEN_ZEROS in data.translate(_DIGITS_AS_ZERO)
 
 
 def _fast_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
@@ -499,7 +498,8 @@ def _fast_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     then reports them), reads integers past 64 bits as floats (a result with floats from a text
     with 20 digits in a row goes the careful way) and keeps the last of duplicate keys: the keys of the result are
     counted against an upper bound of the keys in the text (every key ends ``"`` + optional
-    space + ``:``; ``\\":`` inside a string only over-counts), and any shortfall goes the careful way.
+    whitespace + ``:``, counted with the whitespace deleted; ``\\":`` inside a string only
+    over-counts), and any shortfall goes the careful way.
     """
     if _orjson is None:
         return _UNSET
@@ -510,25 +510,29 @@ def _fast_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     return value if proven_json(text, value, max_depth) else _UNSET
 
 
-#: JSON whitespace right before a colon (a key with space before its ``:``; without any, no key has).
-_SPACED_COLONS = (" :", "\n:", "\t:", "\r:")
+#: JSON's whitespace (outside strings; inside one only the space may stand as itself).
+_JSON_WHITESPACE = b" \t\n\r"
 
 
-def proven_json(text: str, value: Any, max_depth: int = MAX_DEPTH) -> bool:
+def proven_json(text: str | bytes, value: Any, max_depth: int = MAX_DEPTH) -> bool:
     """Whether ``value``, orjson's parse of ``text``, is what the checked path gives (see :func:`_fast_json`).
 
     The caller has ruled out surrogate escapes. Also used on several items' texts joined into
-    one array (``_json_stream.parse_items``): every count here is a sum over the items.
+    one array (``_json_stream.parse_items``, which passes the bytes): every count here is a sum
+    over the items.
     """
-    # Key ends: ``":`` after an even number of backslashes (0, or counted among the >= 2), or with
-    # space before the colon. ``\\":`` (an escaped quote in a string, e.g. last-applied JSON) is no key.
-    # (Both searches are skipped when the text cannot hold what they count: ``in`` is a C scan.)
-    spaced = (len(_KEY_WITH_SPACE.findall(text))
-              if any(colon in text for colon in _SPACED_COLONS) and re.search(r'"\s', text) else 0)
-    bound = text.count('":') + spaced
-    if "\\" in text:
-        bound += text.count('\\\\":') - text.count('\\":')
-    long_digits = _long_digits(text)
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    # Key ends: with JSON's whitespace deleted (one C pass), every key ends ``":`` - its closing
+    # quote, then its colon - after an even number of backslashes (0, or counted among the >= 2).
+    # ``\":`` (an escaped quote in a string, e.g. last-applied JSON) is no key. Deleting spaces
+    # inside strings only adds such escaped quotes or quotes before a colon: over-counts. (A
+    # backslash is never followed by raw whitespace in JSON, so no run of them is joined to an odd
+    # one before a key's closing quote: each run before a space or a quote is whole escapes.)
+    packed = data.translate(None, _JSON_WHITESPACE)
+    bound = packed.count(b'":')
+    if b"\\" in packed:
+        bound += packed.count(b'\\\\":') - packed.count(b'\\":')
+    long_digits = _long_digits(data)
     if not long_digits and _dumped_keys(value, max_depth) == bound:
         return True  # at least ``bound`` keys and within the depth: proven without walking it
     keys, deep, floats = _keys_and_depth(value, max_depth)

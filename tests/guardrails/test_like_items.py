@@ -9,6 +9,7 @@ is not UTF-8, a long string, another field), and check that the like path was ta
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from dra_constructs._io import ReadBudget
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails import like_items, load_paths
+from dra_constructs.guardrails.manifest import Manifest
 from dra_constructs.guardrails.stream import Collector, stream_paths
 
 from .helpers import FIXTURES, write_export
@@ -146,3 +148,29 @@ def test_like_items_keep_their_own_metadata(tmp_path: Path, likes: list[str]) ->
     assert [m.obj["metadata"] for m in collector.manifests] == expected
     assert likes == ["train-1", "train-2", "train-4"]
     assert expected[2]["labels"]["pod-template-hash"] == "h2" and expected[4]["ownerReferences"][0]["uid"] == "r4"
+
+
+def test_slim_copies_are_the_manifests_init_would_make(tmp_path: Path, likes: list[str]) -> None:
+    """Slim copies (from a like item, and a parsed one: the escaped name) are made without
+    ``Manifest.__init__``: every field is there, a field with a factory is each copy's own, and what
+    the rules read is what a ``Manifest`` of the same object gives."""
+    path = write_export(tmp_path, [_pod(0), _pod(1), _pod(2, name="a\\b"), _pod(3)])
+    collector = Collector()
+    stream_paths([str(path)], collector, budget=ReadBudget.of(None))
+    first, *slims = collector.manifests
+    assert likes == ["train-1", "train-3"] and len(slims) == 3
+    fields = {f.name: f for f in dataclasses.fields(Manifest)}
+    for slim in slims:
+        assert type(slim) is Manifest and fields.keys() <= slim.__dict__.keys()
+        assert slim.shape is first.shape
+        made = Manifest(slim.obj, file=slim.file, line=slim.line, position=slim.position, span=slim.span,
+                        shape=slim.shape)
+        assert {name: getattr(slim, name) for name in fields} == {name: getattr(made, name) for name in fields}
+        for name in ("api_version", "kind", "group", "version", "metadata", "name", "namespace", "display_namespace"):
+            assert getattr(slim, name) == getattr(made, name), name
+        assert [(p.spec, p.path, p.metadata, p.metadata_path, list(p.containers()), list(p.claims()))
+                for p in slim.pods] == [(p.spec, p.path, p.metadata, p.metadata_path, list(p.containers()),
+                                         list(p.claims())) for p in made.pods]
+        assert slim.pods[0].metadata is slim.metadata  # a Pod's pod metadata is its own
+    factories = [name for name, f in fields.items() if f.default_factory is not dataclasses.MISSING]
+    assert factories and all(getattr(slims[0], name) is not getattr(slims[1], name) for name in factories)

@@ -147,13 +147,19 @@ def careful(text: str, max_depth: int) -> Any:
     return None if _safe_load._too_deep(value, max_depth) else value
 
 
+#: Separators with JSON's whitespace before the colon too (the key bound deletes whitespace before counting).
+SEPARATORS = [None, (",", ":"), (", ", " : "), (",\n", "\t\r\n:\n")]
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(VALUES, st.sampled_from([None, 1, 4]), st.booleans(), st.booleans(), st.integers(1, 6))
+@given(VALUES, st.sampled_from([None, 1, 4]), st.booleans(), st.booleans(), st.integers(1, 6),
+       st.sampled_from(SEPARATORS))
 def test_the_fast_path_accepts_only_what_the_checked_path_accepts(value: Any, indent: int | None, duplicate: bool,
-                                                                   unicode_quotes: bool, max_depth: int) -> None:
-    text = json.dumps({"k": value, "z": 1}, indent=indent)
+                                                                   unicode_quotes: bool, max_depth: int,
+                                                                   separators: tuple[str, str] | None) -> None:
+    text = json.dumps({"k": value, "z": 1}, indent=indent, separators=separators)
     if duplicate:  # the last key again (what orjson would silently keep)
-        text = text[: text.rindex("}")].rstrip() + ', "z": 2}'
+        text = text[: text.rindex("}")].rstrip() + ', "z"' + (separators[1] if separators else ": ") + "2}"
     if unicode_quotes:  # quotes in strings the text bound does not see; orjson's output writes them \"
         text = text.replace('\\"', "\\u0022")
     fast = _safe_load._fast_json(text, max_depth)

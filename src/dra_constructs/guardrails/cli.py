@@ -17,6 +17,7 @@ from typing import Any
 
 from dra_constructs._io import ReadBudget, write_output
 from dra_constructs._progress import Progress
+from dra_constructs._safe_load import no_gc
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.engine import AuditResult, audit
 from dra_constructs.guardrails.loader import MAX_AUDIT_INPUT_BYTES
@@ -139,18 +140,23 @@ def run(args: argparse.Namespace) -> int:
     sources: dict[str, str] = {}
     with Progress(enabled=not args.quiet) as progress, tempfile.TemporaryDirectory(prefix="dra-audit-") as spool:
         collector = Collector()
-        stream_paths(args.paths, collector, sys.stdin, skipped=skipped, errors=errors,
-                     budget=ReadBudget.of(args.max_input_bytes), progress=progress, sources=sources, spool_dir=spool)
-        manifests = collector.manifests
-        if errors and not manifests and not skipped:
-            if len(errors) == 1:
-                raise errors[0]
-            progress.done()
-            _print_errors(errors)
-            return 2
-        choice = chosen_target(args.kubernetes_version, manifests)
-        declared = parse_dra_extended_resources(args.dra_extended_resource, choice.target, "--dra-extended-resource")
-        gc.freeze()  # the manifests live to the end: keep the collector from re-scanning them
+        # The collector stays off from the read to ``gc.freeze``: turned on in between, its first
+        # pass would walk every object read (~0.4 s for 200,000 Pods) only to find them all alive.
+        with no_gc():
+            stream_paths(args.paths, collector, sys.stdin, skipped=skipped, errors=errors,
+                         budget=ReadBudget.of(args.max_input_bytes), progress=progress, sources=sources,
+                         spool_dir=spool)
+            manifests = collector.manifests
+            if errors and not manifests and not skipped:
+                if len(errors) == 1:
+                    raise errors[0]
+                progress.done()
+                _print_errors(errors)
+                return 2
+            choice = chosen_target(args.kubernetes_version, manifests)
+            declared = parse_dra_extended_resources(args.dra_extended_resource, choice.target,
+                                                    "--dra-extended-resource")
+            gc.freeze()  # the manifests live to the end: keep the collector from re-scanning them
         result = audit(manifests, kubernetes_version=choice.target, tenant_scope=args.tenant_scope, rules=rules,
                        dra_extended_resources=declared, progress=progress)
         progress.step("locating findings")

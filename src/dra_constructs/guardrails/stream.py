@@ -18,6 +18,7 @@ collector and read whole, which reports errors exactly as before.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import tempfile
@@ -40,7 +41,8 @@ from dra_constructs.guardrails.loader import (
     _objects,
     each_input,
 )
-from dra_constructs.guardrails.manifest import Manifest, PodView, _Discovered
+from dra_constructs.guardrails.manifest import Manifest, PodView, _Discovered, as_dict
+from dra_constructs.guardrails.shape import metadata_only_ok
 from dra_constructs.guardrails.shape_key import MEMOIZED_KINDS, shape_key
 from dra_constructs.guardrails.skipped import SkippedInput, unauditable
 
@@ -86,13 +88,10 @@ class Collector:
         """An object of a known ``shape`` given by its ``metadata`` alone (``managedFields`` left out):
         an item read from its text by :mod:`.like_items`, equal to a parsed one outside ``metadata``
         (and the fields its shape key leaves out). The same slim copy :meth:`add` makes of it."""
-        first = self._first[shape]
-        cached = first.__dict__
-        skeleton = cached.get(_SKELETON_KEY)
-        if skeleton is None:
-            skeleton = cached[_SKELETON_KEY] = {k: v for k, v in first.obj.items() if k != "status"}
-        self.manifests.append(_slim_of({**skeleton, "metadata": metadata}, first, file, line, len(self.manifests),
-                                       span))
+        slim = _slim_prototype(self._first[shape])
+        obj = slim.skeleton.copy()  # (its keys in the first object's order, ``metadata`` at its place)
+        obj["metadata"] = metadata
+        self.manifests.append(slim.make(obj, metadata, file, line, len(self.manifests), span))
 
     def mark(self) -> tuple[int, int]:
         return len(self.manifests), len(self._keys)
@@ -121,48 +120,86 @@ def _slim(manifest: Manifest, first: Manifest) -> Manifest:
 def _slim_of(obj: dict[str, Any], first: Manifest, file: str | None, line: int | None, position: int,
              span: tuple[int, int] | None) -> Manifest:
     """The slim copy holding ``obj`` (its own ``metadata``, ``first``'s other fields, no ``status``)."""
-    slim = Manifest(obj, file=file, line=line, position=position, span=span,
-                    shape=first.shape)  # (one key object per shape: a key is kilobytes)
-    # What derives from fields in the key only is the first object's: computed once per shape.
-    known = slim.__dict__
-    cached = first.__dict__
-    shared = cached.get(_SHARED_KEY)
-    if shared is None:
-        shared = cached[_SHARED_KEY] = {name: getattr(first, name) for name in _SHARED}
-        first.pods  # noqa: B018 - computes ``_discovered``
-        # a Pod's pod metadata is its own: its pod views are made again with the slim copy's
-        cached[_OWN_PODS_KEY] = any(pod.metadata is first.metadata for pod in cached["_discovered"].pods)
-    known.update(shared)
-    discovered: _Discovered = cached["_discovered"]
-    if cached[_OWN_PODS_KEY]:
-        own = _Discovered.__new__(_Discovered)
-        own.__dict__.update(pods=[_own_pod(pod, slim.metadata) for pod in discovered.pods],
-                            loose=discovered.loose, resources=discovered.resources)
-        known["_discovered"] = own
-    else:
-        known["_discovered"] = discovered  # pod templates: the same dicts
-    return slim
+    return _slim_prototype(first).make(obj, as_dict(obj.get("metadata")), file, line, position, span)
 
 
 #: Top-level fields a slim copy keeps of its own object (``metadata`` as well).
 _OWN = frozenset({"apiVersion", "kind", "metadata"})
 #: Cached properties of a :class:`Manifest` that read only fields its shape key holds.
 _SHARED = ("api_version", "kind", "group", "version", "namespace", "display_namespace")
-#: Where the first object of a shape keeps their values (in its ``__dict__``, next to the cached ones).
-_SHARED_KEY = "_stream_shared"
-#: Whether its pod views must be made again for each slim copy (a Pod's: they hold its ``metadata``).
-_OWN_PODS_KEY = "_stream_own_pods"
-#: Its top-level fields without ``status`` (a like item's slim copy is these with its own ``metadata``).
-_SKELETON_KEY = "_stream_skeleton"
+#: Where the first object of a shape keeps its :class:`_SlimPrototype` (in its ``__dict__``).
+_PROTOTYPE_KEY = "_stream_slim"
+#: :class:`Manifest` fields made by a factory (each slim copy gets its own).
+_FACTORIES = tuple((f.name, f.default_factory) for f in dataclasses.fields(Manifest)
+                   if f.default_factory is not dataclasses.MISSING)
 
 
-def _own_pod(pod: PodView, metadata: dict[str, Any]) -> PodView:
-    """``pod`` (of the first object of a shape) with another object's metadata, and its listings
-    (the spec is the same dict). Built without the frozen dataclass's ``__init__`` (one dict update)."""
-    own = PodView.__new__(PodView)
-    own.__dict__.update(spec=pod.spec, path=pod.path, metadata=metadata, metadata_path=pod.metadata_path,
-                        _containers=pod._containers, _main_containers=pod._main_containers, _claims=pod._claims)
-    return own
+def _slim_prototype(first: Manifest) -> _SlimPrototype:
+    cached = first.__dict__
+    prototype: _SlimPrototype | None = cached.get(_PROTOTYPE_KEY)
+    if prototype is None:
+        prototype = cached[_PROTOTYPE_KEY] = _SlimPrototype(first)
+    return prototype
+
+
+class _SlimPrototype:
+    """What the slim copies of one shape share, computed once from its first object: every
+    :class:`Manifest` attribute but the object's own (its ``obj``, file, line, position, span and
+    ``metadata``), the cached properties that read fields in the key only, and its pod views.
+
+    A copy is made without the dataclass's ``__init__`` (a ``__dict__`` update: the same
+    attributes ``Manifest(obj, file=..., shape=first.shape)`` and those cached properties give).
+    """
+
+    def __init__(self, first: Manifest) -> None:
+        #: its top-level fields without ``status`` (a like item's slim copy is these with its own ``metadata``)
+        self.skeleton = {k: v for k, v in first.obj.items() if k != "status"}
+        base = Manifest(first.obj, shape=first.shape).__dict__  # (one key object per shape: a key is kilobytes)
+        self.attributes: dict[str, Any] = {k: v for k, v in base.items() if k not in _OWN_ATTRIBUTES}
+        self.attributes.update({name: getattr(first, name) for name in _SHARED})
+        first.pods  # noqa: B018 - computes ``_discovered``
+        discovered: _Discovered = first.__dict__["_discovered"]
+        # a Pod's pod metadata is its own: its pod views are made again with the slim copy's
+        self.own_pods = [{k: v for k, v in _pod_attributes(pod).items() if k != "metadata"}
+                         for pod in discovered.pods] \
+            if any(pod.metadata is first.metadata for pod in discovered.pods) else None
+        if self.own_pods is None:
+            self.attributes["_discovered"] = discovered  # pod templates: the same dicts
+        self.loose, self.resources = discovered.loose, discovered.resources
+
+    def make(self, obj: dict[str, Any], metadata: dict[str, Any], file: str | None, line: int | None,
+             position: int, span: tuple[int, int] | None) -> Manifest:
+        """The slim copy holding ``obj`` (``metadata``: ``obj``'s as :attr:`Manifest.metadata` reads it)."""
+        known = self.attributes.copy()  # (a dict copy in C; the copy's ``__dict__`` is it)
+        known["obj"], known["file"], known["line"], known["position"], known["span"] = obj, file, line, position, span
+        known["metadata"] = metadata
+        for name, factory in _FACTORIES:
+            known[name] = factory()
+        if self.own_pods is not None:
+            own = _new(_Discovered)
+            pods = []
+            for attributes in self.own_pods:
+                pod = _new(PodView)
+                view = pod.__dict__
+                view.update(attributes)
+                view["metadata"] = metadata
+                pods.append(pod)
+            own.__dict__.update(pods=pods, loose=self.loose, resources=self.resources)
+            known["_discovered"] = own
+        slim = _new(Manifest)
+        slim.__dict__ = known
+        return slim
+
+
+#: Attributes of a :class:`Manifest` that are each object's own.
+_OWN_ATTRIBUTES = frozenset({"obj", "file", "line", "position", "span", "metadata", *(f for f, _ in _FACTORIES)})
+_new = object.__new__
+
+
+def _pod_attributes(pod: PodView) -> dict[str, Any]:
+    """``pod``'s fields and listings (computed here once per shape): what a slim copy's view shares."""
+    return {"spec": pod.spec, "path": pod.path, "metadata": pod.metadata, "metadata_path": pod.metadata_path,
+            "_containers": pod._containers, "_main_containers": pod._main_containers, "_claims": pod._claims}
 
 
 class _FileSink:
@@ -352,22 +389,20 @@ class _Items:
 
     def add(self, chunk: Chunk, collector: Collector) -> None:
         """One more item (``collector``: where a like item's slim copy goes)."""
+        waiting = self.waiting
         if chunk.matched is not None:
-            self._wait((chunk, collector))
-            return
-        printed = _PRINTED_KIND.match(chunk.data)
-        kind = printed.group(1) if printed is not None else None
-        if kind is not None and kind not in _TEMPLATE_KINDS and not kind.endswith(b"List"):
+            waiting.append((chunk, collector))
+        else:
+            printed = _PRINTED_KIND.match(chunk.data)
+            kind = printed.group(1) if printed is not None else None
+            if kind is None or kind in _TEMPLATE_KINDS or kind.endswith(b"List"):
+                self.flush()
+                self._add(parse_item(chunk.data, self.path, chunk.line), chunk)
+                return
             self.parsed += 1
             self.size += len(chunk.data)
-            self._wait((chunk, None))
-            return
-        self.flush()
-        self._add(parse_item(chunk.data, self.path, chunk.line), chunk)
-
-    def _wait(self, entry: tuple[Chunk, Collector | None]) -> None:
-        self.waiting.append(entry)
-        if len(self.waiting) >= _BATCH_ITEMS or self.size >= _BATCH_BYTES:
+            waiting.append((chunk, None))
+        if len(waiting) >= _BATCH_ITEMS or self.size >= _BATCH_BYTES:
             self.flush()
 
     def flush(self) -> None:
@@ -389,6 +424,9 @@ class _Items:
     def _add(self, value: Any, chunk: Chunk) -> None:
         if value is _NOT_PARSED:
             value = parse_item(chunk.data, self.path, chunk.line)
+        if _plain(value):  # (most of a cluster export: ConfigMaps, Services, custom kinds)
+            self.sink.add(Manifest(value, file=self.file, line=chunk.line, span=(chunk.start, chunk.end)))
+            return
         if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List"):
             raise NotStreamable  # a List in a List: the whole read gives its items their lines
         for manifest in _objects(value, self.file, chunk.line, None, seen=self.seen):
@@ -396,6 +434,19 @@ class _Items:
             self.sink.add(manifest)
             if self.likeness is not None and manifest.obj is value:
                 self.likeness.learn(chunk.data, manifest)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is one object that ``_objects`` checks in ``metadata`` alone and that has no
+    shape key (nor is a template learnt from it): then it is that one ``Manifest``, with no other check.
+
+    (Exact types only; anything else - another kind, a ``*List``, a problem - takes ``_objects``.)
+    """
+    if value.__class__ is not dict:
+        return False
+    kind, api_version = value.get("kind"), value.get("apiVersion")
+    return (kind.__class__ is str and api_version.__class__ is str and kind != "" and api_version != ""
+            and kind not in MEMOIZED_KINDS and not kind.endswith("List") and metadata_only_ok(value))
 
 
 _NOT_PARSED = object()
