@@ -55,3 +55,18 @@ def test_wheel_contains_the_generated_imports(tmp_path: object) -> None:
     assert any(n.startswith("dra_constructs_l1/k8s/_jsii/") and n.endswith(".jsii.tgz") for n in names)
     assert "dra_constructs/py.typed" in names
     assert not any(n.startswith(("tests/", "examples/")) for n in names)
+
+
+def test_the_audit_rules_load_no_cel_checker_until_one_is_asked_for() -> None:
+    """``cel``'s package names load on first use: the rules, the catalog and the tenants import
+    ``cel.inventory`` or ``cel.builder`` only, so an export without a selector never pays for the checker,
+    the CEL runtime and protobuf (~0.3 s per command); asking for ``cel.check`` loads them."""
+    code = (
+        "import sys\n"
+        "import dra_constructs.guardrails.engine, dra_constructs.guardrails.rules\n"
+        "print(sorted(m for m in sys.modules if m in {'dra_constructs.cel.checker', 'dra_constructs.cel._runtime'}))\n"
+        "from dra_constructs.cel import check, Device\n"
+        "print(check.__module__, Device.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "dra_constructs.cel.checker dra_constructs.cel.inventory"]
