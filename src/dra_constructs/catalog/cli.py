@@ -13,7 +13,12 @@ from dra_constructs.catalog import GPU_SPECS, catalog_resource_slices, gpu_spec
 from dra_constructs.catalog.amd import AMD_GPU_SPECS, amd_gpu_spec
 from dra_constructs.catalog.amd_devices import amd_resource_slices
 
-__all__ = ["register"]
+__all__ = ["dump_slices", "register"]
+
+# libyaml's emitter where PyYAML was built with it: byte-identical output for every document this command
+# emits (tests/fit/test_catalog_dump.py compares both dumpers on every shape), ~4x less CPU than the
+# pure-Python emitter on the ~1.8 MB catalog.
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def register(subparsers: Any) -> None:
@@ -53,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
                                          mig_mode=args.mig_mode, split_counter_sets=args.separate_counter_slices,
                                          network=args.network, nvidia_driver=args.nvidia_driver_version)
         _check_limits(slices, combined=args.mig_mode == "dynamic" and not args.separate_counter_slices)
-        yaml.safe_dump_all(slices, sys.stdout, sort_keys=False)
+        dump_slices(slices, sys.stdout)
         return 0
     if args.format == "json":
         json.dump([s.model_dump(mode="json") for s in specs], sys.stdout, indent=2)
@@ -65,6 +70,11 @@ def _run(args: argparse.Namespace) -> int:
         for p in spec.mig_profiles:
             print(f"  {p.name:12} x{p.max_count}  {p.multiprocessors:>3} SMs  ~{p.memory_mib} MiB")
     return 0
+
+
+def dump_slices(slices: list[dict[str, Any]], stream: Any, dumper: Any = None) -> None:
+    """Write ``slices`` as a YAML stream, as ``yaml.safe_dump_all(..., sort_keys=False)`` writes it."""
+    yaml.dump_all(slices, stream, Dumper=dumper or _DUMPER, sort_keys=False)
 
 
 def _check_limits(slices: list[dict[str, Any]], combined: bool) -> None:
@@ -88,7 +98,7 @@ def _run_amd(args: argparse.Namespace) -> int:
         else list(AMD_GPU_SPECS)
     if args.resource_slices:
         slices = amd_resource_slices([s.key for s in specs], resource_version=args.resource_slices)
-        yaml.safe_dump_all(slices, sys.stdout, sort_keys=False)
+        dump_slices(slices, sys.stdout)
         return 0
     if args.format == "json":
         json.dump([{**s.model_dump(mode="json"), "profiles": [p.model_dump(mode="json") for p in s.profiles]}
