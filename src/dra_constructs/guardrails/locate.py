@@ -136,13 +136,7 @@ class _File:
         layout = _layout(text, self._keys_at)
         node = self._layouts.get(layout)
         if node is None:
-            loader = _PositionLoader(text)
-            try:
-                node = loader.get_single_node()
-            except (yaml.YAMLError, RecursionError, ValueError):
-                return None
-            finally:
-                loader.dispose()
+            node = _position_node(text)
             if not isinstance(node, yaml.MappingNode):
                 return None
             if len(self._layouts) < _LAYOUTS_KEPT:
@@ -156,13 +150,7 @@ class _File:
             return
         self.composed.add(start)
         end = self.markers[before] if before < len(self.markers) else len(self.lines)
-        loader = _PositionLoader("".join(self.lines[start:end]))
-        try:
-            document = loader.get_single_node()
-        except (yaml.YAMLError, RecursionError, ValueError):
-            return
-        finally:
-            loader.dispose()
+        document = _position_node("".join(self.lines[start:end]))
         if not isinstance(document, yaml.MappingNode):
             return
         self.nodes[document.start_mark.line + 1 + start] = (document, start)
@@ -215,6 +203,18 @@ class _SpanFile(_File):
         return self.nodes.get(line)
 
 
+def _position_node(text: str) -> yaml.Node | None:
+    """The node of ``text`` (one YAML document) with its marks, or None where it cannot be composed."""
+    loader = _PositionLoader(text)
+    try:
+        node: yaml.Node | None = loader.get_single_node()
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    finally:
+        loader.dispose()
+    return node
+
+
 #: YAML item nodes a :class:`_SpanFile` keeps (an object's findings usually come together).
 _YAML_ITEMS_KEPT = 64
 
@@ -222,13 +222,7 @@ _YAML_ITEMS_KEPT = 64
 def _yaml_item_node(text: str, line: int) -> tuple[yaml.Node, int] | None:
     """The node of the YAML list item whose lines are ``text`` (it starts ``- ``), under ``items:`` as in
     its file, and the offset of its lines: ``line`` is the file line of its node."""
-    loader = _PositionLoader("items:\n" + text)
-    try:
-        root = loader.get_single_node()
-    except (yaml.YAMLError, RecursionError, ValueError):
-        return None
-    finally:
-        loader.dispose()
+    root = _position_node("items:\n" + text)
     if not isinstance(root, yaml.MappingNode) or len(root.value) != 1:
         return None
     items = root.value[0][1]
