@@ -138,6 +138,10 @@ def test_streamed_items_equal_the_whole_parse(text: str) -> None:
     "apiVersion: v1\nkind: List\nitems:\n-\n  apiVersion: v1\n",  # an item line without a space after -
     "x: \"\nitems:\n- a\n\"\napiVersion: v1\nkind: List\n",  # items: inside a quoted string
     "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod}\nitems: 2\n",  # a duplicate key
+    # a flow mapping as the root: "- " item lines are block entries inside it, which the whole read refuses
+    "# export\n{apiVersion: v1, kind: List,\nitems:\n- {apiVersion: v1, kind: Pod}\n}\n",
+    "---\n{apiVersion: v1, kind: List,\nitems:\n- a\n- b\n}\n",
+    "!!map {apiVersion: v1, kind: List,\nitems:\n- a\n}\n",
     # limits: duplicate keys, a value that cannot be read
     _HEAD + "- {apiVersion: v1, kind: Pod}\n- {apiVersion: v1, kind: Pod, kind: Pod}\n",
     _HEAD + "- {apiVersion: v1, kind: Pod, n: " + "9" * 5000 + "}\n",
