@@ -181,8 +181,8 @@ def _parse_batch(text: str, count: int, resolve: Callable[..., Any], where: str,
         except _Unusual:
             _check_tree(root, where, field, _NoAliases())
             value = loader.construct_document(root)
-    except (yaml.YAMLError, DraConstructsError, RecursionError, ValueError):
-        raise NotPlain from None
+    except (yaml.YAMLError, DraConstructsError, RecursionError, ValueError, LookupError, AttributeError):
+        raise NotPlain from None  # (the last two: PyYAML's constructors of some explicit tags; see yaml_documents)
     finally:
         for name in ("descend_resolver", "ascend_resolver", "resolve"):
             hooks.pop(name, None)

@@ -215,3 +215,13 @@ def test_generated_lists_stream_equal_to_the_whole_parse(items: list[dict[str, A
     elif flow is False and not any(c in text for c in "\r&\x85\u2028\u2029"):
         # block style as kubectl writes it: streamed unless an item's line falls inside a quoted string
         assert "\n- " in text[text.index("\nitems:\n"):].replace("\n- ", "", len(items))
+
+
+@pytest.mark.parametrize("value", ['!!bool maybe', '!!bool ""', '!!timestamp abc', '!!int ""', '!!int "-"', '!!int _',
+                                   '!!float ""'])
+def test_explicit_tags_pyyaml_cannot_construct_are_refused_not_a_traceback(value: str) -> None:
+    """PyYAML's constructors raise KeyError, IndexError or AttributeError on these: a refusal, both ways."""
+    text = _HEAD + "- {apiVersion: v1, kind: Pod, metadata: {name: " + value + "}}\n"
+    with pytest.raises(DraConstructsError, match="cannot be read"):
+        list(yaml_documents(text, "f"))
+    assert _streamed(text) is None
