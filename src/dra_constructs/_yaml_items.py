@@ -100,7 +100,8 @@ def _layout(text: str) -> _Layout | None:
         return None
     at = 0 if text.startswith("items:") else text.find("\nitems:") + 1  # (a C search: most files have none)
     opened = _ITEMS_LINE.match(text, at) if at or text.startswith("items:") else None
-    if opened is None or text.startswith("%") or text.find("\n%", 0, at) >= 0:
+    # (a directive may follow a byte order mark: libyaml's reader drops one at the start)
+    if opened is None or text.startswith(("%", "\ufeff%")) or text.find("\n%", 0, at) >= 0:
         return None
     first = _FIRST_ITEM.match(text, opened.end())
     if first is None:

@@ -136,3 +136,13 @@ def test_a_flow_mapping_root_is_refused_as_the_whole_read_refuses_it(tmp_path: P
     whole = _whole([str(export)], "set")
     assert whole[2] and "malformed YAML" in whole[2][0]
     assert _streamed([str(export)], "set", tmp_path) == whole
+
+
+def test_a_tag_directive_behind_two_byte_order_marks_is_refused_as_the_whole_read_refuses_it(tmp_path: Path) -> None:
+    """Two BOMs: decode_text drops one, libyaml's reader the other, and the ``%TAG`` after them redefines ``!!``."""
+    export = tmp_path / "bom.yaml"
+    export.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf%TAG !! tag:example.com,2000:\n---\napiVersion: v1\nkind: List\n"
+                       b"items:\n- {apiVersion: v1, kind: Pod, metadata: {name: !!str a}}\n")
+    whole = _whole([str(export)], "set")
+    assert whole[2] and "tag:example.com,2000:str" in whole[2][0]
+    assert _streamed([str(export)], "set", tmp_path) == whole
