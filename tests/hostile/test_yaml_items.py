@@ -109,6 +109,11 @@ def _pods(count: int, indent: int = 0) -> str:
     _HEAD + "- apiVersion: v1\n  kind: Pod\n  metadata: {name: !!str 12, uid: !!binary aGk=}\n",  # tags
     _HEAD + "- apiVersion: v1\n  kind: Pod\n  metadata: {name: \"caf\u00e9 \u2603\"}\n",  # not ASCII
     _HEAD + "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: a\n    x: \"multi\n      line\"\n",
+    # block scalars whose lines look like item lines or keys, kept trailing lines at a batch's end
+    _HEAD + "- a: |2\n    - b: c\n    items:\n  d: |+\n    x\n\n\n- |1\n  - e\n\n# c\n- >-\n  f\n\n" + _TAIL,
+    "apiVersion: v1\nkind: List\nitems:\n  - |+\n   - x\n\n  - b\n...\n",
+    # a plain scalar continued on deeper lines, a flow sequence over lines, an explicit key in an item
+    _HEAD + "- a: x\n   y\n\n- [a,\n  b]\n- ? a\n  : b\n" + _TAIL,
 ])
 def test_streamed_items_equal_the_whole_parse(text: str) -> None:
     _same(text, streams=True)
