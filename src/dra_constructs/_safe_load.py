@@ -416,6 +416,10 @@ def yaml_documents(text: str, where: str, field: str = "document") -> Iterator[Y
     except ValueError as error:  # an integer of more than 4,300 digits, a bad timestamp
         raise _error(where, line, field, None, f"a value cannot be read ({error})",
                      "write numbers as Kubernetes does (64-bit integers)") from None
+    except (LookupError, AttributeError) as error:  # PyYAML's constructors of explicit tags: ``!!bool maybe``
+        # (KeyError), ``!!int ""`` (IndexError), ``!!timestamp x`` (AttributeError)
+        raise _error(where, line, field, None, f"a value cannot be read (an explicit tag on a value it does not "
+                     f"fit: {type(error).__name__} {error})", "remove the !! tag or fix the value") from None
     finally:
         _release(loader)
 

@@ -15,7 +15,7 @@ The split is trusted only when it is *the* parse of the file:
 
 - the text around the items (everything before the ``items:`` line's end, and everything from
   the first line after the items that starts at column 0) parses, with a random token as the
-  value of ``items``, as one document: a mapping at column 0 whose ``items`` key is on that line
+  value of ``items``, as one document: a block mapping at column 0 whose ``items`` key is on that line
   at column 0, plain, with that token as its plain value, and a ``*List`` ``kind``. Then the
   scanner is, at the ``items:`` line of the file, where it is at the ``items:`` line of a batch;
 - no ``%`` directive before it (a ``%TAG`` would change what the items' tags mean), no ``\\r``
@@ -100,7 +100,8 @@ def _layout(text: str) -> _Layout | None:
         return None
     at = 0 if text.startswith("items:") else text.find("\nitems:") + 1  # (a C search: most files have none)
     opened = _ITEMS_LINE.match(text, at) if at or text.startswith("items:") else None
-    if opened is None or text.startswith("%") or text.find("\n%", 0, at) >= 0:
+    # (a directive may follow a byte order mark: libyaml's reader drops one at the start)
+    if opened is None or text.startswith(("%", "\ufeff%")) or text.find("\n%", 0, at) >= 0:
         return None
     first = _FIRST_ITEM.match(text, opened.end())
     if first is None:
@@ -132,7 +133,8 @@ def _check_skeleton(text: str, layout: _Layout, where: str, field: str) -> None:
         raise NotPlain
     node, value = documents[0].node, documents[0].value
     line = text.count("\n", 0, layout.items_end)  # 0-based line of ``items:``
-    if not isinstance(node, yaml.MappingNode) or node.start_mark.column != 0 or not isinstance(value, dict):
+    if (not isinstance(node, yaml.MappingNode) or node.flow_style or node.start_mark.column != 0
+            or not isinstance(value, dict)):  # (in a flow mapping the item lines would be block entries)
         raise NotPlain
     pairs = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == "items"]
     if len(pairs) != 1:
@@ -180,8 +182,8 @@ def _parse_batch(text: str, count: int, resolve: Callable[..., Any], where: str,
         except _Unusual:
             _check_tree(root, where, field, _NoAliases())
             value = loader.construct_document(root)
-    except (yaml.YAMLError, DraConstructsError, RecursionError, ValueError):
-        raise NotPlain from None
+    except (yaml.YAMLError, DraConstructsError, RecursionError, ValueError, LookupError, AttributeError):
+        raise NotPlain from None  # (the last two: PyYAML's constructors of some explicit tags; see yaml_documents)
     finally:
         for name in ("descend_resolver", "ascend_resolver", "resolve"):
             hooks.pop(name, None)

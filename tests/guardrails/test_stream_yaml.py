@@ -125,3 +125,24 @@ def test_a_list_item_of_a_yaml_list_is_read_whole(tmp_path: Path) -> None:
     assert not _was_streamed(export)
     streamed = _streamed([str(export)], "set", tmp_path)
     assert streamed == _whole([str(export)], "set") and streamed[0]["findings"]
+
+
+def test_a_flow_mapping_root_is_refused_as_the_whole_read_refuses_it(tmp_path: Path) -> None:
+    """``- `` lines inside a flow mapping are block entries, malformed YAML: not read as a List's items."""
+    pod = ("- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n  spec:\n    containers:\n    - name: c\n"
+           "      image: i\n      resources: {limits: {nvidia.com/gpu: 1}}\n")
+    export = tmp_path / "flow.yaml"
+    export.write_text("# export\n{apiVersion: v1, kind: List,\nitems:\n" + pod + "}\n")
+    whole = _whole([str(export)], "set")
+    assert whole[2] and "malformed YAML" in whole[2][0]
+    assert _streamed([str(export)], "set", tmp_path) == whole
+
+
+def test_a_tag_directive_behind_two_byte_order_marks_is_refused_as_the_whole_read_refuses_it(tmp_path: Path) -> None:
+    """Two BOMs: decode_text drops one, libyaml's reader the other, and the ``%TAG`` after them redefines ``!!``."""
+    export = tmp_path / "bom.yaml"
+    export.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf%TAG !! tag:example.com,2000:\n---\napiVersion: v1\nkind: List\n"
+                       b"items:\n- {apiVersion: v1, kind: Pod, metadata: {name: !!str a}}\n")
+    whole = _whole([str(export)], "set")
+    assert whole[2] and "tag:example.com,2000:str" in whole[2][0]
+    assert _streamed([str(export)], "set", tmp_path) == whole

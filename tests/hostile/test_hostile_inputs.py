@@ -272,3 +272,11 @@ def test_alias_bomb_in_documents_pyyaml_builds(tmp_path: Path, head: str) -> Non
     """Documents with timestamps or merge keys take the general path: the same alias budget."""
     path = _write(tmp_path, "b.yaml", "apiVersion: example.com/v1\nkind: Widget\n" + head + _bomb())
     assert_input_error(run_cli("audit", path), path, "aliases expand")
+
+
+@pytest.mark.parametrize("head", ["", "apiVersion: v1\nkind: List\nitems:\n- "], ids=["object", "list-item"])
+def test_explicit_tag_pyyaml_cannot_construct(tmp_path: Path, head: str) -> None:
+    """``!!bool maybe`` (KeyError in PyYAML), ``!!timestamp x`` (AttributeError), ``!!int ""`` (IndexError)."""
+    path = _write(tmp_path, "t.yaml", head + "{apiVersion: v1, kind: Pod, metadata: {name: !!bool maybe, "
+                  "uid: !!timestamp x, generation: !!int ''}}\n")
+    assert_input_error(run_cli("audit", path), path, "cannot be read")

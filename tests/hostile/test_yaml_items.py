@@ -109,6 +109,11 @@ def _pods(count: int, indent: int = 0) -> str:
     _HEAD + "- apiVersion: v1\n  kind: Pod\n  metadata: {name: !!str 12, uid: !!binary aGk=}\n",  # tags
     _HEAD + "- apiVersion: v1\n  kind: Pod\n  metadata: {name: \"caf\u00e9 \u2603\"}\n",  # not ASCII
     _HEAD + "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: a\n    x: \"multi\n      line\"\n",
+    # block scalars whose lines look like item lines or keys, kept trailing lines at a batch's end
+    _HEAD + "- a: |2\n    - b: c\n    items:\n  d: |+\n    x\n\n\n- |1\n  - e\n\n# c\n- >-\n  f\n\n" + _TAIL,
+    "apiVersion: v1\nkind: List\nitems:\n  - |+\n   - x\n\n  - b\n...\n",
+    # a plain scalar continued on deeper lines, a flow sequence over lines, an explicit key in an item
+    _HEAD + "- a: x\n   y\n\n- [a,\n  b]\n- ? a\n  : b\n" + _TAIL,
 ])
 def test_streamed_items_equal_the_whole_parse(text: str) -> None:
     _same(text, streams=True)
@@ -127,6 +132,8 @@ def test_streamed_items_equal_the_whole_parse(text: str) -> None:
     # directives: %TAG could change what !! means in the items
     "%TAG !! tag:example.com,2000:\n---\n" + _HEAD + "- {apiVersion: v1, kind: Pod, metadata: {name: !!str a}}\n",
     "%YAML 1.1\n---\n" + _HEAD + "- {apiVersion: v1, kind: Pod}\n",
+    # ... behind a byte order mark (the one left after decode_text drops one: libyaml still reads the directive)
+    "\ufeff%TAG !! tag:example.com,2000:\n---\n" + _HEAD + "- {apiVersion: v1, kind: Pod, metadata: {name: !!str a}}\n",
     # other line breaks, and not a List
     _HEAD.replace("\n", "\r\n") + "- {apiVersion: v1, kind: Pod}\r\n",
     _HEAD + "- {apiVersion: v1, kind: Pod, metadata: {name: \"a\u2028b\"}}\n",
@@ -138,6 +145,10 @@ def test_streamed_items_equal_the_whole_parse(text: str) -> None:
     "apiVersion: v1\nkind: List\nitems:\n-\n  apiVersion: v1\n",  # an item line without a space after -
     "x: \"\nitems:\n- a\n\"\napiVersion: v1\nkind: List\n",  # items: inside a quoted string
     "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod}\nitems: 2\n",  # a duplicate key
+    # a flow mapping as the root: "- " item lines are block entries inside it, which the whole read refuses
+    "# export\n{apiVersion: v1, kind: List,\nitems:\n- {apiVersion: v1, kind: Pod}\n}\n",
+    "---\n{apiVersion: v1, kind: List,\nitems:\n- a\n- b\n}\n",
+    "!!map {apiVersion: v1, kind: List,\nitems:\n- a\n}\n",
     # limits: duplicate keys, a value that cannot be read
     _HEAD + "- {apiVersion: v1, kind: Pod}\n- {apiVersion: v1, kind: Pod, kind: Pod}\n",
     _HEAD + "- {apiVersion: v1, kind: Pod, n: " + "9" * 5000 + "}\n",
@@ -211,3 +222,13 @@ def test_generated_lists_stream_equal_to_the_whole_parse(items: list[dict[str, A
     elif flow is False and not any(c in text for c in "\r&\x85\u2028\u2029"):
         # block style as kubectl writes it: streamed unless an item's line falls inside a quoted string
         assert "\n- " in text[text.index("\nitems:\n"):].replace("\n- ", "", len(items))
+
+
+@pytest.mark.parametrize("value", ['!!bool maybe', '!!bool ""', '!!timestamp abc', '!!int ""', '!!int "-"', '!!int _',
+                                   '!!float ""'])
+def test_explicit_tags_pyyaml_cannot_construct_are_refused_not_a_traceback(value: str) -> None:
+    """PyYAML's constructors raise KeyError, IndexError or AttributeError on these: a refusal, both ways."""
+    text = _HEAD + "- {apiVersion: v1, kind: Pod, metadata: {name: " + value + "}}\n"
+    with pytest.raises(DraConstructsError, match="cannot be read"):
+        list(yaml_documents(text, "f"))
+    assert _streamed(text) is None
