@@ -280,3 +280,29 @@ def test_explicit_tag_pyyaml_cannot_construct(tmp_path: Path, head: str) -> None
     path = _write(tmp_path, "t.yaml", head + "{apiVersion: v1, kind: Pod, metadata: {name: !!bool maybe, "
                   "uid: !!timestamp x, generation: !!int ''}}\n")
     assert_input_error(run_cli("audit", path), path, "cannot be read")
+
+
+@pytest.mark.parametrize(("data", "mapped"), [("", True), (_bomb(), False), ("x: !!bool maybe\n", False),
+                                             ("a: 1\n---\nb: 2\n", False)], ids=["clean", "bomb", "tag", "two"])
+def test_kueue_configuration_data_is_read_under_the_limits(tmp_path: Path, data: str, mapped: bool) -> None:
+    """A Kueue configuration ConfigMap's data is audited input: an alias bomb or a tag PyYAML cannot build
+    in it maps nothing (DRA014 says the class is not mapped) - never a traceback or the bomb expanded."""
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "m", "namespace": "kueue-system", "labels": {"dra-constructs.io/component": "kueue-configuration"}},
+        "data": {"c.yaml": data + "resources:\n  deviceClassMappings:\n  - name: x/y\n"
+                 "    deviceClassNames: [gpu.nvidia.com]\n"}}
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+             "metadata": {"name": "t", "namespace": "q"},
+             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                 "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}}}
+    queued = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "j", "namespace": "q", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "resourceClaims": [
+            {"name": "gpu", "resourceClaimTemplateName": "t"}],
+            "containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "gpu"}]}}]}}}}
+    path = _write(tmp_path, "kueue.json", json.dumps({"apiVersion": "v1", "kind": "List",
+                                                      "items": [config, claim, queued]}))
+    run = run_cli("audit", "--format", "json", "--kubernetes-version", "1.34", path)
+    assert_clean(run, 0, 1)
+    unmapped = [f for f in json.loads(run.stdout)["findings"] if f["rule"] == "DRA014" and "do not map" in f["message"]]
+    assert bool(unmapped) is not mapped, unmapped

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_constructs._safe_load import yaml_documents
 from dra_constructs.errors import DraConstructsError
 from dra_constructs.guardrails.context import AuditContext
 from dra_constructs.guardrails.manifest import Manifest, PodView, as_dict, as_list, field_path, mapping_get
@@ -223,8 +224,6 @@ class TenancyIndex:
             self._index_kueue_config(m)
 
     def _index_kueue_config(self, m: Manifest) -> None:
-        import yaml
-
         mapped = self.kueue_mapped if self.kueue_mapped is not None else set()
         version = KueueVersion(SUPPORTED_KUEUE_MINORS.start)  # unlabelled or unreadable: the oldest supported
         label = m.labels().get(KUEUE_VERSION_LABEL)
@@ -233,11 +232,16 @@ class TenancyIndex:
                 version = KueueVersion.parse(label, m.name)
         if self.kueue_version is None or version.minor < self.kueue_version.minor:
             self.kueue_version = version
-        for text in as_dict(m.obj.get("data")).values():
-            try:
-                config = yaml.safe_load(text) if isinstance(text, str) else None
-            except yaml.YAMLError:
+        for key, text in as_dict(m.obj.get("data")).items():
+            if not isinstance(text, str):
                 continue
+            # The data is audited input: read with the input's limits (an alias bomb, an explicit tag PyYAML
+            # cannot build). Text they refuse, or more than one document, maps nothing (as unreadable YAML did).
+            try:
+                documents = list(yaml_documents(text, m.object_id, f"data.{key}"))
+            except DraConstructsError:
+                continue
+            config = documents[0].value if len(documents) == 1 else None
             for mapping in as_list(mapping_get(as_dict(config), "resources", "deviceClassMappings")):
                 mapped.update(n for n in as_list(as_dict(mapping).get("deviceClassNames")) if isinstance(n, str))
         self.kueue_mapped = mapped
