@@ -21,7 +21,7 @@ import functools
 import gc
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -310,7 +310,7 @@ def _no_ascend() -> None:
     """``ascend_resolver`` without path resolvers: nothing to track."""
 
 
-def _loader(text: str) -> yaml.SafeLoader:
+def _loader(text: str, resolve: Callable[..., Any] | None = None) -> yaml.SafeLoader:
     """A loader for ``text`` whose composer spends less Python per node: the same nodes and tags.
 
     libyaml's composer (C) calls back three Python methods per node: ``descend_resolver`` and
@@ -320,14 +320,15 @@ def _loader(text: str) -> yaml.SafeLoader:
     (C-level ``lru_cache``, :data:`_RESOLVED_KEPT` entries per load) and the path hooks do nothing:
     composing a 20,000-Pod export took 4.9 s, now 3.6 s (docs/performance.md, "YAML parsing").
     Hand-written because PyYAML has no switch for it; call :func:`_release` when done (the memo
-    refers back to the loader).
+    refers back to the loader). ``resolve``: a memo to use instead, shared by several loads (such a
+    memo of any loader's ``resolve`` is right for all, as long as there are no path resolvers).
     """
     loader = _Loader(text)
     if not loader.yaml_path_resolvers:
         hooks = vars(loader)  # instance attributes shadow the resolver's methods for this loader only
         hooks["descend_resolver"] = _no_path
         hooks["ascend_resolver"] = _no_ascend
-        hooks["resolve"] = functools.lru_cache(maxsize=_RESOLVED_KEPT)(loader.resolve)
+        hooks["resolve"] = resolve or functools.lru_cache(maxsize=_RESOLVED_KEPT)(loader.resolve)
     return loader
 
 

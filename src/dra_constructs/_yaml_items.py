@@ -51,8 +51,8 @@ from dra_constructs._safe_load import (
     _check_tree,
     _construct_checked,
     _Loader,
-    _no_ascend,
-    _no_path,
+    _loader,
+    _release,
     _Unusual,
     count_nodes,
     yaml_documents,
@@ -165,9 +165,7 @@ def _parse_batch(text: str, count: int, resolve: Callable[..., Any], where: str,
             count_nodes(source, where, field)
         except DraConstructsError:
             raise NotPlain from None
-    loader = _Loader(source)
-    hooks = vars(loader)  # the composer's callbacks cut down as ``_safe_load._loader`` does, one memo for all
-    hooks["descend_resolver"], hooks["ascend_resolver"], hooks["resolve"] = _no_path, _no_ascend, resolve
+    loader = _loader(source, resolve)  # one memo for every batch
     try:
         root = loader.get_single_node()
         if not isinstance(root, yaml.MappingNode) or len(root.value) != 1:
@@ -185,9 +183,7 @@ def _parse_batch(text: str, count: int, resolve: Callable[..., Any], where: str,
     except (yaml.YAMLError, DraConstructsError, RecursionError, ValueError, LookupError, AttributeError):
         raise NotPlain from None  # (the last two: PyYAML's constructors of some explicit tags; see yaml_documents)
     finally:
-        for name in ("descend_resolver", "ascend_resolver", "resolve"):
-            hooks.pop(name, None)
-        loader.dispose()
+        _release(loader)
     items = value.get("items") if isinstance(value, dict) else None
     if not isinstance(items, list) or len(items) != count:
         raise NotPlain
