@@ -296,9 +296,8 @@ def _stream_yaml(text: str, file: str, sink: ManifestSink, seen: dict[bytes, byt
             if progress is not None and not count & 1023:
                 progress.update(count, unit="objects")
             value = item.value
-            if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List") \
-                    and "items" in value:
-                raise NotPlain  # a List in a List: the whole read gives its items their lines
+            if _a_list(value):
+                raise NotPlain
             span = spans.of(item.start, item.end)
             for manifest in _objects(value, file, item.line, None, seen=seen):
                 manifest.span = span
@@ -427,8 +426,8 @@ class _Items:
         if _plain(value):  # (most of a cluster export: ConfigMaps, Services, custom kinds)
             self.sink.add(Manifest(value, file=self.file, line=chunk.line, span=(chunk.start, chunk.end)))
             return
-        if isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List"):
-            raise NotStreamable  # a List in a List: the whole read gives its items their lines
+        if _a_list(value):
+            raise NotStreamable
         for manifest in _objects(value, self.file, chunk.line, None, seen=self.seen):
             manifest.span = (chunk.start, chunk.end)
             self.sink.add(manifest)
@@ -447,6 +446,12 @@ def _plain(value: Any) -> bool:
     kind, api_version = value.get("kind"), value.get("apiVersion")
     return (kind.__class__ is str and api_version.__class__ is str and kind != "" and api_version != ""
             and kind not in MEMOIZED_KINDS and not kind.endswith("List") and metadata_only_ok(value))
+
+
+def _a_list(value: Any) -> bool:
+    """Whether an item is itself a ``*List`` (a List in a List): its file is read whole, which gives its items
+    their lines."""
+    return isinstance(value, dict) and isinstance(value.get("kind"), str) and value["kind"].endswith("List")
 
 
 _NOT_PARSED = object()
