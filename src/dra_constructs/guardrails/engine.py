@@ -169,6 +169,14 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
     suppressed: list[SuppressedFinding] = []
     # An object's suppressions read its annotations and its pods' (in its shape key): once per shape.
     cache: dict[int | bytes, dict[str, str]] = {}
+
+    def suppressions_of(m: Manifest) -> dict[str, str]:
+        slot = m.shape if memoize and m.shape is not None else id(m)
+        found = cache.get(slot)
+        if found is None:
+            found = cache[slot] = _suppressions(m)
+        return found
+
     seen: dict[tuple[str, str, str], _Given] = {}
     seen_named: set[tuple[str, str, str, str, str, int]] = set()
     for rule, hit, members in batches:
@@ -182,22 +190,13 @@ def _audit(objects: Iterable[Manifest | dict[str, Any]], kubernetes_version: str
             fresh = [m for m in members if _first((rule.id, m.object_id, hit.path, hit.message, m.file or "",
                                                    m.line or 0), seen_named)]
         open_: list[Manifest] = []
-        if fresh and fresh is members and hit.group is not None and id(members) in whole:
-            # a shape's objects (memoized), all new: its suppressions are theirs, looked up once
-            first = fresh[0]
-            shape = cast(bytes, first.shape)
-            suppressions = cache.get(shape)
-            if suppressions is None:
-                suppressions = cache[shape] = _suppressions(first)
-            if suppressions.get(rule.id) is None or rule.id in UNSUPPRESSIBLE:
-                groups.setdefault((rule.id, hit.group, hit.message), []).append((rule, hit, members))
-                continue
+        # a shape's objects (memoized), all new and unsuppressed: its suppressions are theirs, looked up once
+        if fresh and fresh is members and hit.group is not None and id(members) in whole and (
+                suppressions_of(fresh[0]).get(rule.id) is None or rule.id in UNSUPPRESSIBLE):
+            groups.setdefault((rule.id, hit.group, hit.message), []).append((rule, hit, members))
+            continue
         for m in fresh:
-            slot = m.shape if memoize and m.shape is not None else id(m)
-            suppressions = cache.get(slot)
-            if suppressions is None:
-                suppressions = cache[slot] = _suppressions(m)
-            reason = suppressions.get(rule.id)
+            reason = suppressions_of(m).get(rule.id)
             if reason is not None and rule.id not in UNSUPPRESSIBLE:
                 suppressed.append(SuppressedFinding(_finding(rule, m, hit), reason))
             elif hit.group is None:
