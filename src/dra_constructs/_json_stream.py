@@ -29,14 +29,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from dra_constructs._io import ReadBudget, _refuse_special
-from dra_constructs._safe_load import _SURROGATE_ESCAPE, MAX_DEPTH, json_document, proven_json
+from dra_constructs._safe_load import _SURROGATE_ESCAPE, MAX_DEPTH, _orjson, json_document, proven_json
 from dra_constructs.errors import DraConstructsError
-
-_orjson: Any
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; without it each item is parsed alone
-    _orjson = None
 
 __all__ = ["BLOCK_BYTES", "LOOKAHEAD", "Chunk", "Item", "Matcher", "NotStreamable", "list_chunks", "list_items",
            "parse_item", "parse_items", "read_item"]

@@ -12,11 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Generic, TypeVar, overload
 
-_orjson: Any
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; without it every object is walked
-    _orjson = None
+from dra_constructs._safe_load import _orjson  # (None without orjson: every object is walked)
 
 __all__ = [
     "CLUSTER_SCOPED_KINDS",

@@ -13,15 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dra_constructs._safe_load import _orjson  # (None without orjson: nothing is memoized)
 from dra_constructs.guardrails.manifest import Manifest
 
 __all__ = ["IDENTITY_LABELS", "IDENTITY_METADATA", "MEMOIZED_KINDS", "POD_IDENTITY_SPEC", "shape_key"]
-
-_orjson: Any
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; without it nothing is memoized
-    _orjson = None
 
 #: Kinds whose objects are memoized: workloads (their per-object rules read the pod spec, labels,
 #: annotations and namespace, never the object's name). Other kinds (DeviceClass, Namespace,
