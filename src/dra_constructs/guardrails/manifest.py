@@ -16,6 +16,8 @@ from dra_constructs._safe_load import _orjson  # (None without orjson: every obj
 
 __all__ = [
     "CLUSTER_SCOPED_KINDS",
+    "DISCOVERED_BY",
+    "POD_SPEC_KINDS",
     "Manifest",
     "PodView",
     "RequestView",
@@ -46,6 +48,9 @@ _POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "Job": ("spec", "template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
+
+#: Kinds whose pod spec is read at its path (:data:`_POD_SPEC_PATHS`); other kinds are searched.
+POD_SPEC_KINDS = frozenset(_POD_SPEC_PATHS)
 
 _T = TypeVar("_T")
 
@@ -199,10 +204,12 @@ class _Discovered:
 #: Top-level fields :func:`_discover` does not search.
 _NOT_SEARCHED = frozenset({"apiVersion", "kind", "metadata", "status"})
 
-#: Every key :func:`_discover` finds something by, as orjson writes a key: a pod spec has ``containers``, a
-#: loose container ``image``, ``env`` or ``resources`` holding ``limits``/``requests``, a resources dict
-#: ``limits`` or ``requests``.
-_FOUND_BY = (b'"containers":', b'"image":', b'"env":', b'"limits":', b'"requests":')
+#: Every key :func:`_discover` finds something by: a pod spec has ``containers``, a loose container
+#: ``image``, ``env`` or ``resources`` holding ``limits``/``requests``, a resources dict ``limits`` or
+#: ``requests``.
+DISCOVERED_BY = ("containers", "image", "env", "limits", "requests")
+#: :data:`DISCOVERED_BY` as orjson writes a key.
+_FOUND_BY = tuple(f'"{key}":'.encode() for key in DISCOVERED_BY)
 #: Any of :data:`_FOUND_BY`, in one C search (a generator over the five was most of the check's time).
 _FOUND_BY_ANY = re.compile(b"|".join(re.escape(key) for key in _FOUND_BY))
 
@@ -276,6 +283,8 @@ class Manifest:
     span: tuple[int, int] | None = field(default=None, repr=False, compare=False)
     #: Its ``shape_key``, when the loader computed it (the engine does not compute it again).
     shape: bytes | None = field(default=None, repr=False, compare=False)
+    #: Its rule facets (``guardrails.facets``), when the reader proved them from the object's text.
+    known_facets: int | None = field(default=None, repr=False, compare=False)
 
     # --- identity ------------------------------------------------------------------------
 
@@ -359,6 +368,12 @@ class Manifest:
         if nothing_to_discover(self.obj):
             return _Discovered()
         return _discover(self.obj)
+
+    def know_nothing_discovered(self) -> None:
+        """Note that the object holds nothing :func:`_discover` finds (its reader proved it from its text):
+        it is never searched. Not for :data:`POD_SPEC_KINDS`, which are read at their pod spec's path."""
+        assert self.kind not in _POD_SPEC_PATHS, self.kind
+        self.__dict__["_discovered"] = _Discovered()
 
     @cached_property  # (every rule asks, a dozen times an object)
     def pods(self) -> list[PodView]:

@@ -32,6 +32,7 @@ from dra_constructs._progress import Progress
 from dra_constructs._safe_load import no_gc
 from dra_constructs._yaml_items import NotPlain, plain_list
 from dra_constructs.errors import DraConstructsError
+from dra_constructs.guardrails.facets import note_facets_from_text
 from dra_constructs.guardrails.like_items import Likeness
 from dra_constructs.guardrails.loader import (
     STDIN,
@@ -424,7 +425,9 @@ class _Items:
         if value is _NOT_PARSED:
             value = parse_item(chunk.data, self.path, chunk.line)
         if _plain(value):  # (most of a cluster export: ConfigMaps, Services, custom kinds)
-            self.sink.add(Manifest(value, file=self.file, line=chunk.line, span=(chunk.start, chunk.end)))
+            manifest = Manifest(value, file=self.file, line=chunk.line, span=(chunk.start, chunk.end))
+            note_facets_from_text(manifest, chunk.data)
+            self.sink.add(manifest)
             return
         if _a_list(value):
             raise NotStreamable
