@@ -231,6 +231,8 @@ def _object_hits(ctx: AuditContext, shapes: list[Group], object_rules: list[Rule
             if plan is None:
                 plan = plans[mask] = [(rule, check) for rule, check in every if rule.fires_on is None
                                       or rule.fires_on & mask]
+            if not plan and distinct:  # (most of a cluster export: no rule can fire)
+                continue
         else:
             plan = every
         hits = [(rule, hit) for rule, check in plan for hit in check(first, ctx)]
