@@ -89,7 +89,8 @@ def _command(argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    return run_parser(build_parser(_command(args)), args, "dra-constructs")
+    # the console script and ``python -m`` (no ``argv``) exit as soon as the command is done
+    return run_parser(build_parser(_command(args)), args, "dra-constructs", exit_at_once=argv is None)
 
 
 if __name__ == "__main__":  # pragma: no cover

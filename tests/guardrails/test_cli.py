@@ -113,3 +113,19 @@ def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and f"{bad}:1" in proc.stderr
+
+
+def test_a_console_run_exits_at_once_with_all_its_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The console run ends in ``os._exit`` once the report is written (``_cli_runner``): nothing may be lost."""
+    argv = ["audit", "--format", "json", str(NONCOMPLIANT), str(COMPLIANT)]
+    code, out, _ = run(argv, capsys)  # in process: returns
+    assert code == 1 and out.endswith("}\n")
+    console = [sys.executable, "-m", "dra_constructs.cli", *argv]
+    piped = subprocess.run(console, capture_output=True, text=True, check=False)
+    assert (piped.returncode, piped.stdout) == (code, out)
+    report = tmp_path / "report.json"
+    written = subprocess.run([*console, "-o", str(report)], capture_output=True, text=True, check=False)
+    assert (written.returncode, written.stdout, report.read_text()) == (code, "", out)
+    with (tmp_path / "stdout.json").open("w") as handle:  # a file as stdout: block-buffered, flushed before the exit
+        assert subprocess.run(console, stdout=handle, check=False).returncode == code
+    assert (tmp_path / "stdout.json").read_text() == out

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from typing import Any
 
+from dra_constructs._cli_runner import KEEP_TO_EXIT
 from dra_constructs._io import ReadBudget, write_output
 from dra_constructs._progress import Progress
 from dra_constructs._safe_load import no_gc
@@ -161,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
                        dra_extended_resources=declared, progress=progress)
         progress.step("locating findings")
         result = with_field_lines(result, spans=_spans(manifests, result), sources=sources)
+    setattr(args, KEEP_TO_EXIT, (collector, manifests))  # (freed at the exit, or with ``args``)
     if args.format == "json":
         text = to_json(result, skipped, choice)
     elif args.format == "sarif":
