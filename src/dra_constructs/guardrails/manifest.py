@@ -201,6 +201,10 @@ class _Discovered:
     resources: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
 
 
+#: What an object without pod specs, loose containers and resources dicts shares with every other such
+#: object (what discovery finds is read, never changed: slim copies share theirs too).
+_NOTHING_FOUND = _Discovered()
+
 #: Top-level fields :func:`_discover` does not search.
 _NOT_SEARCHED = frozenset({"apiVersion", "kind", "metadata", "status"})
 
@@ -373,7 +377,7 @@ class Manifest:
         """Note that the object holds nothing :func:`_discover` finds (its reader proved it from its text):
         it is never searched. Not for :data:`POD_SPEC_KINDS`, which are read at their pod spec's path."""
         assert self.kind not in _POD_SPEC_PATHS, self.kind
-        self.__dict__["_discovered"] = _Discovered()
+        self.__dict__["_discovered"] = _NOTHING_FOUND
 
     @cached_property  # (every rule asks, a dozen times an object)
     def pods(self) -> list[PodView]:
