@@ -5,11 +5,9 @@ Pure Python: no cdk8s import, usable from the audit command and the node agent.
 
 from __future__ import annotations
 
-import difflib
-from enum import StrEnum
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from dra_constructs.catalog.data import GPU_SPECS
-from dra_constructs.catalog.devices import catalog_resource_slices
 from dra_constructs.catalog.driver import (
     ATTRIBUTE_DOMAIN,
     DEVICE_CLASS_GPU,
@@ -21,8 +19,12 @@ from dra_constructs.catalog.driver import (
     MIG_ATTRIBUTES,
     MIG_CAPACITIES,
 )
-from dra_constructs.catalog.models import GpuSpec, MigProfile
-from dra_constructs.errors import DraConstructsError
+from dra_constructs.catalog.lookup import GpuModel, gpu_spec, mig_profile
+
+if TYPE_CHECKING:
+    from dra_constructs.catalog.data import GPU_SPECS
+    from dra_constructs.catalog.devices import catalog_resource_slices
+    from dra_constructs.catalog.models import GpuSpec, MigProfile
 
 __all__ = [
     "ATTRIBUTE_DOMAIN",
@@ -43,52 +45,15 @@ __all__ = [
     "mig_profile",
 ]
 
-_SPECS_BY_KEY = {spec.key: spec for spec in GPU_SPECS}
+# The typed entries (pydantic models) load on first use (PEP 562): the driver's names and
+# ``GpuModel`` need none of them, and the audit command imports only those (pydantic and the entries
+# were ~0.4 s of every ``audit``, docs/performance.md "Where audit stands"). Written out rather than
+# ``dra_constructs._lazy``: the agent's zipapp carries this package but not ``_lazy``.
+_LAZY = {"GPU_SPECS": ".data", "catalog_resource_slices": ".devices", "GpuSpec": ".models", "MigProfile": ".models"}
 
 
-class GpuModel(StrEnum):
-    """The GPU models in the catalog. ``GpuModel.H100_80GB.spec`` gives the typed entry."""
-
-    A30 = "A30"
-    A100_40GB = "A100_40GB"
-    A100_80GB = "A100_80GB"
-    H100_80GB = "H100_80GB"
-    H100_NVL_94GB = "H100_NVL_94GB"
-    H200_141GB = "H200_141GB"
-    B200_180GB = "B200_180GB"
-
-    @property
-    def spec(self) -> GpuSpec:
-        """The catalog entry of this model."""
-        return _SPECS_BY_KEY[self.value]
-
-    def __str__(self) -> str:
-        return self.value
-
-
-def gpu_spec(model: GpuModel | str, where: str = "catalog", field: str = "gpu") -> GpuSpec:
-    """Look a GPU model up by enum member or key (case-insensitive); clear error if unknown."""
-    key = model.value if isinstance(model, GpuModel) else str(model).upper().replace("-", "_")
-    spec = _SPECS_BY_KEY.get(key)
-    if spec is None:
-        close = difflib.get_close_matches(key, _SPECS_BY_KEY, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise DraConstructsError(
-            where, field, model, "not a GPU model in the catalog",
-            f"{hint}use one of {', '.join(_SPECS_BY_KEY)} (dra_constructs.GpuModel)",
-        )
-    return spec
-
-
-def mig_profile(model: GpuModel | str, profile: str, where: str = "catalog") -> MigProfile:
-    """The MIG profile ``profile`` of ``model``; clear error naming the profiles it does have."""
-    spec = gpu_spec(model, where)
-    found = spec.profiles_by_name.get(profile)
-    if found is None:
-        close = difflib.get_close_matches(profile, spec.profiles_by_name, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise DraConstructsError(
-            where, "profile", profile, f"{spec.key} has no MIG profile of that name",
-            f"{hint}{spec.key} supports {', '.join(spec.profiles_by_name)}",
-        )
-    return found
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -28,10 +28,19 @@ Pure Python, like the NVIDIA catalog. Sources:
 from __future__ import annotations
 
 import difflib
-from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dra_constructs.catalog.amd_driver import (
+    AMD_DEVICE_CLASS,
+    AMD_DEVICE_CLASS_SELECTOR,
+    AMD_DRIVER,
+    AMD_DRIVER_SNAPSHOT,
+    AMD_GPU_ATTRIBUTES,
+    AMD_PARTITION_ATTRIBUTES,
+    AMD_TYPE_GPU,
+    AMD_TYPE_PARTITION,
+)
 from dra_constructs.errors import DraConstructsError
 
 __all__ = [
@@ -49,27 +58,6 @@ __all__ = [
     "amd_gpu_spec",
     "amd_partition_profile",
 ]
-
-AMD_DRIVER: Final = "gpu.amd.com"
-#: The chart's only DeviceClass: whole GPUs and partitions alike (a request must pin ``type``).
-AMD_DEVICE_CLASS: Final = "gpu.amd.com"
-AMD_DEVICE_CLASS_SELECTOR: Final = "device.driver == 'gpu.amd.com'"
-AMD_DRIVER_SNAPSHOT: Final = "ROCm/k8s-gpu-dra-driver@2622427 (2025-10-06)"
-AMD_TYPE_GPU: Final = "amdgpu"
-AMD_TYPE_PARTITION: Final = "amdgpu-partition"
-
-#: ``AmdGpuInfo.GetDevice``: attributes of a whole GPU (plus ``resource.kubernetes.io/pcieRoot``).
-AMD_GPU_ATTRIBUTES: Final[dict[str, str]] = {
-    "type": "string", "pciAddr": "string", "cardIndex": "int", "renderIndex": "int", "deviceID": "string",
-    "family": "string", "productName": "string", "driverVersion": "version", "driverSrcVersion": "string",
-    "partitionProfile": "string",
-}
-#: ``AmdPartitionInfo.GetDevice``: attributes of a partition (``parent*`` instead of ``deviceID``/``pciAddr``).
-AMD_PARTITION_ATTRIBUTES: Final[dict[str, str]] = {
-    "type": "string", "parentPciAddr": "string", "cardIndex": "int", "renderIndex": "int",
-    "parentDeviceID": "string", "family": "string", "productName": "string", "driverVersion": "version",
-    "driverSrcVersion": "string", "partitionProfile": "string",
-}
 
 #: Partitions per GPU by compute mode, as a divisor of the XCC count (CPX: one XCC each).
 _XCCS_PER_PARTITION_DIVISOR = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4}

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from dra_constructs.catalog.driver import ATTRIBUTE_DOMAIN
-from dra_constructs.catalog.models import GpuSpec, MigProfile
+
+if TYPE_CHECKING:
+    from dra_constructs.catalog.models import GpuSpec, MigProfile
 
 __all__ = [
     "all_of",

@@ -7,7 +7,7 @@ selectors name that driver). A claim whose template is not in the set is not kno
 
 from __future__ import annotations
 
-from dra_constructs.catalog.amd import AMD_DEVICE_CLASS, AMD_DRIVER
+from dra_constructs.catalog.amd_driver import AMD_DEVICE_CLASS, AMD_DRIVER
 from dra_constructs.guardrails.context import AuditContext
 from dra_constructs.guardrails.manifest import Manifest, as_list, mapping_get
 from dra_constructs.guardrails.resources import legacy_gpu_resources

@@ -22,7 +22,7 @@ from dra_constructs.catalog import (
     gpu_spec,
     mig_profile,
 )
-from dra_constructs.catalog.amd import AMD_DEVICE_CLASS, AMD_DEVICE_CLASS_SELECTOR, amd_gpu_spec, amd_partition_profile
+from dra_constructs.catalog.amd_driver import AMD_DEVICE_CLASS, AMD_DEVICE_CLASS_SELECTOR
 from dra_constructs.catalog.driver import DRIVER
 from dra_constructs.cel import builder
 from dra_constructs.errors import DraConstructsError
@@ -282,6 +282,7 @@ def _mig_slices_class(key: MigSlices, where: str, field: str, domain: str) -> Te
 
 def _amd_class(key: AmdPartition | AmdGpu, where: str, field: str, domain: str) -> TenantDeviceClass:
     """A platform class narrowing ``gpu.amd.com`` to one (model, partition profile) or one whole model."""
+    from dra_constructs.catalog.amd import amd_gpu_spec, amd_partition_profile  # the typed AMD catalog (pydantic)
     from dra_constructs.requests_amd import AmdGpuRequest, AmdPartitionRequest
 
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from dra_constructs.catalog.amd import (
+from dra_constructs.catalog.amd_driver import (
     AMD_DRIVER,
     AMD_GPU_ATTRIBUTES,
     AMD_PARTITION_ATTRIBUTES,
