@@ -113,7 +113,10 @@ def test_gave_up_under_a_smaller_budget_names_the_budget_not_the_timeout() -> No
 # --- the check never changes the answer --------------------------------------------------------
 
 TARGET = Target.parse("1.36")
-PLAIN_BUDGET = 200_000
+#: The plain search's budget in the property test: an example it gives up on compares nothing. Over 250
+#: random examples (docs/testing.md, sixth round) 6 gave up at 200,000 steps (27.6 of the 32.4 CPU-s) and
+#: one finished past 20,000 (at 141,579): 20,000 keeps nearly every comparison and the time steady.
+PLAIN_BUDGET = 20_000
 
 
 @st.composite
@@ -144,16 +147,17 @@ def pods(draw: Any) -> list[Claim]:
 INVENTORY = dynamic("A100_80GB", gpus=2)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pods())
 def test_the_packing_check_keeps_the_first_solution(claims: list[Claim]) -> None:
     gates = TARGET.default_feature_gates
     plain = Allocator(INVENTORY, default_device_classes(), gates, TARGET, step_budget=PLAIN_BUDGET,
                       packing_after=None).allocate(claims, INVENTORY.nodes[0])
-    pruned = Allocator(INVENTORY, default_device_classes(), gates, TARGET,
-                       packing_after=0).allocate(claims, INVENTORY.nodes[0])
     if plain.reason and plain.reason.startswith("gave up"):
-        return
+        return  # (nothing to compare: the pruned search is not run either, it may take 500,000 steps to give up)
+    # a pruned search that needs more steps than the plain one fails here as before: it gives up one step later
+    pruned = Allocator(INVENTORY, default_device_classes(), gates, TARGET, step_budget=plain.steps + 1,
+                       packing_after=0).allocate(claims, INVENTORY.nodes[0])
     assert (pruned.allocatable, pruned.devices) == (plain.allocatable, plain.devices)
     assert pruned.steps <= plain.steps
 
