@@ -16,6 +16,9 @@ from dra_constructs.fit.packing import Packing, PackingGroup
 from dra_constructs.fit.results import ALLOCATION_RESULTS_MAX_SIZE
 from dra_constructs.fit.search_state import _Alt, _SearchState
 
+#: No counters consumed yet (never changed).
+_NOTHING: dict[str, Any] = {}
+
 
 class _Bounds(_SearchState):
     """The bounds of the search (see the module docstring)."""
@@ -117,14 +120,15 @@ class _Bounds(_SearchState):
         self._group_cache[positions] = result
         return result
 
-    def _quick_capacity(self, positions: frozenset[int]) -> tuple[int, Counter[str]]:
-        """An upper bound on how many of ``positions`` still fit, from the counters left (cheap)."""
+    def _quick_capacity(self, positions: frozenset[int]) -> tuple[int, list[tuple[str, ...]]]:
+        """An upper bound on how many of ``positions`` still fit, from the counters left (cheap), and per
+        counter set the counters that lowered it (counted by the caller only when the bound cuts)."""
         loose, facts = self._groups(positions)
-        total, limiting = loose, Counter[str]()
+        total, limiting = loose, []
         for key, count, fact in facts:
             best = count
             if fact["smallest"]:
-                consumed = self.consumed.get(key, {})
+                consumed = self.consumed.get(key, _NOTHING)
                 # the same counters consumed give the same bound: computed once per state of the counter set
                 state = (id(fact), tuple(consumed.items()))  # (the fact is kept by _group_cache: its id holds)
                 found = self._fact_bounds.get(state)
@@ -133,8 +137,8 @@ class _Bounds(_SearchState):
                         self._fact_bounds.clear()
                     found = self._fact_bounds[state] = self._fact_bound(key, count, fact, consumed)
                 best, names = found
-                for name in names:
-                    limiting[name] += 1
+                if names:
+                    limiting.append(names)
             total += max(best, 0)
         return total, limiting
 
@@ -166,8 +170,9 @@ class _Bounds(_SearchState):
             checks = [(frozenset(union), sum(n for _, n in demands)), *per_set.items()] if demands else []
             self._suffix_cache[key] = checks
         for positions, need in checks:
-            capacity, limiting = self._quick_capacity(positions)
+            capacity, lowered = self._quick_capacity(positions)
             if capacity < need - device:
+                limiting = Counter(name for names in lowered for name in names)
                 alt = self.alts[(claim, request)][sub]
                 names = ", ".join(name for name, _ in limiting.most_common(3))
                 if len(limiting) > 3:

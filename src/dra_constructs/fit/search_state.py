@@ -313,15 +313,13 @@ class _SearchState:
         return tuple(plan)
 
     def _give_counters(self, position: int) -> None:
-        fit = self.devices[position]
-        available = self.a.available_counters(fit.pool)
-        for counter_set, counters in fit.consumes:
-            if counter_set not in available:
-                continue
-            consumed = self.consumed[(id(fit.pool), counter_set)]
-            for name, value in counters:
-                if name in available[counter_set]:
-                    consumed[name] -= value
+        plan = self._counter_plans.get(position)
+        if plan is None:
+            plan = self._counter_plans[position] = self._counter_plan(position)
+        for key, _, counters in plan:
+            consumed = self.consumed[key]
+            for name, value, _ in counters:
+                consumed[name] -= value
 
     def _over(self, position: int) -> str | None:
         """The counter this device would overdraw now (``None``: it fits)."""
