@@ -16,6 +16,9 @@ from dra_constructs.fit.packing import Packing, PackingGroup
 from dra_constructs.fit.results import ALLOCATION_RESULTS_MAX_SIZE
 from dra_constructs.fit.search_state import _Alt, _SearchState
 
+#: No counters consumed yet (never changed).
+_NOTHING: dict[str, Any] = {}
+
 
 class _Bounds(_SearchState):
     """The bounds of the search (see the module docstring)."""
@@ -117,22 +120,41 @@ class _Bounds(_SearchState):
         self._group_cache[positions] = result
         return result
 
-    def _quick_capacity(self, positions: frozenset[int]) -> tuple[int, Counter[str]]:
-        """An upper bound on how many of ``positions`` still fit, from the counters left (cheap)."""
+    def _quick_capacity(self, positions: frozenset[int]) -> tuple[int, list[tuple[str, ...]]]:
+        """An upper bound on how many of ``positions`` still fit, from the counters left (cheap), and per
+        counter set the counters that lowered it (counted by the caller only when the bound cuts)."""
         loose, facts = self._groups(positions)
-        total, limiting = loose, Counter[str]()
+        total, limiting = loose, []
         for key, count, fact in facts:
             best = count
             if fact["smallest"]:
-                limits = fact["limits"]
-                consumed = self.consumed.get(key, {})
-                for name, least in fact["smallest"].items():
-                    fit_count = int((limits[name] - consumed.get(name, 0)) // least)
-                    if fit_count < best:
-                        best = fit_count
-                        limiting[f"{name} of {key[1]}"] += 1
+                consumed = self.consumed.get(key, _NOTHING)
+                # the same counters consumed give the same bound: computed once per state of the counter set
+                state = (id(fact), tuple(consumed.items()))  # (the fact is kept by _group_cache: its id holds)
+                found = self._fact_bounds.get(state)
+                if found is None:
+                    if len(self._fact_bounds) > 1 << 16:
+                        self._fact_bounds.clear()
+                    found = self._fact_bounds[state] = self._fact_bound(key, count, fact, consumed)
+                best, names = found
+                if names:
+                    limiting.append(names)
             total += max(best, 0)
         return total, limiting
+
+    @staticmethod
+    def _fact_bound(key: tuple[int, str], count: int, fact: dict[str, Any],
+                    consumed: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
+        """How many of ``count`` candidates of one counter set the counters left hold, and the counters
+        that lowered the bound, in the order they did (:meth:`_quick_capacity`)."""
+        best, limiting = count, []
+        limits = fact["limits"]
+        for name, least in fact["smallest"].items():
+            fit_count = int((limits[name] - consumed.get(name, 0)) // least)
+            if fit_count < best:
+                best = fit_count
+                limiting.append(f"{name} of {key[1]}")
+        return best, tuple(limiting)
 
     def _bound_ok(self, claim: int, request: int, sub: int, device: int) -> bool:
         """Whether the counters left can still hold every device the remaining requests need."""
@@ -148,8 +170,9 @@ class _Bounds(_SearchState):
             checks = [(frozenset(union), sum(n for _, n in demands)), *per_set.items()] if demands else []
             self._suffix_cache[key] = checks
         for positions, need in checks:
-            capacity, limiting = self._quick_capacity(positions)
+            capacity, lowered = self._quick_capacity(positions)
             if capacity < need - device:
+                limiting = Counter(name for names in lowered for name in names)
                 alt = self.alts[(claim, request)][sub]
                 names = ", ".join(name for name, _ in limiting.most_common(3))
                 if len(limiting) > 3:
@@ -215,14 +238,22 @@ class _Bounds(_SearchState):
             amounts = tuple(whole[id(c)] for c in consumed)
             groups.append(PackingGroup(key, tuple(positions), names, amounts))
 
+        known: dict[tuple[Any, tuple[tuple[str, Fraction], ...]], tuple[int, ...]] = {}
+
         def remaining(group: PackingGroup) -> tuple[int, ...]:
             key: tuple[int, str] = group.key  # type: ignore[assignment]  # counter-set groups only
             left, used = limits[key], self.consumed.get(key, {})
-            # at least 0: devices already allocated can overdraw a counter (shares committed before
-            # 1.36.2 charged none), and the scheduler checks only the counters a device lists, so an
-            # overdrawn counter must not bind the devices that consume none of it (amount 0 here)
-            return tuple(max(0, math.floor((left[name] - used.get(name, 0)) * k))
-                         for name, k in zip(group.names, scales[group.key], strict=True))
+            state = (key, tuple(used.items()))  # the same counters consumed leave the same: computed once
+            found = known.get(state)
+            if found is None:
+                if len(known) > 1 << 16:
+                    known.clear()
+                # at least 0: devices already allocated can overdraw a counter (shares committed before
+                # 1.36.2 charged none), and the scheduler checks only the counters a device lists, so an
+                # overdrawn counter must not bind the devices that consume none of it (amount 0 here)
+                found = known[state] = tuple(max(0, math.floor((left[name] - used.get(name, 0)) * k))
+                                             for name, k in zip(group.names, scales[group.key], strict=True))
+            return found
 
         return Packing(groups, remaining, lambda position: not self._in_use(position))
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from operator import add, ge, le, sub
 
 __all__ = ["MAX_ENUMERATION", "MAX_FRONTIER", "MAX_WORK", "Packing", "PackingGroup"]
 
@@ -68,8 +69,8 @@ class PackingGroup:
 def _pareto_max(vectors: set[Vector]) -> frozenset[Vector]:
     """The vectors no other one dominates (>= in every component)."""
     kept: list[Vector] = []
-    for vector in sorted(vectors, key=sum, reverse=True):
-        if not any(all(a >= b for a, b in zip(other, vector, strict=True)) for other in kept):
+    for vector in sorted(vectors, key=sum, reverse=True):  # (map over the operators: the hot loop of the check)
+        if not any(all(map(ge, other, vector)) for other in kept):
             kept.append(vector)
     return frozenset(kept)
 
@@ -178,12 +179,12 @@ class Packing:
                 raise _TooBig
             if index == len(items):
                 # a device skipped that still fits would serve one more: this one is not maximal
-                if not any(all(a <= r for a, r in zip(amounts, room, strict=True)) for amounts in skipped):
+                if not any(all(map(le, amounts, room)) for amounts in skipped):
                     found.add(tuple(counts))
                 return
             amounts, types = items[index]
-            after = tuple(r - a for r, a in zip(room, amounts, strict=True))
-            if all(r >= 0 for r in after):
+            after = tuple(map(sub, room, amounts))
+            if not after or min(after) >= 0:
                 for t in types:
                     counts[t] += 1
                     walk(index + 1, after)
@@ -198,8 +199,7 @@ class Packing:
     @staticmethod
     def _add(sums: frozenset[Vector], vectors: frozenset[Vector], cap: Vector) -> set[Vector]:
         """Every sum of one of ``sums`` and one of ``vectors``, capped at ``cap``."""
-        combined = {tuple(min(a + b, c) for a, b, c in zip(total, vector, cap, strict=True))
-                    for total in sums for vector in vectors}
+        combined = {tuple(map(min, map(add, total, vector), cap)) for total in sums for vector in vectors}
         if len(combined) > MAX_FRONTIER:
             raise _TooBig
         return combined

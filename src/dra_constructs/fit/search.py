@@ -265,8 +265,8 @@ class _NodeSearch(_Explain):
             return self._one(claim, 0, 0, 0, False, 0)
         low = self.first_position[claim - 1] if claim > 0 and self._same_as_previous(claim) else None
         key = (claim, low, frozenset(p for p, users in self.allocating.items() if users),
-               frozenset((k, tuple(sorted(v.items()))) for k, v in self.capacity_in_use.items()),
-               frozenset((k, tuple(sorted(v.items()))) for k, v in self.consumed.items()))
+               frozenset((k, frozenset(v.items())) for k, v in self.capacity_in_use.items()),
+               frozenset((k, frozenset(v.items())) for k, v in self.consumed.items()))  # (no sort: sets)
         if self.plain:
             return self._next_claim_counted(claim, key)
         if key in self._failed:

@@ -65,6 +65,13 @@ class _Alt:
         return len(self.all_devices) if self.all_devices is not None else self.spec.count
 
 
+#: :meth:`_SearchState._consumption_of`: amounts (None: skipped), capacities, an amount over its capacity,
+#: and the request (kept so that the ``id`` the cache is keyed by stays its own).
+_Consumed = tuple[dict[str, Fraction] | None, dict[str, Fraction], bool, SubRequest]
+#: :meth:`_SearchState._counter_plan`.
+_CounterPlan = tuple[tuple[tuple[int, str], str, tuple[tuple[str, Fraction, Fraction], ...]], ...]
+
+
 class _SearchState:
     """The state of one ``Allocate`` call on one node."""
 
@@ -116,11 +123,22 @@ class _SearchState:
         self._traces = False
         self.packing_after = allocator.packing_after or 0
         self._demands: dict[tuple[int, int, int], tuple[tuple[frozenset[int], ...], list[int], int | None]] = {}
+        self._consumed_cache: dict[tuple[int, int], _Consumed] = {}
+        self._counter_plans: dict[int, _CounterPlan] = {}
+        #: Per position: allocated before this call (``AllocatedState.devices``), read once.
+        self._allocated_before: list[bool] = []
+        #: :meth:`_Bounds._quick_capacity` per candidate-set fact and counters consumed.
+        self._fact_bounds: dict[tuple[int, tuple[tuple[str, Fraction], ...]], tuple[int, tuple[str, ...]]] = {}
 
     # --- one device ------------------------------------------------------------------------
 
     def _in_use(self, position: int) -> bool:
-        return self.devices[position].id in self.a.allocated.devices or bool(self.allocating.get(position))
+        if self.allocating.get(position):
+            return True
+        before = self._allocated_before
+        if len(before) != len(self.devices):  # (the allocated state does not change during a search)
+            before = self._allocated_before = [d.id in self.a.allocated.devices for d in self.devices]
+        return before[position]
 
     def _is_multi(self, position: int) -> bool:
         return self.multi and self.devices[position].allow_multiple
@@ -142,27 +160,45 @@ class _SearchState:
         every capacity of the device is consumed, rounded up by its ``requestPolicy``
         (``calculateConsumedCapacity``); a rounded amount the policy refuses (``violatesPolicy``)
         or one that overruns what is left skips the device; an unrepresentable request aborts.
+        The returned amounts are shared between calls: read them, do not change them.
         """
+        found = self._consumed_cache.get((position, id(spec)))
+        if found is None:
+            found = self._consumed_cache[(position, id(spec))] = self._consumption_of(position, spec)
+        amounts, capacity, over, _ = found
+        if amounts is None:
+            return None
         device = self.devices[position]
-        used = self.a.allocated.capacity.get(device.id, {})
-        pending = self.capacity_in_use.get(position, {})
+        used = self.a.allocated.capacity.get(device.id)
+        pending = self.capacity_in_use.get(position)
+        if not used and not pending:
+            return None if over else amounts
+        used, pending = used or {}, pending or {}
+        for name, amount in amounts.items():
+            if used.get(name, 0) + pending.get(name, 0) + amount > capacity[name]:
+                return None
+        return amounts
+
+    def _consumption_of(self, position: int, spec: SubRequest) -> _Consumed:
+        """What :meth:`_consumption` reads that depends on the device and the request alone (the
+        search changes neither), computed once per pair: the amounts (``None``: the device lacks a
+        capacity asked for, or its policy refuses an amount), the device's capacities, whether an
+        amount alone overruns its capacity; an unrepresentable request raises here every time."""
+        device = self.devices[position]
         capacity = device_capacities(device.capacity, device.device.driver)
         consumed: dict[str, Fraction] = {}
         try:
             wanted = resolve_requests(spec.capacity, device.capacity, device.device.driver)
             if wanted is None:  # asks for a capacity the device lacks
-                return None
+                return None, capacity, False, spec
             for name, total in capacity.items():
                 consumed[name] = consumed_amount(wanted.get(name), total, device.request_policies.get(name))
         except NotRepresentable as error:
             raise _Stop(f"request {spec.name} on device {device.id}: {error}") from None
-        for name, total in capacity.items():
-            amount = consumed[name]
-            if violates_policy(amount, device.request_policies.get(name)):
-                return None
-            if used.get(name, 0) + pending.get(name, 0) + amount > total:
-                return None
-        return consumed
+        for name in capacity:
+            if violates_policy(consumed[name], device.request_policies.get(name)):
+                return None, capacity, False, spec
+        return consumed, capacity, any(consumed[name] > total for name, total in capacity.items()), spec
 
     def _try(self, claim: int, alt: _Alt, position: int) -> str | None:
         """``allocateDevice``; ``None`` on success, else why the device was refused."""
@@ -241,39 +277,49 @@ class _SearchState:
             self._give_counters(position)
 
     def _take_counters(self, position: int) -> str | None:
-        fit = self.devices[position]
-        available = self.a.available_counters(fit.pool)
-        pool_id = id(fit.pool)
-        taken: list[tuple[dict[str, Fraction], str, Fraction]] = []
+        plan = self._counter_plans.get(position)
+        if plan is None:
+            plan = self._counter_plans[position] = self._counter_plan(position)
         over: str | None = None
-        for counter_set, counters in fit.consumes:
-            if counter_set not in available:
-                continue
-            consumed = self.consumed.setdefault((pool_id, counter_set), {})
-            limits = available[counter_set]
-            for name, value in counters:
-                if name not in limits:
-                    continue
+        for key, counter_set, counters in plan:
+            consumed = self.consumed.get(key)
+            if consumed is None:
+                consumed = self.consumed[key] = {}
+            for name, value, limit in counters:
                 now = consumed.get(name, 0) + value
                 consumed[name] = now
-                taken.append((consumed, name, value))
-                if now > limits[name] and over is None:
+                if now > limit and over is None:
                     over = f"counter {name} of {counter_set} exhausted"
         if over is not None:
-            for consumed, name, value in taken:
-                consumed[name] -= value
+            for key, _, counters in plan:
+                consumed = self.consumed[key]
+                for name, value, _ in counters:
+                    consumed[name] -= value
         return over
 
-    def _give_counters(self, position: int) -> None:
+    def _counter_plan(self, position: int) -> _CounterPlan:
+        """The counters :meth:`_take_counters` charges for a device: per counter set of its pool that it
+        consumes from, (``consumed`` key, set name, (counter, amount, limit) of the counters the set has).
+        The pool's available counters do not change during a search (``Allocator.available_counters``)."""
         fit = self.devices[position]
         available = self.a.available_counters(fit.pool)
+        plan: list[tuple[tuple[int, str], str, tuple[tuple[str, Fraction, Fraction], ...]]] = []
         for counter_set, counters in fit.consumes:
-            if counter_set not in available:
+            limits = available.get(counter_set)
+            if limits is None:
                 continue
-            consumed = self.consumed[(id(fit.pool), counter_set)]
-            for name, value in counters:
-                if name in available[counter_set]:
-                    consumed[name] -= value
+            plan.append(((id(fit.pool), counter_set), counter_set,
+                         tuple((name, value, limits[name]) for name, value in counters if name in limits)))
+        return tuple(plan)
+
+    def _give_counters(self, position: int) -> None:
+        plan = self._counter_plans.get(position)
+        if plan is None:
+            plan = self._counter_plans[position] = self._counter_plan(position)
+        for key, _, counters in plan:
+            consumed = self.consumed[key]
+            for name, value, _ in counters:
+                consumed[name] -= value
 
     def _over(self, position: int) -> str | None:
         """The counter this device would overdraw now (``None``: it fits)."""
