@@ -131,6 +131,10 @@ class ControlPlane:
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _tokens: dict[str, str] = field(default_factory=dict)
     start_seconds: dict[str, float] = field(default_factory=dict)
+    #: How many times the API server was started; and for the scheduler and controller manager, the count
+    #: when each was started (one started before a restart may still be in client-go's watch backoff).
+    _apiserver_starts: int = 0
+    _started_at: dict[str, int] = field(default_factory=dict)
 
     # ----- clients
     def api_client(self, token: str | None = None) -> client.ApiClient:
@@ -225,6 +229,7 @@ class ControlPlane:
         return out
 
     def _spawn(self, component: str, args: list[str]) -> None:
+        self._started_at[component] = self._apiserver_starts
         log = self.log_file(component).open("ab")
         self._procs[component] = subprocess.Popen([str(self.binary), component, *args], stdout=log,
                                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -308,6 +313,7 @@ class ControlPlane:
     def start_apiserver(self) -> None:
         """Start (or restart, on the same port and etcd) the API server and wait until /readyz is ok."""
         self._spawn("apiserver", self._apiserver_args())
+        self._apiserver_starts += 1
         headers = {"Authorization": f"Bearer {self.admin_token}"}
 
         def ready() -> bool:  # the serving certificate (ca_file) is written just before the port opens
@@ -326,7 +332,14 @@ class ControlPlane:
         return path
 
     def ensure_allocation(self) -> ControlPlane:
-        """Start kube-scheduler and kube-controller-manager (claims from templates, allocation), once."""
+        """Start kube-scheduler and kube-controller-manager (claims from templates, allocation), once; and again
+        where the API server restarted since (tests on this plane stop it): their watches broke, and client-go
+        retries a broken watch after a backoff that grows with each failure to 30 s (a 403 while the new
+        server's authorizer syncs is one more), so a component two restarts old can miss for half a minute the
+        objects the next test creates (seen in CI: no claim from a template within 30 s)."""
+        for component in ("controller-manager", "scheduler"):
+            if self.running(component) and self._started_at.get(component, 0) < self._apiserver_starts:
+                self._stop(component)
         gates = ",".join(f"{g}=true" for g in self.spec.feature_gates)
         if not self.running("controller-manager"):
             kubeconfig = self._component_kubeconfig("system:kube-controller-manager")

@@ -97,6 +97,20 @@ def test_api_server_restarts_under_a_client(request: pytest.FixtureRequest, mino
         assert core.read_namespaced_config_map("survivor", "default").metadata.name == "survivor"
 
 
+@pytest.mark.xdist_group("kcp-1.37")
+def test_allocation_components_older_than_the_api_server_are_started_again(request: pytest.FixtureRequest) -> None:
+    """After an API server restart the next ``ensure_allocation`` starts the controller manager and the scheduler
+    again (their watches may be in a backoff of up to 30 s), and only then."""
+    plane = _plane(request, "1.37").ensure_allocation()
+    pids = {c: plane._procs[c].pid for c in ("controller-manager", "scheduler")}
+    assert {c: plane.ensure_allocation()._procs[c].pid for c in pids} == pids  # no restart: kept
+    plane.stop_apiserver()
+    plane.start_apiserver()
+    assert all(plane.running(c) for c in pids)  # (left running until a test asks for them)
+    again = {c: plane.ensure_allocation()._procs[c].pid for c in pids}
+    assert all(again[c] != pids[c] and plane.running(c) for c in pids)
+
+
 @pytest.mark.parametrize("minor", PLANES)
 def test_claim_controller_makes_claims_from_templates(request: pytest.FixtureRequest, minor: str) -> None:
     plane = _plane(request, minor).ensure_allocation()
