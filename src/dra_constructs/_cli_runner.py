@@ -27,8 +27,8 @@ def run_parser(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog
                exit_at_once: bool = False) -> int:
     """Parse ``argv`` and call the chosen subcommand's ``func(args) -> int``.
 
-    ``exit_at_once`` (a console run, never an in-process caller): once the command succeeded and its
-    output is flushed, the process exits there (``os._exit``), as mypy does (``util.hard_exit``):
+    ``exit_at_once`` (a console run, never an in-process caller): once the command returned its exit code
+    and its output is flushed, the process exits there (``os._exit``), as mypy does (``util.hard_exit``):
     freeing what the command kept (:data:`KEEP_TO_EXIT`) one object at a time is ~6% of a large
     audit, and no one waits for it. The command's own clean-up (temporary files) is done by then.
     """

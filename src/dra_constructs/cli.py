@@ -87,9 +87,9 @@ def _command(argv: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit code."""
+    """Run the command line; returns the process exit code (given no ``argv``, as the console script and
+    ``python -m`` call it, the process exits with it as soon as the command is done)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    # the console script and ``python -m`` (no ``argv``) exit as soon as the command is done
     return run_parser(build_parser(_command(args)), args, "dra-constructs", exit_at_once=argv is None)
 
 

@@ -360,17 +360,17 @@ class Manifest:
             for key in keys:
                 parent, node = node, as_dict(node).get(key)
             if not isinstance(node, dict):
-                return _Discovered()
+                return _NOTHING_FOUND
             metadata = self.metadata if self.kind == "Pod" else as_dict(as_dict(parent).get("metadata"))
             meta_path = "metadata" if self.kind == "Pod" else ".".join(keys[:-1]) + ".metadata"
             return _Discovered(pods=[PodView(node, ".".join(keys), metadata, meta_path)])
         if self.is_resource_api:
-            return _Discovered()  # claims, classes, slices: no pod specs (capacity.requests is not a pod's)
+            return _NOTHING_FOUND  # claims, classes, slices: no pod specs (capacity.requests is not a pod's)
         # Other kinds (Kubeflow PyTorchJob/TrainJob, RayCluster, JobSet, LeaderWorkerSet, Argo, KServe, ...):
         # find every embedded pod spec, and container-like and resource dicts outside them (ConfigMaps,
         # Services and most other objects hold no key the search finds by: not walked).
         if nothing_to_discover(self.obj):
-            return _Discovered()
+            return _NOTHING_FOUND
         return _discover(self.obj)
 
     def know_nothing_discovered(self) -> None:
